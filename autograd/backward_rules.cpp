@@ -1,0 +1,197 @@
+#include "autograd/backward_rules.h"
+
+#include "autograd/dispatch.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+
+namespace qkv::autograd::grad {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+const Shape& shape_of(const BackwardArgs& a, size_t i) { return a.input_meta[i].shape; }
+
+// The reduced gradient g (shape of the reduction's output) broadcast back over `in_shape`.
+Tensor unreduce(const Tensor& g, const Shape& in_shape, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor r = g;
+  if (!keepdim)
+    for (int64_t d : dims) r = r.unsqueeze(d);   // dims are sorted ascending
+  return r.expand(in_shape);
+}
+
+int64_t reduced_count(const Shape& s, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= s[size_t(d)];
+  return n;
+}
+
+Tensor zero_like_meta(const TensorMeta& m) { return zeros(m.shape, {m.dtype, m.device}); }
+
+}  // namespace
+
+Grads add(const BackwardArgs& a) { return {sum_to(a.grads[0], shape_of(a, 0)), sum_to(a.grads[0], shape_of(a, 1))}; }
+Grads sub(const BackwardArgs& a) { return {sum_to(a.grads[0], shape_of(a, 0)), -sum_to(a.grads[0], shape_of(a, 1))}; }
+
+Grads mul(const BackwardArgs& a) {
+  const Tensor& g = a.grads[0];
+  return {a.needs_grad[0] ? sum_to(g * a.inputs[1], shape_of(a, 0)) : Tensor(),
+          a.needs_grad[1] ? sum_to(g * a.inputs[0], shape_of(a, 1)) : Tensor()};
+}
+
+Grads div(const BackwardArgs& a) {
+  const Tensor &g = a.grads[0], &x = a.inputs[0], &y = a.inputs[1];
+  return {a.needs_grad[0] ? sum_to(g / y, shape_of(a, 0)) : Tensor(),
+          a.needs_grad[1] ? sum_to(-(g * x) / (y * y), shape_of(a, 1)) : Tensor()};
+}
+
+Grads neg(const BackwardArgs& a) { return {-a.grads[0]}; }
+Grads exp(const BackwardArgs& a) { return {a.grads[0] * a.outputs[0]}; }
+Grads log(const BackwardArgs& a) { return {a.grads[0] / a.inputs[0]}; }
+Grads sqrt(const BackwardArgs& a) { return {a.grads[0] / (a.outputs[0] * 2.0)}; }
+Grads rsqrt(const BackwardArgs& a) { return {a.grads[0] * pow(a.outputs[0], 3.0) * -0.5}; }
+
+Grads pow(const BackwardArgs& a) {
+  const double p = attr<ScalarAttrs>(a.attrs, "pow").value;
+  if (p == 0) return {zeros_like(a.grads[0])};
+  return {a.grads[0] * qkv::pow(a.inputs[0], p - 1) * p};
+}
+
+Grads tanh(const BackwardArgs& a) {
+  const Tensor& y = a.outputs[0];
+  return {a.grads[0] * (1.0 - y * y)};
+}
+Grads sigmoid(const BackwardArgs& a) {
+  const Tensor& y = a.outputs[0];
+  return {a.grads[0] * y * (1.0 - y)};
+}
+Grads relu(const BackwardArgs& a) {
+  const Tensor& y = a.outputs[0];
+  return {where(gt(y, scalar_tensor(0, {y.dtype(), y.device()})), a.grads[0], scalar_tensor(0, {y.dtype(), y.device()}))};
+}
+Grads gelu(const BackwardArgs& a) {
+  return {gelu_backward(a.grads[0], a.inputs[0], attr<GeluAttrs>(a.attrs, "gelu").tanh)};
+}
+
+Grads sum(const BackwardArgs& a) {
+  const auto& r = attr<ReduceAttrs>(a.attrs, "sum");
+  return {unreduce(a.grads[0], shape_of(a, 0), r.dims, r.keepdim)};
+}
+
+Grads mean(const BackwardArgs& a) {
+  const auto& r = attr<ReduceAttrs>(a.attrs, "mean");
+  return {unreduce(a.grads[0] / double(reduced_count(shape_of(a, 0), r.dims)), shape_of(a, 0), r.dims, r.keepdim)};
+}
+
+// Ties share the gradient equally, as PyTorch's amax does.
+Grads amax(const BackwardArgs& a) {
+  const auto& r = attr<ReduceAttrs>(a.attrs, "amax");
+  const Tensor& x = a.inputs[0];
+  const Shape& s = shape_of(a, 0);
+  Tensor is_max = eq(x, unreduce(a.outputs[0], s, r.dims, r.keepdim));
+  Tensor count = sum(cast(is_max, x.dtype()), r.dims, /*keepdim=*/true);
+  Tensor share = unreduce(a.grads[0], s, r.dims, r.keepdim) / count.expand(s);
+  return {where(is_max, share, scalar_tensor(0, {x.dtype(), x.device()}))};
+}
+
+Grads max(const BackwardArgs& a) {
+  const auto& d = attr<DimAttrs>(a.attrs, "max");
+  const TensorMeta& m = a.input_meta[0];
+  if (m.shape.empty()) return {a.grads[0]};
+  Tensor idx = d.keepdim ? a.outputs[1] : a.outputs[1].unsqueeze(d.dim);
+  Tensor g = d.keepdim ? a.grads[0] : a.grads[0].unsqueeze(d.dim);
+  return {scatter_add(zero_like_meta(m), d.dim, idx, g)};
+}
+
+// C = op(A) op(B). Each gradient is one more matmul with transpose flags, then summed over
+// broadcast batch dims.
+Grads matmul(const BackwardArgs& a) {
+  const auto& f = attr<MatmulAttrs>(a.attrs, "matmul");
+  const Tensor &g = a.grads[0], &A = a.inputs[0], &B = a.inputs[1];
+  Tensor ga, gb;
+  if (a.needs_grad[0])
+    ga = sum_to(f.trans_a ? qkv::matmul(B, g, f.trans_b, true) : qkv::matmul(g, B, false, !f.trans_b), shape_of(a, 0));
+  if (a.needs_grad[1])
+    gb = sum_to(f.trans_b ? qkv::matmul(g, A, true, f.trans_a) : qkv::matmul(A, g, !f.trans_a, false), shape_of(a, 1));
+  return {ga, gb};
+}
+
+Grads softmax(const BackwardArgs& a) {
+  const int64_t dim = attr<DimAttrs>(a.attrs, "softmax").dim;
+  const Tensor &g = a.grads[0], &y = a.outputs[0];
+  return {y * (g - sum(g * y, {dim}, true))};
+}
+
+Grads log_softmax(const BackwardArgs& a) {
+  const int64_t dim = attr<DimAttrs>(a.attrs, "log_softmax").dim;
+  const Tensor &g = a.grads[0], &y = a.outputs[0];
+  return {g - qkv::exp(y) * sum(g, {dim}, true)};
+}
+
+Grads layer_norm(const BackwardArgs& a) {
+  LayerNormGrads r = layer_norm_backward(a.grads[0], a.inputs[0], a.inputs[1], a.outputs[1], a.outputs[2]);
+  return {r.dx, a.input_meta[1].defined ? r.dweight : Tensor(), a.input_meta[2].defined ? r.dbias : Tensor()};
+}
+
+Grads embedding(const BackwardArgs& a) {
+  const Tensor &g = a.grads[0], &ids = a.inputs[1];
+  const TensorMeta& w = a.input_meta[0];
+  Tensor flat_g = g.reshape({-1, w.shape[1]});
+  return {index_add(zero_like_meta(w), 0, ids.reshape({-1}), flat_g), Tensor()};
+}
+
+Grads cross_entropy(const BackwardArgs& a) {
+  const Tensor dx = call_op(OpId::cross_entropy_backward,
+                            {a.grads[0], a.inputs[0], a.inputs[1], a.outputs[1]}, a.attrs)[0];
+  return {dx, Tensor()};
+}
+
+Grads dropout(const BackwardArgs& a) {
+  // The same mask (same seed and offset) applied to the gradient.
+  return {call_op(OpId::dropout, {a.grads[0]}, a.attrs)[0]};
+}
+
+Grads concat(const BackwardArgs& a) {
+  const int64_t dim = attr<DimAttrs>(a.attrs, "concat").dim;
+  Grads out;
+  int64_t at = 0;
+  for (const TensorMeta& m : a.input_meta) {
+    const int64_t n = m.shape[size_t(dim)];
+    out.push_back(a.grads[0].slice(dim, at, at + n));
+    at += n;
+  }
+  return out;
+}
+
+Grads index_select(const BackwardArgs& a) {
+  const int64_t dim = attr<DimAttrs>(a.attrs, "index_select").dim;
+  return {index_add(zero_like_meta(a.input_meta[0]), dim, a.inputs[1], a.grads[0]), Tensor()};
+}
+
+Grads index_add(const BackwardArgs& a) {
+  const int64_t dim = attr<DimAttrs>(a.attrs, "index_add").dim;
+  return {a.grads[0], Tensor(), a.needs_grad[2] ? index_select(a.grads[0], dim, a.inputs[1]) : Tensor()};
+}
+
+Grads gather(const BackwardArgs& a) {
+  const int64_t dim = attr<DimAttrs>(a.attrs, "gather").dim;
+  return {scatter_add(zero_like_meta(a.input_meta[0]), dim, a.inputs[1], a.grads[0]), Tensor()};
+}
+
+Grads scatter_add(const BackwardArgs& a) {
+  const int64_t dim = attr<DimAttrs>(a.attrs, "scatter_add").dim;
+  return {a.grads[0], Tensor(), a.needs_grad[2] ? gather(a.grads[0], dim, a.inputs[1]) : Tensor()};
+}
+
+Grads masked_fill(const BackwardArgs& a) { return {qkv::masked_fill(a.grads[0], a.inputs[1], 0.0), Tensor()}; }
+
+Grads where(const BackwardArgs& a) {
+  const Tensor &g = a.grads[0], &c = a.inputs[0];
+  Tensor zero = scalar_tensor(0, {g.dtype(), g.device()});
+  return {Tensor(), a.needs_grad[1] ? sum_to(qkv::where(c, g, zero), shape_of(a, 1)) : Tensor(),
+          a.needs_grad[2] ? sum_to(qkv::where(c, zero, g), shape_of(a, 2)) : Tensor()};
+}
+
+Grads cast(const BackwardArgs& a) { return {qkv::cast(a.grads[0], a.input_meta[0].dtype)}; }
+Grads copy(const BackwardArgs& a) { return {a.grads[0]}; }
+
+}  // namespace qkv::autograd::grad

@@ -1,0 +1,108 @@
+#include "autograd/dispatch.h"
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "tensor/view.h"
+
+namespace qkv::autograd {
+namespace {
+
+// The node a table op leaves in the graph.
+struct OpNode final : Node {
+  const OpInfo* op;
+  Attrs attrs;
+  std::vector<SavedTensor> saved_inputs, saved_outputs;
+
+  OpNode(const OpInfo& info, Attrs a) : op(&info), attrs(std::move(a)) {}
+  std::string name() const override { return op->name; }
+  void release_saved() override {
+    for (auto& s : saved_inputs) s.reset();
+    for (auto& s : saved_outputs) s.reset();
+  }
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    if (!op->backward)
+      throw AutogradError(cat("backward reached op '", op->name, "', which is not differentiable "
+                              "(detach its inputs, or compute it under NoGradGuard)"));
+    std::vector<Tensor> in(saved_inputs.size()), out(saved_outputs.size());
+    for (size_t i = 0; i < in.size(); ++i) in[i] = saved_inputs[i].unpack(op->name);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = saved_outputs[i].unpack(op->name);
+    if (in.empty()) in.resize(inputs.size());
+    if (out.empty()) out.resize(outputs.size());
+    for (size_t i = 0; i < grads.size(); ++i)   // outputs no gradient reached count as zero
+      if (!grads[i].defined() && is_floating(outputs[i].dtype))
+        grads[i] = zeros(outputs[i].shape, {outputs[i].dtype, outputs[i].device});
+    std::unique_ptr<bool[]> needs(new bool[next.size()]);
+    for (size_t i = 0; i < next.size(); ++i) needs[i] = next[i].node != nullptr;
+    BackwardArgs args{op->name, in, out, inputs, grads, attrs, std::span<const bool>(needs.get(), next.size())};
+    return op->backward(args);
+  }
+};
+
+void check_inputs(const OpInfo& info, const std::vector<Tensor>& in) {
+  const char* op = info.name;
+  if (info.arity >= 0)
+    check<ValueError>(int(in.size()) == info.arity, op, ": expected ", info.arity, " inputs, got ", in.size());
+  else
+    check<ValueError>(!in.empty(), op, ": expected at least one input");
+  for (size_t i = 0; i < in.size(); ++i) {
+    const bool optional = i < 32 && ((info.optional >> i) & 1u);
+    check<ValueError>(in[i].defined() || optional, op, ": input ", i, " is undefined");
+  }
+}
+
+// All defined inputs on one device; a 0-dim CPU tensor may join a CUDA op (it is moved over).
+Device common_device(const OpInfo& info, std::vector<Tensor>& in, const Attrs& attrs) {
+  if (in.empty()) return attr<RandomAttrs>(attrs, info.name).device;
+  const Tensor* first = nullptr;
+  for (const Tensor& t : in)
+    if (t.defined() && !(t.dim() == 0 && t.device().is_cpu())) { first = &t; break; }
+  if (!first) return kCPU;
+  const Device dev = first->device();
+  for (size_t i = 0; i < in.size(); ++i) {
+    Tensor& t = in[i];
+    if (!t.defined() || t.device() == dev) continue;
+    if (t.dim() == 0 && t.device().is_cpu()) { t = raw::to(t, t.dtype(), dev); continue; }
+    throw DeviceError(cat(info.name, ": expected all inputs on one device, got ", describe(*first), " on ",
+                          first->device(), " and input ", i, " ", describe(t), " on ", t.device()));
+  }
+  return dev;
+}
+
+}  // namespace
+
+std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
+  const OpInfo& info = op_info(id);
+  check_inputs(info, in);
+  const Device device = common_device(info, in, attrs);
+  const DType primary = in.empty() ? attr<RandomAttrs>(attrs, info.name).dtype : in[0].dtype();
+  check<DTypeError>(info.dtypes.contains(primary), info.name, ": dtype ", dtype_name(primary),
+                    " is not supported (supported: ", info.dtypes.to_string(), ")");
+  check_device_usable(device, info.name);
+
+  const std::vector<OutputSpec> specs = info.shape(in, attrs, info.name);
+  std::vector<Tensor> out;
+  out.reserve(specs.size());
+  for (const OutputSpec& s : specs) out.push_back(empty(s.shape, {s.dtype, device}));
+
+  const kernels::Kernel kernel = device.is_cpu() ? info.cpu : info.cuda;
+  if (!kernel) throw DeviceError(cat(info.name, ": no CUDA kernel yet (run it on the CPU)"));
+  kernel(kernels::KernelArgs{in, out, attrs});
+
+  if (!any_requires_grad(in)) return out;
+  auto node = std::make_shared<OpNode>(info, std::move(attrs));
+  for (const Tensor& t : in) {
+    node->inputs.push_back(TensorMeta::of(t));
+    node->next.push_back(t.defined() && t.requires_grad() && is_floating(t.dtype()) ? gradient_edge(t) : Edge{});
+  }
+  for (const Tensor& t : out) node->outputs.push_back(TensorMeta::of(t));
+  if (info.save & kSaveInputs)
+    for (const Tensor& t : in) node->saved_inputs.emplace_back(t);
+  if (info.save & kSaveOutputs)
+    for (const Tensor& t : out) node->saved_outputs.emplace_back(t);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (is_floating(out[i].dtype())) set_history(out[i], node, int(i));
+  return out;
+}
+
+}  // namespace qkv::autograd

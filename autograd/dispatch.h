@@ -1,0 +1,13 @@
+// call_op: the single entry point of every primitive op. It checks the inputs against the op's
+// row (arity, devices, dtypes), asks the shape rule for the outputs, allocates them on the
+// inputs' device, runs that device's kernel, and records a node when a gradient is needed.
+#pragma once
+#include <vector>
+
+#include "autograd/op_table.h"
+
+namespace qkv::autograd {
+
+std::vector<Tensor> call_op(OpId id, std::vector<Tensor> inputs, Attrs attrs = NoAttrs{});
+
+}  // namespace qkv::autograd

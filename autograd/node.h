@@ -1,0 +1,76 @@
+// The recorded graph. Each differentiable op call leaves a Node that knows how to turn the
+// gradients of its outputs into gradients of its inputs, and edges to the nodes that produced
+// those inputs. Leaves end in an AccumulateGrad node that adds into their .grad.
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace qkv::autograd {
+
+struct Node;
+
+struct Edge {
+  std::shared_ptr<Node> node;   // null: this input needs no gradient
+  int output_nr = 0;
+};
+
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::f32;
+  Device device;
+  bool defined = false;
+  static TensorMeta of(const Tensor& t) {
+    if (!t.defined()) return {};
+    return {t.shape(), t.dtype(), t.device(), true};
+  }
+};
+
+// A tensor kept for backward, with the storage version it had when saved: using it after an
+// in-place write would give wrong gradients, so unpack() refuses.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& t);
+  Tensor unpack(const std::string& op) const;
+  void reset() { t_ = Tensor(); }
+  bool defined() const { return t_.defined(); }
+
+ private:
+  Tensor t_;
+  uint64_t version_ = 0;
+};
+
+struct Node {
+  virtual ~Node() = default;
+  // Gradients of the outputs (undefined where none arrived) -> gradients of the inputs.
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
+  virtual std::string name() const = 0;
+  // Drops saved tensors after a backward that did not retain the graph.
+  virtual void release_saved() {}
+
+  std::vector<Edge> next;              // one per input
+  std::vector<TensorMeta> inputs;      // what each input looked like
+  std::vector<TensorMeta> outputs;     // what each output looks like
+  bool released = false;
+};
+
+// Adds the incoming gradient into a leaf's .grad.
+struct AccumulateGrad final : Node {
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  std::shared_ptr<TensorImpl> leaf;
+};
+
+// The edge through which a gradient for `t` flows: its grad_fn, or its leaf accumulator.
+Edge gradient_edge(const Tensor& t);
+// Makes `t` an output of `node` (sets requires_grad, grad_fn and output_nr).
+void set_history(Tensor& t, const std::shared_ptr<Node>& node, int output_nr);
+// True when any input requires grad and grad mode is on.
+bool any_requires_grad(std::span<const Tensor> inputs);
+
+}  // namespace qkv::autograd

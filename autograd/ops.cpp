@@ -1,0 +1,157 @@
+#include "autograd/ops.h"
+
+#include "autograd/dispatch.h"
+
+namespace qkv {
+
+using autograd::call_op;
+using autograd::OpId;
+
+namespace {
+Tensor one(OpId id, std::vector<Tensor> in, Attrs attrs = NoAttrs{}) {
+  return call_op(id, std::move(in), std::move(attrs))[0];
+}
+Tensor scalar_like(double v, const Tensor& like) { return scalar_tensor(v, {like.dtype(), like.device()}); }
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return one(OpId::add, {a, b}); }
+Tensor sub(const Tensor& a, const Tensor& b) { return one(OpId::sub, {a, b}); }
+Tensor mul(const Tensor& a, const Tensor& b) { return one(OpId::mul, {a, b}); }
+Tensor div(const Tensor& a, const Tensor& b) { return one(OpId::div, {a, b}); }
+Tensor gt(const Tensor& a, const Tensor& b) { return one(OpId::gt, {a, b}); }
+Tensor eq(const Tensor& a, const Tensor& b) { return one(OpId::eq, {a, b}); }
+Tensor neg(const Tensor& x) { return one(OpId::neg, {x}); }
+Tensor exp(const Tensor& x) { return one(OpId::exp, {x}); }
+Tensor log(const Tensor& x) { return one(OpId::log, {x}); }
+Tensor sqrt(const Tensor& x) { return one(OpId::sqrt, {x}); }
+Tensor rsqrt(const Tensor& x) { return one(OpId::rsqrt, {x}); }
+Tensor pow(const Tensor& x, double e) { return one(OpId::pow, {x}, ScalarAttrs{e}); }
+Tensor tanh(const Tensor& x) { return one(OpId::tanh, {x}); }
+Tensor sigmoid(const Tensor& x) { return one(OpId::sigmoid, {x}); }
+Tensor relu(const Tensor& x) { return one(OpId::relu, {x}); }
+Tensor gelu(const Tensor& x, bool t) { return one(OpId::gelu, {x}, GeluAttrs{t}); }
+Tensor gelu_backward(const Tensor& g, const Tensor& x, bool t) { return one(OpId::gelu_backward, {g, x}, GeluAttrs{t}); }
+Tensor masked_fill(const Tensor& x, const Tensor& m, double v) { return one(OpId::masked_fill, {x, m}, ScalarAttrs{v}); }
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return one(OpId::where, {c, a, b}); }
+
+namespace {
+Tensor reduction(OpId id, const char* name, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return one(id, {x}, ReduceAttrs{normalize_dims(dims, x.dim(), name), keepdim});
+}
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& d, bool k) { return reduction(OpId::sum, "sum", x, d, k); }
+Tensor mean(const Tensor& x, const std::vector<int64_t>& d, bool k) { return reduction(OpId::mean, "mean", x, d, k); }
+Tensor amax(const Tensor& x, const std::vector<int64_t>& d, bool k) { return reduction(OpId::amax, "amax", x, d, k); }
+
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
+  auto out = call_op(OpId::max, {x}, DimAttrs{wrap_dim(dim, x.dim(), "max"), keepdim});
+  return {out[0], out[1]};
+}
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  return max(x.detach(), dim, keepdim).indices;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) { return one(OpId::matmul, {a, b}, MatmulAttrs{ta, tb}); }
+Tensor softmax(const Tensor& x, int64_t dim) { return one(OpId::softmax, {x}, DimAttrs{wrap_dim(dim, x.dim(), "softmax")}); }
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return one(OpId::log_softmax, {x}, DimAttrs{wrap_dim(dim, x.dim(), "log_softmax")});
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
+  check<ValueError>(eps >= 0, "layer_norm: eps must be non-negative, got ", eps);
+  return one(OpId::layer_norm, {x, w, b}, LayerNormAttrs{eps});
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& mean,
+                                   const Tensor& rstd) {
+  auto out = call_op(OpId::layer_norm_backward, {g, x, w, mean, rstd});
+  return {out[0], out[1], out[2]};
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids) { return one(OpId::embedding, {weight, ids}); }
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  return one(OpId::cross_entropy, {logits, target}, CrossEntropyAttrs{ignore_index, reduction});
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  check<ValueError>(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
+  if (!training || p == 0) return x;
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t seed = g.seed(), offset = g.reserve(x.numel());
+  return one(OpId::dropout, {x}, DropoutAttrs{p, seed, offset});
+}
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
+  check<ValueError>(!xs.empty() && xs[0].defined(), "concat: expected at least one tensor");
+  return one(OpId::concat, xs, DimAttrs{wrap_dim(dim, xs[0].dim(), "concat")});
+}
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  return one(OpId::index_select, {x, index}, DimAttrs{wrap_dim(dim, x.dim(), "index_select")});
+}
+Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
+  return one(OpId::index_add, {base, index, src}, DimAttrs{wrap_dim(dim, base.dim(), "index_add")});
+}
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  return one(OpId::gather, {x, index}, DimAttrs{wrap_dim(dim, x.dim(), "gather")});
+}
+Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
+  return one(OpId::scatter_add, {base, index, src}, DimAttrs{wrap_dim(dim, base.dim(), "scatter_add")});
+}
+
+Tensor cast(const Tensor& x, DType dtype) { return one(OpId::cast, {x}, CastAttrs{dtype}); }
+Tensor copy(const Tensor& x) { return one(OpId::copy, {x}); }
+
+namespace {
+Tensor random(OpId id, RandomKind kind, const Shape& shape, double a, double b, TensorOptions opts, Generator* gen) {
+  Generator& g = gen ? *gen : default_generator();
+  RandomAttrs attrs{kind, a, b, shape, opts.dtype, opts.device, g.seed(), 0};
+  autograd::shape::random({}, attrs, autograd::op_info(id).name);   // validate before drawing
+  attrs.offset = g.reserve(numel(shape));
+  return one(id, {}, attrs);
+}
+}  // namespace
+
+Tensor uniform(const Shape& s, double lo, double hi, TensorOptions o, Generator* g) {
+  check<ValueError>(lo <= hi, "uniform: low ", lo, " is above high ", hi);
+  return random(OpId::uniform, RandomKind::uniform, s, lo, hi, o, g);
+}
+Tensor normal(const Shape& s, double m, double sd, TensorOptions o, Generator* g) {
+  check<ValueError>(sd >= 0, "normal: std must be non-negative, got ", sd);
+  return random(OpId::normal, RandomKind::normal, s, m, sd, o, g);
+}
+Tensor bernoulli(const Shape& s, double p, TensorOptions o, Generator* g) {
+  check<ValueError>(p >= 0 && p <= 1, "bernoulli: p must be in [0, 1], got ", p);
+  return random(OpId::bernoulli, RandomKind::bernoulli, s, p, 0, o, g);
+}
+Tensor rand(const Shape& s, TensorOptions o, Generator* g) { return uniform(s, 0, 1, o, g); }
+Tensor randn(const Shape& s, TensorOptions o, Generator* g) { return normal(s, 0, 1, o, g); }
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  const int64_t lead = x.dim() - int64_t(shape.size());
+  check<ShapeError>(lead >= 0, "sum_to: cannot reduce ", shape_str(x.shape()), " to ", shape_str(shape));
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d < lead || (shape[size_t(d - lead)] == 1 && x.shape()[size_t(d)] != 1)) dims.push_back(d);
+  Tensor r = dims.empty() ? x : sum(x, dims, /*keepdim=*/true);
+  return r.reshape(shape);
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
+Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
+
+}  // namespace qkv

@@ -1,0 +1,97 @@
+// The differentiable ops users call. Each is a thin typed front for one op-table row (or, for
+// the composites at the end, a few of them); all go through autograd::call_op, which checks
+// devices and dtypes, runs the kernel and records the graph.
+#pragma once
+#include <vector>
+
+#include "kernels/attrs.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+namespace qkv {
+
+// ---- elementwise (binary ops broadcast) ----------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);      // bool
+Tensor eq(const Tensor& a, const Tensor& b);      // bool
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, bool tanh_approximation = false);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// ---- reductions (empty dims: all dims) -----------------------------------------------------
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+struct ValuesIndices { Tensor values, indices; };
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);   // first maximum wins
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// ---- linear algebra and normalization ------------------------------------------------------
+// Batched: [..., M, K] @ [..., K, N] with broadcast batch dims; trans_* transpose the last two.
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+// Normalizes over the last dim; weight and bias ([D]) may be undefined.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+struct LayerNormGrads { Tensor dx, dweight, dbias; };
+LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& rstd);
+
+// ---- lookup, loss, regularization ----------------------------------------------------------
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+// logits [..., C], target [...] (int32/int64); targets equal to ignore_index add nothing.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     Reduction reduction = Reduction::mean);
+Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+
+// ---- indexing and joining -------------------------------------------------------------------
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src);
+
+// ---- conversion -------------------------------------------------------------------------------
+Tensor cast(const Tensor& x, DType dtype);
+Tensor copy(const Tensor& x);                     // a contiguous copy
+
+// ---- random (Philox; `gen` defaults to default_generator()) --------------------------------
+Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts = {}, Generator* gen = nullptr);
+Tensor normal(const Shape& shape, double mean, double std, TensorOptions opts = {}, Generator* gen = nullptr);
+Tensor bernoulli(const Shape& shape, double p, TensorOptions opts = {}, Generator* gen = nullptr);
+Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
+Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
+
+// ---- composites ---------------------------------------------------------------------------
+// Sums a broadcast gradient back down to `shape` (the inverse of broadcasting).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- operators (a double operand becomes a 0-dim tensor of the other's dtype and device) ----
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+}  // namespace qkv

@@ -1,0 +1,234 @@
+#include "autograd/shape_rules.h"
+
+#include <algorithm>
+
+namespace qkv::autograd {
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  return cat(dtype_name(t.dtype()), " ", shape_str(t.shape()));
+}
+
+namespace shape {
+namespace {
+
+using Specs = std::vector<OutputSpec>;
+
+void same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  check<DTypeError>(a.dtype() == b.dtype(), op, ": dtype mismatch: ", describe(a), " vs ", describe(b),
+                    " (convert one with .to(dtype))");
+}
+void index_dtype(const Tensor& t, const char* op, const char* what) {
+  check<DTypeError>(t.dtype() == DType::i32 || t.dtype() == DType::i64, op, ": ", what,
+                    " must be int32 or int64, got ", describe(t));
+}
+void mask_dtype(const Tensor& t, const char* op, const char* what) {
+  check<DTypeError>(t.dtype() == DType::b8 || t.dtype() == DType::u8, op, ": ", what,
+                    " must be bool or uint8, got ", describe(t));
+}
+Shape without(const Shape& s, int64_t dim) {
+  Shape r = s;
+  r.erase(r.begin() + dim);
+  return r;
+}
+
+}  // namespace
+
+Specs broadcast(std::span<const Tensor> in, const Attrs&, const char* op) {
+  same_dtype(in[0], in[1], op);
+  return {{broadcast_shapes(in[0].shape(), in[1].shape(), op), in[0].dtype()}};
+}
+
+Specs compare(std::span<const Tensor> in, const Attrs&, const char* op) {
+  same_dtype(in[0], in[1], op);
+  return {{broadcast_shapes(in[0].shape(), in[1].shape(), op), DType::b8}};
+}
+
+Specs same(std::span<const Tensor> in, const Attrs&, const char*) { return {{in[0].shape(), in[0].dtype()}}; }
+
+Specs same_pair(std::span<const Tensor> in, const Attrs&, const char* op) {
+  same_dtype(in[0], in[1], op);
+  check<ShapeError>(in[0].shape() == in[1].shape(), op, ": shapes must match: ", describe(in[0]), " vs ",
+                    describe(in[1]));
+  return {{in[0].shape(), in[0].dtype()}};
+}
+
+Specs reduce(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const auto& a = attr<ReduceAttrs>(attrs, op);
+  const Shape& s = in[0].shape();
+  Shape out;
+  for (int64_t d = 0; d < int64_t(s.size()); ++d) {
+    bool reduced = std::find(a.dims.begin(), a.dims.end(), d) != a.dims.end();
+    if (!reduced) out.push_back(s[d]);
+    else if (a.keepdim) out.push_back(1);
+  }
+  return {{out, in[0].dtype()}};
+}
+
+Specs reduce_dim(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const auto& a = attr<DimAttrs>(attrs, op);
+  Shape out = in[0].shape();
+  if (!out.empty()) {
+    if (a.keepdim) out[a.dim] = 1;
+    else out.erase(out.begin() + a.dim);
+  }
+  return {{out, in[0].dtype()}, {out, DType::i64}};
+}
+
+Specs matmul(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const auto& a = attr<MatmulAttrs>(attrs, op);
+  const Tensor &x = in[0], &y = in[1];
+  same_dtype(x, y, op);
+  check<ShapeError>(x.dim() >= 2 && y.dim() >= 2, op, ": expected inputs with at least 2 dims, got ",
+                    describe(x), " and ", describe(y));
+  const int64_t m = a.trans_a ? x.size(-1) : x.size(-2), k1 = a.trans_a ? x.size(-2) : x.size(-1);
+  const int64_t k2 = a.trans_b ? y.size(-1) : y.size(-2), n = a.trans_b ? y.size(-2) : y.size(-1);
+  check<ShapeError>(k1 == k2, op, ": inner dimensions differ: ", describe(x), (a.trans_a ? "^T" : ""), " @ ",
+                    describe(y), (a.trans_b ? "^T" : ""), " (", k1, " vs ", k2, ")");
+  Shape batch = broadcast_shapes(Shape(x.shape().begin(), x.shape().end() - 2),
+                                 Shape(y.shape().begin(), y.shape().end() - 2), op);
+  batch.push_back(m);
+  batch.push_back(n);
+  return {{batch, x.dtype()}};
+}
+
+Specs layer_norm(std::span<const Tensor> in, const Attrs&, const char* op) {
+  const Tensor& x = in[0];
+  check<ShapeError>(x.dim() >= 1, op, ": expected at least 1 dim, got ", describe(x));
+  const int64_t n = x.size(-1);
+  for (int i : {1, 2}) {
+    if (!in[i].defined()) continue;
+    same_dtype(x, in[i], op);
+    check<ShapeError>(in[i].shape() == Shape{n}, op, ": ", i == 1 ? "weight" : "bias", " must have shape [", n,
+                      "] to match the last dim of ", describe(x), ", got ", describe(in[i]));
+  }
+  Shape rows(x.shape().begin(), x.shape().end() - 1);
+  return {{x.shape(), x.dtype()}, {rows, x.dtype()}, {rows, x.dtype()}};
+}
+
+Specs layer_norm_backward(std::span<const Tensor> in, const Attrs&, const char* op) {
+  const Tensor &g = in[0], &x = in[1];
+  same_dtype(g, x, op);
+  check<ShapeError>(g.shape() == x.shape(), op, ": grad ", describe(g), " does not match input ", describe(x));
+  const int64_t n = x.size(-1);
+  return {{x.shape(), x.dtype()}, {{n}, x.dtype()}, {{n}, x.dtype()}};
+}
+
+Specs embedding(std::span<const Tensor> in, const Attrs&, const char* op) {
+  const Tensor &w = in[0], &ids = in[1];
+  check<ShapeError>(w.dim() == 2, op, ": weight must be [num_embeddings, dim], got ", describe(w));
+  index_dtype(ids, op, "ids");
+  Shape out = ids.shape();
+  out.push_back(w.size(1));
+  return {{out, w.dtype()}};
+}
+
+Specs cross_entropy(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const auto& a = attr<CrossEntropyAttrs>(attrs, op);
+  const Tensor &x = in[0], &t = in[1];
+  index_dtype(t, op, "target");
+  check<ShapeError>(x.dim() >= 1 && Shape(x.shape().begin(), x.shape().end() - 1) == t.shape(), op,
+                    ": logits ", describe(x), " need targets of shape ",
+                    shape_str(x.dim() ? Shape(x.shape().begin(), x.shape().end() - 1) : Shape{}), ", got ", describe(t));
+  check<ShapeError>(x.size(-1) > 0, op, ": logits have no classes: ", describe(x));
+  Shape loss = a.reduction == Reduction::none ? t.shape() : Shape{};
+  return {{loss, x.dtype()}, {t.shape(), x.dtype()}};
+}
+
+Specs cross_entropy_backward(std::span<const Tensor> in, const Attrs&, const char*) {
+  return {{in[1].shape(), in[1].dtype()}};
+}
+
+Specs concat(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const int64_t dim = attr<DimAttrs>(attrs, op).dim;
+  const Tensor& first = in[0];
+  Shape out = first.shape();
+  check<ShapeError>(first.dim() > 0, op, ": cannot concatenate 0-dim tensors");
+  out[dim] = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = in[i];
+    same_dtype(first, t, op);
+    bool ok = t.dim() == first.dim();
+    for (int64_t d = 0; ok && d < t.dim(); ++d) ok = d == dim || t.shape()[d] == first.shape()[d];
+    check<ShapeError>(ok, op, ": input ", i, " ", describe(t), " does not match input 0 ", describe(first),
+                      " outside dim ", dim);
+    out[dim] += t.shape()[dim];
+  }
+  return {{out, first.dtype()}};
+}
+
+Specs index_select(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const int64_t dim = attr<DimAttrs>(attrs, op).dim;
+  index_dtype(in[1], op, "index");
+  check<ShapeError>(in[1].dim() == 1, op, ": index must be 1-D, got ", describe(in[1]));
+  check<ShapeError>(in[0].dim() > 0, op, ": cannot index a 0-dim tensor");
+  Shape out = in[0].shape();
+  out[dim] = in[1].numel();
+  return {{out, in[0].dtype()}};
+}
+
+Specs index_add(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const int64_t dim = attr<DimAttrs>(attrs, op).dim;
+  const Tensor &base = in[0], &idx = in[1], &src = in[2];
+  same_dtype(base, src, op);
+  index_dtype(idx, op, "index");
+  check<ShapeError>(idx.dim() == 1, op, ": index must be 1-D, got ", describe(idx));
+  Shape want = base.shape();
+  check<ShapeError>(!want.empty(), op, ": cannot index a 0-dim tensor");
+  want[dim] = idx.numel();
+  check<ShapeError>(src.shape() == want, op, ": source must have shape ", shape_str(want), " for base ",
+                    describe(base), " and ", idx.numel(), " indices, got ", describe(src));
+  return {{base.shape(), base.dtype()}};
+}
+
+Specs gather(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const int64_t dim = attr<DimAttrs>(attrs, op).dim;
+  const Tensor &x = in[0], &idx = in[1];
+  index_dtype(idx, op, "index");
+  bool ok = idx.dim() == x.dim();
+  for (int64_t d = 0; ok && d < x.dim(); ++d) ok = d == dim || idx.shape()[d] <= x.shape()[d];
+  check<ShapeError>(ok, op, ": index ", describe(idx), " must have the dims of input ", describe(x),
+                    " and be no larger outside dim ", dim);
+  return {{idx.shape(), x.dtype()}};
+}
+
+Specs scatter_add(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const int64_t dim = attr<DimAttrs>(attrs, op).dim;
+  const Tensor &base = in[0], &idx = in[1], &src = in[2];
+  same_dtype(base, src, op);
+  index_dtype(idx, op, "index");
+  bool ok = idx.dim() == base.dim();
+  for (int64_t d = 0; ok && d < base.dim(); ++d) ok = d == dim || idx.shape()[d] <= base.shape()[d];
+  check<ShapeError>(ok, op, ": index ", describe(idx), " must have the dims of base ", describe(base),
+                    " and be no larger outside dim ", dim);
+  check<ShapeError>(src.shape() == idx.shape(), op, ": source ", describe(src), " must match index ",
+                    describe(idx));
+  return {{base.shape(), base.dtype()}};
+}
+
+Specs masked_fill(std::span<const Tensor> in, const Attrs&, const char* op) {
+  mask_dtype(in[1], op, "mask");
+  check<ShapeError>(broadcast_shapes(in[0].shape(), in[1].shape(), op) == in[0].shape(), op, ": mask ",
+                    describe(in[1]), " must broadcast to the input ", describe(in[0]));
+  return {{in[0].shape(), in[0].dtype()}};
+}
+
+Specs where(std::span<const Tensor> in, const Attrs&, const char* op) {
+  mask_dtype(in[0], op, "condition");
+  same_dtype(in[1], in[2], op);
+  Shape s = broadcast_shapes(broadcast_shapes(in[0].shape(), in[1].shape(), op), in[2].shape(), op);
+  return {{s, in[1].dtype()}};
+}
+
+Specs cast(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  return {{in[0].shape(), attr<CastAttrs>(attrs, op).dtype}};
+}
+
+Specs random(std::span<const Tensor>, const Attrs& attrs, const char* op) {
+  const auto& a = attr<RandomAttrs>(attrs, op);
+  for (int64_t d : a.shape) check<ShapeError>(d >= 0, op, ": negative dimension in shape ", shape_str(a.shape));
+  return {{a.shape, a.dtype}};
+}
+
+}  // namespace shape
+}  // namespace qkv::autograd

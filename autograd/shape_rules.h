@@ -1,0 +1,47 @@
+// Shape rules: validate an op's inputs and give its outputs' shapes and dtypes. Every error
+// names the op and the offending shapes / dtypes, since this is where bad user input is caught.
+#pragma once
+#include <span>
+#include <vector>
+
+#include "kernels/attrs.h"
+
+namespace qkv::autograd {
+
+struct OutputSpec {
+  Shape shape;
+  DType dtype;
+};
+
+using ShapeRule = std::vector<OutputSpec> (*)(std::span<const Tensor> in, const Attrs& attrs, const char* op);
+
+namespace shape {
+
+std::vector<OutputSpec> broadcast(std::span<const Tensor>, const Attrs&, const char* op);   // a, b same dtype
+std::vector<OutputSpec> compare(std::span<const Tensor>, const Attrs&, const char* op);     // -> bool
+std::vector<OutputSpec> same(std::span<const Tensor>, const Attrs&, const char* op);        // like input 0
+std::vector<OutputSpec> same_pair(std::span<const Tensor>, const Attrs&, const char* op);   // two of one shape
+std::vector<OutputSpec> reduce(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> reduce_dim(std::span<const Tensor>, const Attrs&, const char* op);  // values, indices
+std::vector<OutputSpec> matmul(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> layer_norm(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> layer_norm_backward(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> embedding(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> cross_entropy(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> cross_entropy_backward(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> concat(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> index_select(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> index_add(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> gather(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> scatter_add(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> masked_fill(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> where(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> cast(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> random(std::span<const Tensor>, const Attrs&, const char* op);
+
+}  // namespace shape
+
+// "float32 [2, 3]" — how errors describe a tensor.
+std::string describe(const Tensor& t);
+
+}  // namespace qkv::autograd

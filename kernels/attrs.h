@@ -1,0 +1,45 @@
+// Op attributes: the non-tensor arguments of an op (dims, flags, scalars, seeds). Each op row
+// names the one alternative it uses; kernels, shape rules and backward rules read it with
+// attr<T>(), which throws if an op was called with the wrong kind.
+#pragma once
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace qkv {
+
+enum class Reduction : uint8_t { none, mean, sum };
+enum class RandomKind : uint8_t { uniform, normal, bernoulli };
+
+struct NoAttrs {};
+struct ReduceAttrs { std::vector<int64_t> dims; bool keepdim = false; };   // empty dims = all
+struct DimAttrs { int64_t dim = 0; bool keepdim = false; };
+struct ScalarAttrs { double value = 0; };                                  // pow exponent, fill value
+struct GeluAttrs { bool tanh = false; };                                   // false: exact (erf) form
+struct MatmulAttrs { bool trans_a = false, trans_b = false; };
+struct LayerNormAttrs { double eps = 1e-5; };
+struct CrossEntropyAttrs { int64_t ignore_index = -100; Reduction reduction = Reduction::mean; };
+struct DropoutAttrs { double p = 0; uint64_t seed = 0, offset = 0; };
+struct CastAttrs { DType dtype = DType::f32; };
+struct RandomAttrs {
+  RandomKind kind = RandomKind::uniform;
+  double a = 0, b = 1;          // uniform [a, b); normal mean a, std b; bernoulli p = a
+  Shape shape;
+  DType dtype = DType::f32;
+  Device device;
+  uint64_t seed = 0, offset = 0;
+};
+
+using Attrs = std::variant<NoAttrs, ReduceAttrs, DimAttrs, ScalarAttrs, GeluAttrs, MatmulAttrs,
+                           LayerNormAttrs, CrossEntropyAttrs, DropoutAttrs, CastAttrs, RandomAttrs>;
+
+template <class T>
+const T& attr(const Attrs& a, const char* op) {
+  const T* p = std::get_if<T>(&a);
+  check<ValueError>(p != nullptr, op, ": called with the wrong attribute kind");
+  return *p;
+}
+
+}  // namespace qkv

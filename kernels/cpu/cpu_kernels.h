@@ -1,0 +1,56 @@
+// CPU kernels, one per op-table row (autograd/op_table.h). Each reads KernelArgs: inputs may be
+// strided views; outputs are contiguous and already allocated.
+#pragma once
+#include "kernels/kernel.h"
+
+namespace qkv::kernels::cpu {
+
+// elementwise.cpp
+void add(const KernelArgs&);
+void sub(const KernelArgs&);
+void mul(const KernelArgs&);
+void div(const KernelArgs&);
+void gt(const KernelArgs&);
+void eq(const KernelArgs&);
+void neg(const KernelArgs&);
+void exp(const KernelArgs&);
+void log(const KernelArgs&);
+void sqrt(const KernelArgs&);
+void rsqrt(const KernelArgs&);
+void pow(const KernelArgs&);
+void tanh(const KernelArgs&);
+void sigmoid(const KernelArgs&);
+void relu(const KernelArgs&);
+void gelu(const KernelArgs&);
+void gelu_backward(const KernelArgs&);
+void masked_fill(const KernelArgs&);
+void where(const KernelArgs&);
+// reduce.cpp
+void sum(const KernelArgs&);
+void mean(const KernelArgs&);
+void amax(const KernelArgs&);
+void max(const KernelArgs&);
+// matmul.cpp
+void matmul(const KernelArgs&);
+// softmax.cpp
+void softmax(const KernelArgs&);
+void log_softmax(const KernelArgs&);
+// layer_norm.cpp
+void layer_norm(const KernelArgs&);
+void layer_norm_backward(const KernelArgs&);
+// cross_entropy.cpp
+void cross_entropy(const KernelArgs&);
+void cross_entropy_backward(const KernelArgs&);
+// index.cpp
+void embedding(const KernelArgs&);
+void index_select(const KernelArgs&);
+void index_add(const KernelArgs&);
+void gather(const KernelArgs&);
+void scatter_add(const KernelArgs&);
+// random.cpp
+void dropout(const KernelArgs&);
+void uniform(const KernelArgs&);
+void normal(const KernelArgs&);
+void bernoulli(const KernelArgs&);
+
+}  // namespace qkv::kernels::cpu

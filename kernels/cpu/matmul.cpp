@@ -1,0 +1,115 @@
+// Batched matmul through Eigen's GEMM. Each operand's matrices are mapped in place, row-major
+// or column-major depending on which stride is 1 (so transposed views and the trans flags cost
+// nothing); only operands with neither unit stride are copied. Many small matrices run one
+// per thread; big ones use Eigen's own OpenMP parallelism.
+#include <Eigen/Core>
+#include <omp.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "tensor/view.h"
+
+namespace qkv::kernels::cpu {
+namespace {
+
+using Eigen::Dynamic;
+template <class T, int Order>
+using MatMap = Eigen::Map<const Eigen::Matrix<T, Dynamic, Dynamic, Order>, 0, Eigen::OuterStride<>>;
+template <class T>
+using OutMap = Eigen::Map<Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>>;
+
+enum class Layout { row_major, col_major, none };
+
+// The logical matrix op(X) of every batch: data, Eigen layout and per-batch offsets.
+struct Operand {
+  Tensor t;
+  int64_t rows = 0, cols = 0;
+  Layout layout = Layout::none;
+  int64_t outer_stride = 0;
+  std::vector<int64_t> batch_offset;
+};
+
+// Sets rows/cols/layout from the last two dims of op.t read as op(X) = X or X^T.
+void classify(Operand& op, bool trans) {
+  const int64_t nd = op.t.dim();
+  int64_t rs = op.t.strides()[nd - 2], cs = op.t.strides()[nd - 1];
+  op.rows = op.t.shape()[nd - 2];
+  op.cols = op.t.shape()[nd - 1];
+  if (trans) { std::swap(rs, cs); std::swap(op.rows, op.cols); }
+  if ((cs == 1 || op.cols == 1) && (op.rows == 1 || rs >= op.cols)) {
+    op.layout = Layout::row_major;
+    op.outer_stride = op.rows == 1 ? op.cols : rs;
+  } else if ((rs == 1 || op.rows == 1) && (op.cols == 1 || cs >= op.rows)) {
+    op.layout = Layout::col_major;
+    op.outer_stride = op.cols == 1 ? op.rows : cs;
+  } else {
+    op.layout = Layout::none;
+  }
+}
+
+Operand make_operand(const Tensor& t, bool trans, const Shape& batch) {
+  Operand op;
+  op.t = t;
+  classify(op, trans);
+  if (op.layout == Layout::none) {   // neither stride is 1: pack it once
+    op.t = raw::contiguous(t);
+    classify(op, trans);
+  }
+  // Broadcast batch dims: offsets of each batch's matrix.
+  const Tensor& x = op.t;
+  Shape bshape(x.shape().begin(), x.shape().end() - 2);
+  Strides bst = broadcast_strides(bshape, Strides(x.strides().begin(), x.strides().end() - 2), batch);
+  const int64_t nb = numel(batch);
+  op.batch_offset.resize(size_t(nb));
+  for (int64_t b = 0; b < nb; ++b) {
+    int64_t rem = b, off = x.offset();
+    for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
+      off += (rem % batch[d]) * bst[d];
+      rem /= batch[d];
+    }
+    op.batch_offset[size_t(b)] = off;
+  }
+  return op;
+}
+
+template <class T, class F>
+void with_map(const Operand& op, int64_t b, F&& f) {
+  const T* p = static_cast<const T*>(op.t.storage()->data()) + op.batch_offset[size_t(b)];
+  const Eigen::OuterStride<> outer(op.outer_stride);
+  if (op.layout == Layout::row_major) f(MatMap<T, Eigen::RowMajor>(p, op.rows, op.cols, outer));
+  else f(MatMap<T, Eigen::ColMajor>(p, op.rows, op.cols, outer));
+}
+
+template <class T>
+void gemm_batch(const Operand& a, const Operand& b, T* out, int64_t batch) {
+  OutMap<T> c(out + batch * a.rows * b.cols, a.rows, b.cols);
+  if (a.cols == 0) { c.setZero(); return; }
+  with_map<T>(a, batch, [&](const auto& A) {
+    with_map<T>(b, batch, [&](const auto& B) { c.noalias() = A * B; });
+  });
+}
+
+}  // namespace
+
+void matmul(const KernelArgs& k) {
+  const auto& at = attr<MatmulAttrs>(k.attrs, "matmul");
+  const Tensor& out = k.out[0];
+  Shape batch(out.shape().begin(), out.shape().end() - 2);
+  Operand a = make_operand(k.in[0], at.trans_a, batch);
+  Operand b = make_operand(k.in[1], at.trans_b, batch);
+  const int64_t nb = numel(batch);
+  if (out.numel() == 0) return;
+  visit_float(out.dtype(), "matmul", [&]<class T>() {
+    T* o = out.data<T>();
+    const double flops_per = double(a.rows) * double(a.cols) * double(b.cols);
+    // Batches side by side when there are enough of them and each is small.
+    const bool per_thread = nb >= omp_get_max_threads() && flops_per < 256.0 * 256 * 256;
+    if (per_thread) {
+#pragma omp parallel for schedule(dynamic, 1)
+      for (int64_t i = 0; i < nb; ++i) gemm_batch<T>(a, b, o, i);
+    } else {
+      for (int64_t i = 0; i < nb; ++i) gemm_batch<T>(a, b, o, i);
+    }
+  });
+}
+
+}  // namespace qkv::kernels::cpu

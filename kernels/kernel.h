@@ -1,0 +1,19 @@
+// The calling convention every kernel shares: inputs (possibly strided, possibly undefined for
+// optional inputs), outputs already allocated contiguous with the shapes the op's shape rule
+// gave, and the op's attributes. Kernels write only their outputs and never record autograd.
+#pragma once
+#include <span>
+
+#include "kernels/attrs.h"
+
+namespace qkv::kernels {
+
+struct KernelArgs {
+  std::span<const Tensor> in;
+  std::span<Tensor> out;
+  const Attrs& attrs;
+};
+
+using Kernel = void (*)(const KernelArgs&);
+
+}  // namespace qkv::kernels

@@ -1,0 +1,21 @@
+// Element conversion between any two dtypes, identical on host and device: half types go
+// through float, conversion to bool tests for non-zero.
+#pragma once
+#include <type_traits>
+
+#include "tensor/half.h"
+
+namespace qkv {
+
+template <class T> inline constexpr bool is_half_v = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
+
+template <class D, class S>
+QKV_HD D convert(S v) {
+  if constexpr (std::is_same_v<D, S>) return v;
+  else if constexpr (is_half_v<S>) return convert<D>(static_cast<float>(v));
+  else if constexpr (is_half_v<D>) return D(static_cast<float>(v));
+  else if constexpr (std::is_same_v<D, bool>) return v != S(0);
+  else return static_cast<D>(v);
+}
+
+}  // namespace qkv

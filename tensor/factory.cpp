@@ -1,0 +1,63 @@
+#include <cmath>
+
+#include "tensor/tensor.h"
+#include "tensor/view.h"
+
+namespace qkv {
+
+Tensor empty(const Shape& shape, TensorOptions opts) {
+  for (int64_t d : shape)
+    check<ShapeError>(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
+  check_device_usable(opts.device, "empty");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(size_t(numel(shape)) * dtype_size(opts.dtype), opts.device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = opts.dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor full(const Shape& shape, double value, TensorOptions opts) {
+  Tensor t = empty(shape, opts);
+  raw::fill(t, value);
+  return t;
+}
+Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
+Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, opts); }
+Tensor scalar_tensor(double value, TensorOptions opts) { return full({}, value, opts); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), {t.dtype(), t.device()}); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {t.dtype(), t.device()}); }
+
+Tensor arange(int64_t end, TensorOptions opts) { return arange(0, double(end), 1, opts); }
+
+Tensor arange(double start, double end, double step, TensorOptions opts) {
+  check<ValueError>(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+                    "arange: need finite start/end and a non-zero step, got (", start, ", ", end,
+                    ", ", step, ")");
+  const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)));
+  Tensor host = empty({n}, {DType::f64, kCPU});
+  double* p = host.data<double>();
+  for (int64_t i = 0; i < n; ++i) p[i] = start + double(i) * step;
+  return raw::to(host, opts.dtype, opts.device);
+}
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
+  check<ShapeError>(numel(shape) == int64_t(values.size()), "from_vector: ", values.size(),
+                    " values do not fill shape ", shape_str(shape));
+  Tensor host = empty(shape, {dtype_of<T>(), kCPU});
+  T* p = static_cast<T*>(host.raw_data());
+  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  return raw::to(host, host.dtype(), device);
+}
+
+template Tensor from_vector(const std::vector<float>&, const Shape&, Device);
+template Tensor from_vector(const std::vector<double>&, const Shape&, Device);
+template Tensor from_vector(const std::vector<int32_t>&, const Shape&, Device);
+template Tensor from_vector(const std::vector<int64_t>&, const Shape&, Device);
+template Tensor from_vector(const std::vector<uint8_t>&, const Shape&, Device);
+template Tensor from_vector(const std::vector<bool>&, const Shape&, Device);
+template Tensor from_vector(const std::vector<bf16>&, const Shape&, Device);
+template Tensor from_vector(const std::vector<f16>&, const Shape&, Device);
+
+}  // namespace qkv

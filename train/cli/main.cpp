@@ -1,0 +1,22 @@
+// qkvlab: the command-line entry point.
+#include <iostream>
+
+#include "tensor/error.h"
+#include "train/cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"qkvlab: do transformers need three projections? Experiments on a C++ tensor engine."};
+  app.set_version_flag("--version", std::string("qkvlab ") + QKV_VERSION);
+  app.require_subcommand(1);
+  qkv::train::cli::add_ops_command(app);
+  qkv::train::cli::add_demo_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const qkv::Error& e) {
+    std::cerr << "qkvlab: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
