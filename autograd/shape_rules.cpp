@@ -26,11 +26,6 @@ void mask_dtype(const Tensor& t, const char* op, const char* what) {
   check<DTypeError>(t.dtype() == DType::b8 || t.dtype() == DType::u8, op, ": ", what,
                     " must be bool or uint8, got ", describe(t));
 }
-Shape without(const Shape& s, int64_t dim) {
-  Shape r = s;
-  r.erase(r.begin() + dim);
-  return r;
-}
 
 }  // namespace
 

@@ -5,12 +5,24 @@
 
 namespace qkv {
 
-Tensor empty(const Shape& shape, TensorOptions opts) {
-  for (int64_t d : shape)
+// Byte size of a shape, refusing products that overflow or exceed any real memory (2^50 bytes).
+size_t checked_nbytes(const Shape& shape, DType dtype) {
+  uint64_t n = dtype_size(dtype);
+  bool overflow = false;
+  for (int64_t d : shape) {
     check<ShapeError>(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
+    overflow |= __builtin_mul_overflow(n, uint64_t(d), &n);
+  }
+  check<ShapeError>(!overflow && n <= (uint64_t(1) << 50), "empty: shape ", shape_str(shape), " of ", dtype_name(dtype),
+                    " is too large to allocate");
+  return size_t(n);
+}
+
+Tensor empty(const Shape& shape, TensorOptions opts) {
+  const size_t nbytes = checked_nbytes(shape, opts.dtype);
   check_device_usable(opts.device, "empty");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(size_t(numel(shape)) * dtype_size(opts.dtype), opts.device);
+  impl->storage = std::make_shared<Storage>(nbytes, opts.device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = opts.dtype;

@@ -55,9 +55,9 @@ QKV_HD double normal(uint64_t seed, uint64_t offset, uint64_t i) {
   const int lane = int(i % 4), pair = lane & ~1;
   const double u1 = (double(b.v[pair]) + 1.0) * (1.0 / 4294967296.0);   // (0, 1]: log is finite
   const double u2 = double(b.v[pair + 1]) * (1.0 / 4294967296.0);
-  const double r = sqrt(-2.0 * log(u1));
+  const double r = std::sqrt(-2.0 * std::log(u1));
   const double theta = 6.283185307179586476925286766559 * u2;
-  return (lane & 1) ? r * sin(theta) : r * cos(theta);
+  return (lane & 1) ? r * std::sin(theta) : r * std::cos(theta);
 }
 
 }  // namespace qkv::philox

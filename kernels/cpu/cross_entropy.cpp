@@ -66,12 +66,13 @@ void cross_entropy_backward(const KernelArgs& k) {
   const Tensor g = raw::contiguous(k.in[0]);
   const Tensor logits = raw::contiguous(k.in[1]);
   const Tensor target = raw::contiguous(k.in[2]);
+  const Tensor lse_in = raw::contiguous(k.in[3]);
   const int64_t C = logits.shape().back(), rows = C ? logits.numel() / C : 0;
   visit_float(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
     visit_index(target.dtype(), "cross_entropy_backward", [&]<class I>() {
       const T* x = logits.data<T>();
       const I* t = target.data<I>();
-      const T* lse = static_cast<const T*>(k.in[3].raw_data());
+      const T* lse = lse_in.data<T>();
       const T* gp = g.data<T>();
       T* dx = k.out[0].data<T>();
       const double denom = a.reduction == Reduction::mean ? double(count_valid(t, rows, a.ignore_index)) : 1.0;

@@ -45,13 +45,14 @@ void layer_norm_backward(const KernelArgs& k) {
   const Tensor g = raw::contiguous(k.in[0]);
   const Tensor x = raw::contiguous(k.in[1]);
   const Tensor w = k.in[2].defined() ? raw::contiguous(k.in[2]) : Tensor();
+  const Tensor mean_in = raw::contiguous(k.in[3]), rstd_in = raw::contiguous(k.in[4]);
   visit_float(x.dtype(), "layer_norm_backward", [&]<class T>() {
     const int64_t n = x.dim() ? x.shape().back() : 1, rows = n ? x.numel() / n : 0;
     const T* gp = g.data<T>();
     const T* xp = x.data<T>();
     const T* wp = w.defined() ? w.data<T>() : nullptr;
-    const T* mean = static_cast<const T*>(k.in[3].raw_data());
-    const T* rstd = static_cast<const T*>(k.in[4].raw_data());
+    const T* mean = mean_in.data<T>();
+    const T* rstd = rstd_in.data<T>();
     T* dx = k.out[0].data<T>();
     const int threads = rows * n >= kParallelGrain ? omp_get_max_threads() : 1;
     std::vector<Arr<double>> dw(size_t(threads), Arr<double>::Zero(n)), db(size_t(threads), Arr<double>::Zero(n));

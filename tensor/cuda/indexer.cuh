@@ -10,7 +10,8 @@ namespace qkv::cuda {
 
 inline constexpr int kMaxDims = 16;
 
-template <int N>
+// N is a size_t like StridedLoop's, so make_indexer can deduce it from a StridedLoop<N>.
+template <size_t N>
 struct Indexer {
   int ndim = 0;
   int64_t shape[kMaxDims];
@@ -18,23 +19,23 @@ struct Indexer {
 
   __device__ __forceinline__ void offsets(int64_t linear, int64_t (&off)[N]) const {
 #pragma unroll
-    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (size_t k = 0; k < N; ++k) off[k] = 0;
     for (int d = ndim - 1; d >= 0; --d) {
       const int64_t i = linear % shape[d];
       linear /= shape[d];
 #pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += i * strides[k][d];
+      for (size_t k = 0; k < N; ++k) off[k] += i * strides[k][d];
     }
   }
 };
 
-template <int N>
+template <size_t N>
 Indexer<N> make_indexer(const StridedLoop<N>& L) {
   Indexer<N> ix;
   ix.ndim = int(L.shape.size());
   for (int d = 0; d < ix.ndim; ++d) {
     ix.shape[d] = L.shape[d];
-    for (int k = 0; k < N; ++k) ix.strides[k][d] = L.strides[k][d];
+    for (size_t k = 0; k < N; ++k) ix.strides[k][d] = L.strides[k][d];
   }
   return ix;
 }

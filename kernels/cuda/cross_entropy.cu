@@ -1,0 +1,137 @@
+// Fused cross-entropy CUDA kernels, following kernels/cpu/cross_entropy.cpp: the forward runs
+// one block per row (log-sum-exp and the row's loss), then, for mean / sum reduction, one
+// block adds the row losses in double. The backward is elementwise: softmax - one_hot, scaled.
+// Targets are copied to the host (they are small) to range-check them and count the rows
+// that are not ignored before anything is launched.
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
+#include "tensor/view.h"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+template <class I>
+void check_targets(const I* t, int64_t rows, int64_t classes, int64_t ignore) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (t[r] != ignore && (t[r] < 0 || t[r] >= classes))
+      throw IndexError(cat("cross_entropy: target ", int64_t(t[r]), " at position ", r,
+                           " is out of range for ", classes, " classes (ignore_index is ", ignore, ")"));
+}
+
+template <class I>
+int64_t count_valid(const I* t, int64_t rows, int64_t ignore) {
+  int64_t c = 0;
+  for (int64_t r = 0; r < rows; ++r) c += t[r] != ignore;
+  return c;
+}
+
+// Row r: lse[r] = log-sum-exp of the logits; the row's loss goes to loss_t (as T, reduction
+// none) or loss_d (as double, to be added up).
+template <class T, class I>
+__global__ void cross_entropy_rows_kernel(const T* x, const I* target, T* lse, T* loss_t, double* loss_d,
+                                          int64_t rows, int64_t C, int64_t ignore) {
+  __shared__ T smem[kWarp];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * C;
+    T m = neg_infinity<T>();
+    for (int64_t i = threadIdx.x; i < C; i += blockDim.x) m = MaxOp{}(m, xr[i]);
+    m = block_reduce(m, MaxOp{}, smem);
+    T s = 0;
+    for (int64_t i = threadIdx.x; i < C; i += blockDim.x) s += exp_(xr[i] - m);
+    s = block_reduce(s, SumOp{}, smem);
+    if (threadIdx.x == 0) {
+      const T l = m + log_(s);
+      const int64_t t = int64_t(target[r]);
+      const double loss = t == ignore ? 0.0 : double(l) - double(xr[t]);
+      lse[r] = l;
+      if (loss_t) loss_t[r] = T(loss);
+      else loss_d[r] = loss;
+    }
+  }
+}
+
+// One block: out[0] = T(sum of the row losses / denom).
+template <class T>
+__global__ void total_loss_kernel(const double* loss, int64_t rows, double denom, T* out) {
+  __shared__ double smem[kWarp];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) s += loss[i];
+  s = block_reduce(s, SumOp{}, smem);
+  if (threadIdx.x == 0) out[0] = T(s / denom);
+}
+
+// dlogits[r, c] = (exp(x - lse[r]) - [c == target[r]]) * scale_r; zero on ignored rows.
+template <class T, class I>
+struct CrossEntropyGrad {
+  const T* x;
+  const I* target;
+  const T* lse;
+  const T* grad;
+  T* dx;
+  int64_t C, ignore;
+  bool per_row;     // reduction none: one gradient per row, else a scalar
+  double denom;
+  __device__ void operator()(int64_t i) const {
+    const int64_t r = i / C, c = i % C, t = int64_t(target[r]);
+    if (t == ignore) { dx[i] = T(0); return; }
+    const T scale = T(double(per_row ? grad[r] : grad[0]) / denom);
+    T d = exp_(x[i] - lse[r]) * scale;
+    if (c == t) d -= scale;
+    dx[i] = d;
+  }
+};
+
+Tensor host_copy(const Tensor& t) { return raw::to(t, t.dtype(), kCPU); }
+
+}  // namespace
+
+// Inputs (logits [..., C], target [...]) -> outputs (loss, lse [...]).
+void cross_entropy(const KernelArgs& k) {
+  const auto& a = attr<CrossEntropyAttrs>(k.attrs, "cross_entropy");
+  const Tensor logits = raw::contiguous(k.in[0]);
+  const Tensor target = raw::contiguous(k.in[1]);
+  const int64_t C = logits.shape().back(), rows = C ? logits.numel() / C : 0;
+  visit_float(logits.dtype(), "cross_entropy", [&]<class T>() {
+    visit_index(target.dtype(), "cross_entropy", [&]<class I>() {
+      const Tensor host_t = host_copy(target);
+      check_targets(host_t.data<I>(), rows, C, a.ignore_index);
+      set_device(logits);
+      const bool none = a.reduction == Reduction::none;
+      const Tensor loss_d = none ? Tensor() : empty({rows}, {DType::f64, logits.device()});
+      if (rows > 0) {
+        cross_entropy_rows_kernel<T, I><<<row_blocks(rows), row_threads(C)>>>(
+            logits.data<T>(), target.data<I>(), k.out[1].data<T>(), none ? k.out[0].data<T>() : nullptr,
+            none ? nullptr : loss_d.data<double>(), rows, C, a.ignore_index);
+        QKV_CUDA_LAUNCH_CHECK();
+      }
+      if (none) return;
+      const double denom =
+          a.reduction == Reduction::mean ? double(count_valid(host_t.data<I>(), rows, a.ignore_index)) : 1.0;
+      total_loss_kernel<T><<<1, 1024>>>(loss_d.data<double>(), rows, denom, k.out[0].data<T>());
+      QKV_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+// Inputs (grad_loss, logits, target, lse) -> output dlogits.
+void cross_entropy_backward(const KernelArgs& k) {
+  const auto& a = attr<CrossEntropyAttrs>(k.attrs, "cross_entropy_backward");
+  const Tensor g = raw::contiguous(k.in[0]);
+  const Tensor logits = raw::contiguous(k.in[1]);
+  const Tensor target = raw::contiguous(k.in[2]);
+  const Tensor lse = raw::contiguous(k.in[3]);
+  const int64_t C = logits.shape().back(), rows = C ? logits.numel() / C : 0;
+  visit_float(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
+    visit_index(target.dtype(), "cross_entropy_backward", [&]<class I>() {
+      double denom = 1.0;
+      if (a.reduction == Reduction::mean)
+        denom = double(count_valid(host_copy(target).data<I>(), rows, a.ignore_index));
+      set_device(logits);
+      launch_flat(rows * C, CrossEntropyGrad<T, I>{logits.data<T>(), target.data<I>(), lse.data<T>(), g.data<T>(),
+                                                   k.out[0].data<T>(), C, a.ignore_index,
+                                                   a.reduction == Reduction::none, denom});
+    });
+  });
+}
+
+}  // namespace qkv::kernels::cuda

@@ -1,0 +1,224 @@
+// Elementwise CUDA kernels: arithmetic and comparisons with broadcasting, unary math, GELU and
+// its derivative, masked_fill and where. All of them run one grid-stride kernel
+// (strided_kernel in launch.cuh) over the output and its broadcast inputs with a functor that
+// loads, computes and stores one element; the formulas follow kernels/cpu/elementwise.cpp.
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/sqrt(2)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2 pi)
+constexpr double kGeluCubic = 0.044715;
+
+// Strides of each input read at the output's shape (0 on broadcast dims), output first.
+template <size_t N>
+std::array<Strides, N> broadcast_all(const Tensor& out, const std::array<const Tensor*, N - 1>& ins) {
+  std::array<Strides, N> st;
+  st[0] = out.strides();
+  for (size_t k = 0; k + 1 < N; ++k) st[k + 1] = broadcast_strides(ins[k]->shape(), ins[k]->strides(), out.shape());
+  return st;
+}
+
+template <class T> const T* in_ptr(const Tensor& t) { return static_cast<const T*>(t.raw_data()); }
+template <class T> T* out_ptr(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
+
+// ---- functors: one element each ------------------------------------------------------------
+
+template <class TO, class TI, class Op>
+struct BinaryFn {
+  TO* out;
+  const TI* a;
+  const TI* b;
+  Op op;
+  __device__ void operator()(const int64_t (&off)[3], int64_t) const { out[off[0]] = op(a[off[1]], b[off[2]]); }
+};
+
+template <class T, class Op>
+struct UnaryFn {
+  T* out;
+  const T* x;
+  Op op;
+  __device__ void operator()(const int64_t (&off)[2], int64_t) const { out[off[0]] = op(x[off[1]]); }
+};
+
+template <class TO, class TI, class Op>
+void binary(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
+  set_device(out);
+  launch_strided<3>(out.shape(), broadcast_all<3>(out, {&a, &b}),
+                    BinaryFn<TO, TI, Op>{out_ptr<TO>(out), in_ptr<TI>(a), in_ptr<TI>(b), op});
+}
+
+template <class T, class Op>
+void unary(const Tensor& out, const Tensor& x, Op op) {
+  set_device(out);
+  launch_strided<2>(out.shape(), broadcast_all<2>(out, {&x}), UnaryFn<T, Op>{out_ptr<T>(out), in_ptr<T>(x), op});
+}
+
+struct Add { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
+struct Sub { template <class T> __device__ T operator()(T a, T b) const { return a - b; } };
+struct Mul { template <class T> __device__ T operator()(T a, T b) const { return a * b; } };
+struct Div { template <class T> __device__ T operator()(T a, T b) const { return a / b; } };
+struct Greater { template <class T> __device__ bool operator()(T a, T b) const { return a > b; } };
+struct Equal { template <class T> __device__ bool operator()(T a, T b) const { return a == b; } };
+
+struct Neg { template <class T> __device__ T operator()(T x) const { return -x; } };
+struct Exp { template <class T> __device__ T operator()(T x) const { return exp_(x); } };
+struct Log { template <class T> __device__ T operator()(T x) const { return log_(x); } };
+struct Sqrt { template <class T> __device__ T operator()(T x) const { return sqrt_(x); } };
+struct Rsqrt { template <class T> __device__ T operator()(T x) const { return T(1) / sqrt_(x); } };
+struct Tanh { template <class T> __device__ T operator()(T x) const { return tanh_(x); } };
+struct Sigmoid { template <class T> __device__ T operator()(T x) const { return T(1) / (T(1) + exp_(-x)); } };
+// max(x, 0) as std::max(x, 0) evaluates it: NaN and -0 pass through.
+struct Relu { template <class T> __device__ T operator()(T x) const { return x < T(0) ? T(0) : x; } };
+
+// pow with the CPU kernel's special cases (square, sqrt, reciprocal) chosen on the host.
+enum class PowKind : int { square, sqrt, inverse, general };
+template <class T>
+struct Pow {
+  PowKind kind;
+  T p;
+  __device__ T operator()(T x) const {
+    switch (kind) {
+      case PowKind::square: return x * x;
+      case PowKind::sqrt: return sqrt_(x);
+      case PowKind::inverse: return T(1) / x;
+      default: return pow_(x, p);
+    }
+  }
+};
+
+template <class T>
+struct GeluErf {
+  __device__ T operator()(T x) const { return T(0.5) * x * (T(1) + erf_(x * T(kSqrt1_2))); }
+};
+template <class T>
+struct GeluTanh {
+  __device__ T operator()(T x) const {
+    return T(0.5) * x * (T(1) + tanh_(T(kSqrt2OverPi) * (x + T(kGeluCubic) * (x * x * x))));
+  }
+};
+
+// d gelu(x) / dx times the incoming gradient g.
+template <class T>
+struct GeluErfBackward {
+  __device__ T operator()(T g, T x) const {
+    return g * (T(0.5) * (T(1) + erf_(x * T(kSqrt1_2))) + x * T(kInvSqrt2Pi) * exp_(T(-0.5) * (x * x)));
+  }
+};
+template <class T>
+struct GeluTanhBackward {
+  __device__ T operator()(T g, T x) const {
+    const T u = tanh_(T(kSqrt2OverPi) * (x + T(kGeluCubic) * (x * x * x)));
+    const T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * (x * x));
+    return g * (T(0.5) * (T(1) + u) + T(0.5) * x * (T(1) - u * u) * du);
+  }
+};
+
+template <class T>
+struct MaskedFillFn {
+  T* out;
+  const T* x;
+  const uint8_t* mask;
+  T value;
+  __device__ void operator()(const int64_t (&off)[3], int64_t) const { out[off[0]] = mask[off[2]] ? value : x[off[1]]; }
+};
+
+template <class T>
+struct WhereFn {
+  T* out;
+  const uint8_t* cond;
+  const T* a;
+  const T* b;
+  __device__ void operator()(const int64_t (&off)[4], int64_t) const {
+    out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
+  }
+};
+
+// ---- dtype dispatch -------------------------------------------------------------------------
+
+template <class Op>
+void binary_numeric(const KernelArgs& k, const char* op_name, Op op) {
+  visit_numeric(k.in[0].dtype(), op_name, [&]<class T>() { binary<T, T>(k.out[0], k.in[0], k.in[1], op); });
+}
+template <class Op>
+void compare(const KernelArgs& k, const char* op_name, Op op) {
+  visit_numeric(k.in[0].dtype(), op_name, [&]<class T>() { binary<bool, T>(k.out[0], k.in[0], k.in[1], op); });
+}
+template <class Op>
+void unary_float(const KernelArgs& k, const char* op_name, Op op) {
+  visit_float(k.in[0].dtype(), op_name, [&]<class T>() { unary<T>(k.out[0], k.in[0], op); });
+}
+
+}  // namespace
+
+void add(const KernelArgs& k) { binary_numeric(k, "add", Add{}); }
+void sub(const KernelArgs& k) { binary_numeric(k, "sub", Sub{}); }
+void mul(const KernelArgs& k) { binary_numeric(k, "mul", Mul{}); }
+void div(const KernelArgs& k) {
+  visit_float(k.in[0].dtype(), "div", [&]<class T>() { binary<T, T>(k.out[0], k.in[0], k.in[1], Div{}); });
+}
+void gt(const KernelArgs& k) { compare(k, "gt", Greater{}); }
+void eq(const KernelArgs& k) { compare(k, "eq", Equal{}); }
+
+void neg(const KernelArgs& k) {
+  visit_numeric(k.in[0].dtype(), "neg", [&]<class T>() { unary<T>(k.out[0], k.in[0], Neg{}); });
+}
+void exp(const KernelArgs& k) { unary_float(k, "exp", Exp{}); }
+void log(const KernelArgs& k) { unary_float(k, "log", Log{}); }
+void sqrt(const KernelArgs& k) { unary_float(k, "sqrt", Sqrt{}); }
+void rsqrt(const KernelArgs& k) { unary_float(k, "rsqrt", Rsqrt{}); }
+void tanh(const KernelArgs& k) { unary_float(k, "tanh", Tanh{}); }
+void sigmoid(const KernelArgs& k) { unary_float(k, "sigmoid", Sigmoid{}); }
+void relu(const KernelArgs& k) { unary_float(k, "relu", Relu{}); }
+
+void pow(const KernelArgs& k) {
+  const double p = attr<ScalarAttrs>(k.attrs, "pow").value;
+  const PowKind kind = p == 2     ? PowKind::square
+                       : p == 0.5 ? PowKind::sqrt
+                       : p == -1  ? PowKind::inverse
+                                  : PowKind::general;
+  visit_float(k.in[0].dtype(), "pow", [&]<class T>() { unary<T>(k.out[0], k.in[0], Pow<T>{kind, T(p)}); });
+}
+
+void gelu(const KernelArgs& k) {
+  const bool tanh_form = attr<GeluAttrs>(k.attrs, "gelu").tanh;
+  visit_float(k.in[0].dtype(), "gelu", [&]<class T>() {
+    if (tanh_form) unary<T>(k.out[0], k.in[0], GeluTanh<T>{});
+    else unary<T>(k.out[0], k.in[0], GeluErf<T>{});
+  });
+}
+
+// Inputs (grad, x): grad * d gelu(x) / dx.
+void gelu_backward(const KernelArgs& k) {
+  const bool tanh_form = attr<GeluAttrs>(k.attrs, "gelu_backward").tanh;
+  visit_float(k.in[0].dtype(), "gelu_backward", [&]<class T>() {
+    if (tanh_form) binary<T, T>(k.out[0], k.in[0], k.in[1], GeluTanhBackward<T>{});
+    else binary<T, T>(k.out[0], k.in[0], k.in[1], GeluErfBackward<T>{});
+  });
+}
+
+// Inputs (x, mask): out = mask ? value : x, the mask broadcast to x.
+void masked_fill(const KernelArgs& k) {
+  const double value = attr<ScalarAttrs>(k.attrs, "masked_fill").value;
+  const Tensor &out = k.out[0], &x = k.in[0], &mask = k.in[1];
+  visit_numeric(x.dtype(), "masked_fill", [&]<class T>() {
+    set_device(out);
+    launch_strided<3>(out.shape(), broadcast_all<3>(out, {&x, &mask}),
+                      MaskedFillFn<T>{out_ptr<T>(out), in_ptr<T>(x), in_ptr<uint8_t>(mask), T(value)});
+  });
+}
+
+// Inputs (cond, a, b): out = cond ? a : b, all three broadcast together.
+void where(const KernelArgs& k) {
+  const Tensor &out = k.out[0], &c = k.in[0], &a = k.in[1], &b = k.in[2];
+  visit_numeric(a.dtype(), "where", [&]<class T>() {
+    set_device(out);
+    launch_strided<4>(out.shape(), broadcast_all<4>(out, {&c, &a, &b}),
+                      WhereFn<T>{out_ptr<T>(out), in_ptr<uint8_t>(c), in_ptr<T>(a), in_ptr<T>(b)});
+  });
+}
+
+}  // namespace qkv::kernels::cuda

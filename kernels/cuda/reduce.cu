@@ -1,0 +1,222 @@
+// Reduction CUDA kernels: sum, mean and amax over a set of dims, max (values and first index)
+// over one dim. As in kernels/cpu/reduce.cpp the input is seen as a contiguous
+// [outer, reduced, inner] tensor (permuted and copied first when the reduced dims are not one
+// contiguous block). With inner == 1 each output is a row reduced by one block (warp shuffles,
+// then shared memory); otherwise each thread walks one column. Float sums accumulate in double.
+#include <limits>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
+#include "tensor/view.h"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+// ---- layout (the same arrangement as the CPU kernels) --------------------------------------
+
+struct ReduceLayout {
+  Tensor x;                       // contiguous, logically [outer, reduced, inner]
+  int64_t outer = 1, reduced = 1, inner = 1;
+};
+
+// Arranges x so that `dims` (sorted, unique) form the middle block of a contiguous tensor.
+ReduceLayout reduce_layout(const Tensor& x, const std::vector<int64_t>& dims) {
+  ReduceLayout r;
+  const int64_t nd = x.dim();
+  const bool block = !dims.empty() && dims.back() - dims.front() + 1 == int64_t(dims.size());
+  if (block && x.is_contiguous()) {
+    r.x = x;
+    for (int64_t d = 0; d < nd; ++d) {
+      const int64_t s = x.shape()[size_t(d)];
+      if (d < dims.front()) r.outer *= s;
+      else if (d <= dims.back()) r.reduced *= s;
+      else r.inner *= s;
+    }
+    return r;
+  }
+  // Kept dims first, reduced dims last, then one copy.
+  std::vector<int64_t> perm;
+  std::vector<bool> red(size_t(nd), false);
+  for (int64_t d : dims) red[size_t(d)] = true;
+  for (int64_t d = 0; d < nd; ++d)
+    if (!red[size_t(d)]) { perm.push_back(d); r.outer *= x.shape()[size_t(d)]; }
+  for (int64_t d : dims) { perm.push_back(d); r.reduced *= x.shape()[size_t(d)]; }
+  r.x = raw::contiguous(raw::permute(x, perm));
+  return r;
+}
+
+void check_nonempty(const ReduceLayout& L, const char* op, const Tensor& x) {
+  check<ShapeError>(L.reduced > 0 || L.outer * L.inner == 0, op,
+                    ": cannot reduce over an empty dim of a tensor of shape ", shape_str(x.shape()));
+}
+
+// Rows this short reduce faster with one thread per row than with a block per row.
+constexpr int64_t kShortRow = 16;
+
+// ---- fold reductions (sum, mean, amax) -----------------------------------------------------
+
+// Accumulator type: double for float sums (as the CPU does), the element type otherwise.
+template <class T> using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+
+// out = T(acc * scale) for float sums, T(acc) for integer sums and maxima.
+struct ScaleFinish {
+  double scale;
+  template <class T, class Acc> __device__ T apply(Acc acc) const {
+    if constexpr (std::is_floating_point_v<Acc>) return T(acc * Acc(scale));
+    else return T(acc);
+  }
+};
+
+// inner == 1: block b reduces rows b, b + gridDim.x, ...
+template <class T, class Acc, class Op>
+__global__ void fold_rows_kernel(const T* x, T* out, int64_t O, int64_t R, Acc init, Op op, ScaleFinish fin) {
+  __shared__ Acc smem[kWarp];
+  for (int64_t o = blockIdx.x; o < O; o += gridDim.x) {
+    const T* row = x + o * R;
+    Acc acc = init;
+    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) acc = op(acc, Acc(row[r]));
+    acc = block_reduce(acc, op, smem);
+    if (threadIdx.x == 0) out[o] = fin.template apply<T>(acc);
+  }
+}
+
+// General case: thread j folds column (j / I, j % I) over r, reading x[o, r, i].
+template <class T, class Acc, class Op>
+__global__ void fold_cols_kernel(const T* x, T* out, int64_t O, int64_t R, int64_t I, Acc init, Op op,
+                                 ScaleFinish fin) {
+  for (int64_t j = global_thread(); j < O * I; j += grid_threads()) {
+    const T* p = x + (j / I) * R * I + j % I;
+    Acc acc = init;
+    for (int64_t r = 0; r < R; ++r) acc = op(acc, Acc(p[r * I]));
+    out[j] = fin.template apply<T>(acc);
+  }
+}
+
+template <class T, class Acc, class Op>
+void fold(const Tensor& out, const ReduceLayout& L, Acc init, Op op, double scale) {
+  const int64_t O = L.outer, R = L.reduced, I = L.inner;
+  if (O * I == 0) return;
+  set_device(out);
+  const T* x = static_cast<const T*>(L.x.raw_data());
+  T* o = static_cast<T*>(out.raw_data());
+  if (I == 1 && R > kShortRow) {
+    fold_rows_kernel<T, Acc, Op><<<row_blocks(O), row_threads(R)>>>(x, o, O, R, init, op, ScaleFinish{scale});
+  } else {
+    fold_cols_kernel<T, Acc, Op><<<blocks_for(O * I, kThreads), kThreads>>>(x, o, O, R, I, init, op,
+                                                                             ScaleFinish{scale});
+  }
+  QKV_CUDA_LAUNCH_CHECK();
+}
+
+// ---- max with indices ------------------------------------------------------------------------
+
+// A candidate maximum and where it is; at < 0 marks "no element yet".
+template <class T>
+struct ArgMax {
+  T v;
+  int64_t at;
+};
+
+// The CPU's sequential rule made order-free: the first NaN wins, otherwise the largest value,
+// ties going to the lower index.
+template <class T>
+__device__ __forceinline__ ArgMax<T> better(ArgMax<T> a, ArgMax<T> b) {
+  if (a.at < 0) return b;
+  if (b.at < 0) return a;
+  const bool a_nan = a.v != a.v, b_nan = b.v != b.v;
+  if (a_nan || b_nan) {
+    if (a_nan && b_nan) return a.at < b.at ? a : b;
+    return a_nan ? a : b;
+  }
+  if (a.v != b.v) return a.v > b.v ? a : b;
+  return a.at < b.at ? a : b;
+}
+
+template <class T>
+__device__ ArgMax<T> block_argmax(ArgMax<T> m, T* sv, int64_t* si) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o >>= 1) {
+    ArgMax<T> other{__shfl_xor_sync(0xffffffffu, m.v, o), __shfl_xor_sync(0xffffffffu, m.at, o)};
+    m = better(m, other);
+  }
+  __syncthreads();
+  if (lane == 0) { sv[warp] = m.v; si[warp] = m.at; }
+  __syncthreads();
+  ArgMax<T> r{sv[0], si[0]};
+  for (int w = 1; w < warps; ++w) r = better(r, ArgMax<T>{sv[w], si[w]});
+  return r;
+}
+
+template <class T>
+__global__ void max_rows_kernel(const T* x, T* values, int64_t* indices, int64_t O, int64_t R) {
+  __shared__ T sv[kWarp];
+  __shared__ int64_t si[kWarp];
+  for (int64_t o = blockIdx.x; o < O; o += gridDim.x) {
+    const T* row = x + o * R;
+    ArgMax<T> m{T(0), -1};
+    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) m = better(m, ArgMax<T>{row[r], r});
+    m = block_argmax(m, sv, si);
+    if (threadIdx.x == 0) { values[o] = m.v; indices[o] = m.at; }
+  }
+}
+
+template <class T>
+__global__ void max_cols_kernel(const T* x, T* values, int64_t* indices, int64_t O, int64_t R, int64_t I) {
+  for (int64_t j = global_thread(); j < O * I; j += grid_threads()) {
+    const T* p = x + (j / I) * R * I + j % I;
+    ArgMax<T> m{T(0), -1};
+    for (int64_t r = 0; r < R; ++r) m = better(m, ArgMax<T>{p[r * I], r});
+    values[j] = m.v;
+    indices[j] = m.at;
+  }
+}
+
+template <class T>
+T lowest() {
+  if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::lowest();
+}
+
+}  // namespace
+
+void sum(const KernelArgs& k) {
+  const auto& a = attr<ReduceAttrs>(k.attrs, "sum");
+  const ReduceLayout L = reduce_layout(k.in[0], a.dims);
+  visit_numeric(k.in[0].dtype(), "sum", [&]<class T>() { fold<T, SumAcc<T>>(k.out[0], L, SumAcc<T>(0), SumOp{}, 1.0); });
+}
+
+void mean(const KernelArgs& k) {
+  const auto& a = attr<ReduceAttrs>(k.attrs, "mean");
+  const ReduceLayout L = reduce_layout(k.in[0], a.dims);
+  const double scale = L.reduced ? 1.0 / double(L.reduced) : std::numeric_limits<double>::quiet_NaN();
+  visit_float(k.in[0].dtype(), "mean", [&]<class T>() { fold<T, double>(k.out[0], L, 0.0, SumOp{}, scale); });
+}
+
+void amax(const KernelArgs& k) {
+  const auto& a = attr<ReduceAttrs>(k.attrs, "amax");
+  const ReduceLayout L = reduce_layout(k.in[0], a.dims);
+  check_nonempty(L, "amax", k.in[0]);
+  visit_numeric(k.in[0].dtype(), "amax", [&]<class T>() { fold<T, T>(k.out[0], L, lowest<T>(), NanMaxOp{}, 1.0); });
+}
+
+// Outputs (values, indices): the maximum along one dim and where it first occurs.
+void max(const KernelArgs& k) {
+  const int64_t dim = attr<DimAttrs>(k.attrs, "max").dim;
+  const ReduceLayout L = reduce_layout(k.in[0], {dim});
+  check_nonempty(L, "max", k.in[0]);
+  const int64_t O = L.outer, R = L.reduced, I = L.inner;
+  if (O * I == 0) return;
+  visit_numeric(k.in[0].dtype(), "max", [&]<class T>() {
+    set_device(k.out[0]);
+    const T* x = static_cast<const T*>(L.x.raw_data());
+    T* v = k.out[0].data<T>();
+    int64_t* idx = k.out[1].data<int64_t>();
+    if (I == 1 && R > kShortRow) max_rows_kernel<T><<<row_blocks(O), row_threads(R)>>>(x, v, idx, O, R);
+    else max_cols_kernel<T><<<blocks_for(O * I, kThreads), kThreads>>>(x, v, idx, O, R, I);
+    QKV_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace qkv::kernels::cuda

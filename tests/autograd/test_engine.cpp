@@ -1,0 +1,146 @@
+#include <doctest/doctest.h>
+
+#include "autograd/autograd.h"
+
+using namespace qkv;
+
+namespace {
+Tensor leaf(std::vector<float> v, Shape s) { return from_vector(v, s).set_requires_grad(); }
+std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
+}  // namespace
+
+TEST_CASE("backward from a scalar fills .grad of the leaves") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor y = sum(x * x * 3.0);
+  CHECK(y.requires_grad());
+  CHECK_FALSE(y.is_leaf());
+  y.backward();
+  CHECK(values(x.grad()) == std::vector<float>{6, 12, 18});
+}
+
+TEST_CASE("gradients accumulate across backward calls until zero_grad") {
+  Tensor x = leaf({1, -1}, {2});
+  Tensor y = sum(x * 2.0);
+  y.backward({}, /*retain_graph=*/true);
+  y.backward();
+  CHECK(values(x.grad()) == std::vector<float>{4, 4});
+  x.zero_grad();
+  CHECK_FALSE(x.grad().defined());
+}
+
+TEST_CASE("a freed graph refuses a second backward and says how to keep it") {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = sum(exp(x));
+  y.backward();
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("retain_graph"), AutogradError);
+}
+
+TEST_CASE("the graph is freed after backward unless retained") {
+  const size_t n = 1 << 16, bytes = n * sizeof(float);
+  for (bool retain : {false, true}) {
+    Tensor x = leaf(std::vector<float>(n, 0.5f), {int64_t(n)});
+    const size_t base = memory_stats(kCPU).current;
+    Tensor y = sum(exp(x) * x);    // the graph keeps exp's output alive for both backward rules
+    CHECK(memory_stats(kCPU).current >= base + bytes);
+    y.backward({}, retain);
+    const size_t held = memory_stats(kCPU).current - base;   // x.grad, plus exp(x) if retained
+    CHECK(held >= (retain ? 2 : 1) * bytes);
+    CHECK(held < (retain ? 2 : 1) * bytes + 4096);
+  }
+}
+
+TEST_CASE("backward with an explicit gradient, and its errors") {
+  Tensor x = leaf({1, 2, 3, 4}, {2, 2});
+  Tensor y = x * x;
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("pass a gradient"), ShapeError);
+  CHECK_THROWS_WITH_AS(y.backward(ones({3})), doctest::Contains("gradient shape [3]"), ShapeError);
+  y.backward(from_vector<float>({1, 0, 0, 1}, {2, 2}));
+  CHECK(values(x.grad()) == std::vector<float>{2, 0, 0, 8});
+  CHECK_THROWS_WITH_AS(ones({1}).backward(), doctest::Contains("does not require grad"), AutogradError);
+}
+
+TEST_CASE("no_grad and detach stop the graph") {
+  Tensor x = leaf({1, 2}, {2});
+  {
+    NoGradGuard ng;
+    Tensor y = x * 2.0;
+    CHECK_FALSE(y.requires_grad());
+  }
+  CHECK(grad_enabled());
+  Tensor d = x.detach();
+  CHECK_FALSE(d.requires_grad());
+  CHECK(d.same_storage(x));
+  Tensor y = sum(x * d);       // d is a constant: dy/dx = d
+  y.backward();
+  CHECK(values(x.grad()) == std::vector<float>{1, 2});
+}
+
+TEST_CASE("a tensor used twice receives the sum of both gradients") {
+  Tensor x = leaf({3}, {1});
+  Tensor a = x * x, b = x * 5.0;
+  sum(a + b).backward();
+  CHECK(values(x.grad()) == std::vector<float>{11});
+}
+
+TEST_CASE("gradients flow through views and conversions") {
+  Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor y = x.transpose(0, 1).reshape({6}).slice(0, 1, 6, 2) * from_vector<float>({10, 20, 30});
+  // x^T flattened is [1,4,2,5,3,6]; elements 1,3,5 are x[1,0], x[1,1], x[1,2].
+  sum(y).backward();
+  CHECK(values(x.grad()) == std::vector<float>{0, 0, 0, 10, 20, 30});
+
+  Tensor z = leaf({1, 2}, {2, 1});
+  sum(z.expand({2, 3}).to(DType::f64) * 2.0).backward();
+  CHECK(values(z.grad()) == std::vector<float>{6, 6});
+  CHECK(z.grad().dtype() == DType::f32);
+
+  Tensor w = leaf({1, 2, 3}, {3});
+  sum(w.unsqueeze(0).select(0, 0).squeeze() * w).backward();
+  CHECK(values(w.grad()) == std::vector<float>{2, 4, 6});
+}
+
+TEST_CASE("reaching an op without a backward rule is a clear error") {
+  Tensor x = leaf({0.5f, -0.5f}, {2});
+  Tensor g = gelu_backward(ones({2}), x);
+  CHECK(g.requires_grad());
+  CHECK_THROWS_WITH_AS(sum(g).backward(), doctest::Contains("'gelu_backward', which is not differentiable"), AutogradError);
+}
+
+TEST_CASE("integer results and comparisons carry no gradient") {
+  Tensor x = leaf({1, 5, 3}, {3});
+  CHECK_FALSE(gt(x, zeros({3})).requires_grad());
+  CHECK_FALSE(argmax(x, 0).requires_grad());
+  auto [v, i] = max(x, 0);
+  CHECK(v.requires_grad());
+  CHECK_FALSE(i.requires_grad());
+  v.backward();
+  CHECK(values(x.grad()) == std::vector<float>{0, 1, 0});
+}
+
+TEST_CASE("in-place writes are refused where they would corrupt gradients") {
+  Tensor x = leaf({1, 2}, {2});
+  CHECK_THROWS_WITH_AS(x.fill_(0), doctest::Contains("NoGradGuard"), AutogradError);
+  Tensor h = x * 1.0;                    // a non-leaf
+  Tensor y = sum(h * h);                 // saves h
+  {
+    NoGradGuard ng;
+    h.fill_(5);
+  }
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("modified in place"), AutogradError);
+  CHECK_THROWS_WITH_AS(ones({2}, DType::i64).set_requires_grad(), doctest::Contains("only floating"), DTypeError);
+  CHECK_THROWS_WITH_AS((x * 2.0).set_requires_grad(false), doctest::Contains("only leaf tensors"), AutogradError);
+}
+
+TEST_CASE("optimizer-style updates under no_grad keep the leaf usable") {
+  Tensor w = leaf({1, 1}, {2});
+  for (int step = 0; step < 3; ++step) {
+    Tensor loss = sum(w * w);
+    w.zero_grad();
+    loss.backward();
+    NoGradGuard ng;
+    w.copy_(w - w.grad() * 0.25);
+  }
+  CHECK(values(w) == std::vector<float>{0.125f, 0.125f});
+  CHECK(w.requires_grad());
+  CHECK(w.is_leaf());
+}

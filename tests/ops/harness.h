@@ -1,0 +1,87 @@
+// The op test harness: one OpCase per op-table row (tests/ops/cases_*.cpp). From a case's
+// sample inputs the harness checks, for every op:
+//   1. forward against the case's naive reference (plain loops in double) in float64 and
+//      float32, on contiguous inputs and on non-contiguous views of the same values;
+//   2. gradients against central differences in float64;
+//   3. CUDA against CPU (outputs and gradients) when a GPU is visible.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/op_table.h"
+
+namespace qkv::test {
+
+// A dense double array in row-major order: what references compute on.
+struct Ref {
+  Shape shape;
+  std::vector<double> v;
+  Ref() = default;
+  explicit Ref(Shape s, double fill = 0) : shape(std::move(s)), v(size_t(numel(shape)), fill) {}
+  int64_t size() const { return int64_t(v.size()); }
+  int64_t dim() const { return int64_t(shape.size()); }
+  double& at(const std::vector<int64_t>& idx);
+  double at(const std::vector<int64_t>& idx) const;
+  // Element of this array read at an index of a broadcast shape `out` (NumPy rules).
+  double bcast(const std::vector<int64_t>& out_idx) const;
+};
+
+// Calls f(index) for every index of `shape` in row-major order.
+void for_each_index(const Shape& shape, const std::function<void(const std::vector<int64_t>&)>& f);
+Ref ref_of(const Tensor& t);
+Shape broadcast(const Shape& a, const Shape& b);
+
+enum class Kind {
+  real,       // standard normal
+  positive,   // uniform in [0.5, 2]
+  index,      // integers in [0, high)
+  mask,       // bool, about half true
+  away0,      // normal, pushed away from 0 (kinks of relu / division)
+};
+
+struct InputSpec {
+  Shape shape;
+  Kind kind = Kind::real;
+  int64_t high = 0;            // index: exclusive upper bound
+  bool differentiable = true;  // include in the gradient check (floating inputs only)
+  bool undefined = false;      // an optional input left out
+  DType int_dtype = DType::i64;
+};
+inline InputSpec real(Shape s) { return {std::move(s)}; }
+inline InputSpec positive(Shape s) { return {std::move(s), Kind::positive}; }
+inline InputSpec away0(Shape s) { return {std::move(s), Kind::away0}; }
+inline InputSpec index(Shape s, int64_t high) { return {std::move(s), Kind::index, high, false}; }
+inline InputSpec index32(Shape s, int64_t high) { InputSpec i = index(std::move(s), high); i.int_dtype = DType::i32; return i; }
+inline InputSpec mask(Shape s) { return {std::move(s), Kind::mask, 0, false}; }
+inline InputSpec absent() { InputSpec s; s.undefined = true; return s; }
+inline InputSpec constant(InputSpec s) { s.differentiable = false; return s; }
+
+struct Sample {
+  std::string label;
+  std::vector<InputSpec> inputs;
+  Attrs attrs = NoAttrs{};
+};
+
+using Reference = std::function<std::vector<Ref>(const std::vector<Ref>& in, const Attrs& attrs)>;
+
+struct OpCase {
+  std::vector<Sample> samples;
+  Reference reference;
+  bool gradcheck = true;     // false for ops whose row has no backward
+  double f32_tolerance = 2e-5;
+  // Float dtypes to test forward in (the row's dtypes may allow fewer).
+  std::vector<DType> float_dtypes = {DType::f64, DType::f32};
+};
+
+// What the harness found for one op (printed as one line of the harness table).
+struct CaseReport {
+  int samples = 0, forward_checks = 0, noncontig_checks = 0, grad_checks = 0, cuda_checks = 0;
+  bool cuda_skipped = true;
+  std::string line(const char* op) const;
+};
+
+// Runs every check of `c` for `op`; failures are reported through doctest CHECKs.
+CaseReport run_case(autograd::OpId op, const OpCase& c);
+
+}  // namespace qkv::test
