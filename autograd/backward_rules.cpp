@@ -45,6 +45,11 @@ Grads div(const BackwardArgs& a) {
 }
 
 Grads neg(const BackwardArgs& a) { return {-a.grads[0]}; }
+Grads abs(const BackwardArgs& a) {
+  const Tensor& x = a.inputs[0];
+  Tensor zero = scalar_tensor(0, {x.dtype(), x.device()});
+  return {where(gt(x, zero), a.grads[0], -a.grads[0])};
+}
 Grads exp(const BackwardArgs& a) { return {a.grads[0] * a.outputs[0]}; }
 Grads log(const BackwardArgs& a) { return {a.grads[0] / a.inputs[0]}; }
 Grads sqrt(const BackwardArgs& a) { return {a.grads[0] / (a.outputs[0] * 2.0)}; }

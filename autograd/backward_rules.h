@@ -34,6 +34,7 @@ std::vector<Tensor> sub(const BackwardArgs&);
 std::vector<Tensor> mul(const BackwardArgs&);
 std::vector<Tensor> div(const BackwardArgs&);
 std::vector<Tensor> neg(const BackwardArgs&);
+std::vector<Tensor> abs(const BackwardArgs&);
 std::vector<Tensor> exp(const BackwardArgs&);
 std::vector<Tensor> log(const BackwardArgs&);
 std::vector<Tensor> sqrt(const BackwardArgs&);

@@ -1,5 +1,7 @@
 #include "autograd/op_table.h"
 
+#include <type_traits>
+
 namespace qkv::autograd {
 namespace {
 
@@ -17,15 +19,22 @@ constexpr bool rows_are_in_id_order() {
     if (int(kTable[i].id) != i) return false;
   return true;
 }
-constexpr bool rows_are_complete() {
+constexpr bool rows_are_well_formed() {
   for (const OpInfo& r : kTable)
-    if (r.cpu == nullptr || r.shape == nullptr || r.outputs < 1 || r.arity < -1) return false;
+    if (r.outputs < 1 || r.arity < -1) return false;
   return true;
 }
 
+// Checked on the column's type, so writing nullptr where a function belongs does not compile.
+#define QKV_OP_CHECK(id, in, opt, out, dtypes, save, shape_rule, cpu_kernel, cuda_kernel, backward_rule)  \
+  static_assert(std::is_function_v<decltype(shape_rule)>, "op " #id ": the shape column must name a shape rule"); \
+  static_assert(std::is_function_v<decltype(cpu_kernel)>, "op " #id ": the cpu column must name a CPU kernel");
+QKV_OPS(QKV_OP_CHECK)
+#undef QKV_OP_CHECK
+
 static_assert(std::size(kTable) == size_t(kOpCount), "one OpInfo per QKV_OPS row");
 static_assert(rows_are_in_id_order(), "kTable must be indexable by OpId");
-static_assert(rows_are_complete(), "every op needs a shape rule, a CPU kernel and at least one output");
+static_assert(rows_are_well_formed(), "every op needs at least one output and an arity of -1 or more");
 
 }  // namespace
 

@@ -37,6 +37,7 @@
   X(gt,                     2,  0,     1,   kNumeric,   kSaveNone,    shape::compare,                cpu::gt,                     QKV_CUDA_KERNEL(gt),                     kNotDifferentiable) \
   X(eq,                     2,  0,     1,   kNumeric,   kSaveNone,    shape::compare,                cpu::eq,                     QKV_CUDA_KERNEL(eq),                     kNotDifferentiable) \
   X(neg,                    1,  0,     1,   kNumeric,   kSaveNone,    shape::same,                   cpu::neg,                    QKV_CUDA_KERNEL(neg),                    grad::neg) \
+  X(abs,                    1,  0,     1,   kNumeric,   kSaveInputs,  shape::same,                   cpu::abs,                    QKV_CUDA_KERNEL(abs),                    grad::abs) \
   X(exp,                    1,  0,     1,   kFloat,     kSaveOutputs, shape::same,                   cpu::exp,                    QKV_CUDA_KERNEL(exp),                    grad::exp) \
   X(log,                    1,  0,     1,   kFloat,     kSaveInputs,  shape::same,                   cpu::log,                    QKV_CUDA_KERNEL(log),                    grad::log) \
   X(sqrt,                   1,  0,     1,   kFloat,     kSaveOutputs, shape::same,                   cpu::sqrt,                   QKV_CUDA_KERNEL(sqrt),                   grad::sqrt) \

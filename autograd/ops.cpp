@@ -21,6 +21,7 @@ Tensor div(const Tensor& a, const Tensor& b) { return one(OpId::div, {a, b}); }
 Tensor gt(const Tensor& a, const Tensor& b) { return one(OpId::gt, {a, b}); }
 Tensor eq(const Tensor& a, const Tensor& b) { return one(OpId::eq, {a, b}); }
 Tensor neg(const Tensor& x) { return one(OpId::neg, {x}); }
+Tensor abs(const Tensor& x) { return one(OpId::abs, {x}); }
 Tensor exp(const Tensor& x) { return one(OpId::exp, {x}); }
 Tensor log(const Tensor& x) { return one(OpId::log, {x}); }
 Tensor sqrt(const Tensor& x) { return one(OpId::sqrt, {x}); }

@@ -18,6 +18,7 @@ Tensor div(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);      // bool
 Tensor eq(const Tensor& a, const Tensor& b);      // bool
 Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);

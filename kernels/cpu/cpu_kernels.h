@@ -13,6 +13,7 @@ void div(const KernelArgs&);
 void gt(const KernelArgs&);
 void eq(const KernelArgs&);
 void neg(const KernelArgs&);
+void abs(const KernelArgs&);
 void exp(const KernelArgs&);
 void log(const KernelArgs&);
 void sqrt(const KernelArgs&);

@@ -46,6 +46,11 @@ void neg(const KernelArgs& k) {
     unary_map<T, T>(k.out[0], k.in[0], [](const auto& x) { return -x; });
   });
 }
+void abs(const KernelArgs& k) {
+  visit_numeric(k.in[0].dtype(), "abs", [&]<class T>() {
+    unary_map<T, T>(k.out[0], k.in[0], [](const auto& x) { return x.abs(); });
+  });
+}
 void exp(const KernelArgs& k) { unary_float(k, "exp", [](const auto& x) { return x.exp(); }); }
 void log(const KernelArgs& k) { unary_float(k, "log", [](const auto& x) { return x.log(); }); }
 void sqrt(const KernelArgs& k) { unary_float(k, "sqrt", [](const auto& x) { return x.sqrt(); }); }
@@ -91,9 +96,10 @@ void gelu_backward(const KernelArgs& k) {
   visit_float(k.in[0].dtype(), "gelu_backward", [&]<class T>() {
     if (tanh_form)
       binary_map<T, T>(k.out[0], k.in[0], k.in[1], [](const auto& g, const auto& x) {
-        auto u = (T(kSqrt2OverPi) * (x + T(kGeluCubic) * x.cube())).tanh().eval();
-        auto du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x.square());
-        return g * (T(0.5) * (T(1) + u) + T(0.5) * x * (T(1) - u.square()) * du);
+        // u is a local array: evaluate the result before it goes out of scope.
+        const Arr<T> u = (T(kSqrt2OverPi) * (x + T(kGeluCubic) * x.cube())).tanh();
+        const auto du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x.square());
+        return (g * (T(0.5) * (T(1) + u) + T(0.5) * x * (T(1) - u.square()) * du)).eval();
       });
     else
       binary_map<T, T>(k.out[0], k.in[0], k.in[1], [](const auto& g, const auto& x) {

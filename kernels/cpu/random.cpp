@@ -1,5 +1,8 @@
 // Random kernels on the Philox stream: element i of the output (row-major order) takes element
-// i of the stream at the op's (seed, offset), exactly as the CUDA kernels do.
+// i of the stream at the op's (seed, offset), exactly as the CUDA kernels do. Scaling uses an
+// explicit fma on both sides, so the results do not depend on the compiler contracting a*b+c.
+#include <cmath>
+
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
 #include "tensor/philox.h"
@@ -32,7 +35,7 @@ void uniform(const KernelArgs& k) {
   visit_float(a.dtype, "uniform", [&]<class T>() {
     T* o = k.out[0].data<T>();
     const T lo = T(a.a), span = T(a.b - a.a);
-    for_each_block(k.out[0].numel(), a.seed, a.offset, [&](int64_t i, uint32_t x) { o[i] = lo + span * unit<T>(x); });
+    for_each_block(k.out[0].numel(), a.seed, a.offset, [&](int64_t i, uint32_t x) { o[i] = std::fma(span, unit<T>(x), lo); });
   });
 }
 
@@ -51,7 +54,7 @@ void normal(const KernelArgs& k) {
     T* o = k.out[0].data<T>();
     const int64_t n = k.out[0].numel();
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain / 4)
-    for (int64_t i = 0; i < n; ++i) o[i] = T(a.a + a.b * philox::normal(a.seed, a.offset, uint64_t(i)));
+    for (int64_t i = 0; i < n; ++i) o[i] = T(std::fma(a.b, philox::normal(a.seed, a.offset, uint64_t(i)), a.a));
   });
 }
 

@@ -65,6 +65,7 @@ struct Greater { template <class T> __device__ bool operator()(T a, T b) const {
 struct Equal { template <class T> __device__ bool operator()(T a, T b) const { return a == b; } };
 
 struct Neg { template <class T> __device__ T operator()(T x) const { return -x; } };
+struct Abs { template <class T> __device__ T operator()(T x) const { return x < T(0) ? -x : x; } };
 struct Exp { template <class T> __device__ T operator()(T x) const { return exp_(x); } };
 struct Log { template <class T> __device__ T operator()(T x) const { return log_(x); } };
 struct Sqrt { template <class T> __device__ T operator()(T x) const { return sqrt_(x); } };
@@ -165,6 +166,9 @@ void eq(const KernelArgs& k) { compare(k, "eq", Equal{}); }
 
 void neg(const KernelArgs& k) {
   visit_numeric(k.in[0].dtype(), "neg", [&]<class T>() { unary<T>(k.out[0], k.in[0], Neg{}); });
+}
+void abs(const KernelArgs& k) {
+  visit_numeric(k.in[0].dtype(), "abs", [&]<class T>() { unary<T>(k.out[0], k.in[0], Abs{}); });
 }
 void exp(const KernelArgs& k) { unary_float(k, "exp", Exp{}); }
 void log(const KernelArgs& k) { unary_float(k, "log", Log{}); }

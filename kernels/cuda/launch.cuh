@@ -30,8 +30,9 @@ inline int row_threads(int64_t n) {
   int64_t t = (n + kWarp - 1) / kWarp * kWarp;
   return int(t < kWarp ? kWarp : t > kThreads ? kThreads : t);
 }
+// Blocks for a one-block-per-row kernel (at least one, so the launch is valid).
 inline unsigned row_blocks(int64_t rows) {
-  return unsigned(rows < int64_t(kMaxRowBlocks) ? rows : int64_t(kMaxRowBlocks));
+  return unsigned(rows < 1 ? 1 : rows < int64_t(kMaxRowBlocks) ? rows : int64_t(kMaxRowBlocks));
 }
 
 // ---- grid-stride loops --------------------------------------------------------------------

@@ -2,7 +2,10 @@
 // over one dim. As in kernels/cpu/reduce.cpp the input is seen as a contiguous
 // [outer, reduced, inner] tensor (permuted and copied first when the reduced dims are not one
 // contiguous block). With inner == 1 each output is a row reduced by one block (warp shuffles,
-// then shared memory); otherwise each thread walks one column. Float sums accumulate in double.
+// then shared memory; a few very long rows are cut into pieces first, and the pieces' partial
+// results reduced in a second pass); otherwise each thread walks one column. Float sums
+// accumulate in double, as on the CPU.
+#include <algorithm>
 #include <limits>
 #include <type_traits>
 
@@ -59,25 +62,32 @@ constexpr int64_t kShortRow = 16;
 // Accumulator type: double for float sums (as the CPU does), the element type otherwise.
 template <class T> using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
 
-// out = T(acc * scale) for float sums, T(acc) for integer sums and maxima.
+// Finishing an accumulator: T(acc * scale) for float sums, T(acc) for integer sums and maxima.
 struct ScaleFinish {
   double scale;
-  template <class T, class Acc> __device__ T apply(Acc acc) const {
-    if constexpr (std::is_floating_point_v<Acc>) return T(acc * Acc(scale));
-    else return T(acc);
+  template <class TO, class Acc> __device__ TO apply(Acc acc) const {
+    if constexpr (std::is_floating_point_v<Acc>) return TO(acc * Acc(scale));
+    else return TO(acc);
   }
 };
+// Keeps the accumulator as it is (partial results of a split row).
+struct KeepFinish {
+  template <class TO, class Acc> __device__ TO apply(Acc acc) const { return acc; }
+};
 
-// inner == 1: block b reduces rows b, b + gridDim.x, ...
-template <class T, class Acc, class Op>
-__global__ void fold_rows_kernel(const T* x, T* out, int64_t O, int64_t R, Acc init, Op op, ScaleFinish fin) {
+// inner == 1. Each row of R elements is cut into `splits` pieces of `piece` elements; block b
+// reduces pieces b, b + gridDim.x, ... and out[piece index] gets the finished result.
+template <class TI, class TO, class Acc, class Op, class Fin>
+__global__ void fold_rows_kernel(const TI* x, TO* out, int64_t O, int64_t R, int64_t splits, int64_t piece,
+                                 Acc init, Op op, Fin fin) {
   __shared__ Acc smem[kWarp];
-  for (int64_t o = blockIdx.x; o < O; o += gridDim.x) {
-    const T* row = x + o * R;
+  for (int64_t p = blockIdx.x; p < O * splits; p += gridDim.x) {
+    const TI* row = x + (p / splits) * R;
+    const int64_t r0 = p % splits * piece, r1 = min(R, r0 + piece);
     Acc acc = init;
-    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) acc = op(acc, Acc(row[r]));
+    for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) acc = op(acc, Acc(row[r]));
     acc = block_reduce(acc, op, smem);
-    if (threadIdx.x == 0) out[o] = fin.template apply<T>(acc);
+    if (threadIdx.x == 0) out[p] = fin.template apply<TO>(acc);
   }
 }
 
@@ -93,6 +103,16 @@ __global__ void fold_cols_kernel(const T* x, T* out, int64_t O, int64_t R, int64
   }
 }
 
+// With few rows, long rows are split so that enough blocks run: pieces of at least
+// kMinPiece elements, about kTargetBlocks blocks in all.
+constexpr int64_t kMinPiece = 1 << 12;
+constexpr int64_t kTargetBlocks = 1 << 10;
+
+int64_t row_splits(int64_t O, int64_t R) {
+  if (O >= kTargetBlocks) return 1;
+  return std::max<int64_t>(1, std::min(kTargetBlocks / O, R / kMinPiece));
+}
+
 template <class T, class Acc, class Op>
 void fold(const Tensor& out, const ReduceLayout& L, Acc init, Op op, double scale) {
   const int64_t O = L.outer, R = L.reduced, I = L.inner;
@@ -100,12 +120,27 @@ void fold(const Tensor& out, const ReduceLayout& L, Acc init, Op op, double scal
   set_device(out);
   const T* x = static_cast<const T*>(L.x.raw_data());
   T* o = static_cast<T*>(out.raw_data());
-  if (I == 1 && R > kShortRow) {
-    fold_rows_kernel<T, Acc, Op><<<row_blocks(O), row_threads(R)>>>(x, o, O, R, init, op, ScaleFinish{scale});
-  } else {
-    fold_cols_kernel<T, Acc, Op><<<blocks_for(O * I, kThreads), kThreads>>>(x, o, O, R, I, init, op,
-                                                                             ScaleFinish{scale});
+  const ScaleFinish fin{scale};
+  if (I != 1 || R <= kShortRow) {
+    fold_cols_kernel<T, Acc, Op><<<blocks_for(O * I, kThreads), kThreads>>>(x, o, O, R, I, init, op, fin);
+    QKV_CUDA_LAUNCH_CHECK();
+    return;
   }
+  const int64_t splits = row_splits(O, R);
+  if (splits == 1) {
+    fold_rows_kernel<<<row_blocks(O), row_threads(R)>>>(x, o, O, R, 1, R, init, op, fin);
+    QKV_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  // Two passes: the pieces into partial accumulators [O, splits], then each row of partials
+  // in order (deterministic, no atomics).
+  const int64_t piece = (R + splits - 1) / splits;
+  const Tensor partial = empty({O, splits}, {dtype_of<Acc>(), out.device()});
+  Acc* pp = partial.data<Acc>();
+  fold_rows_kernel<<<row_blocks(O * splits), kThreads>>>(x, pp, O, R, splits, piece, init, op, KeepFinish{});
+  QKV_CUDA_LAUNCH_CHECK();
+  fold_rows_kernel<<<row_blocks(O), row_threads(splits)>>>(static_cast<const Acc*>(pp), o, O, splits, 1, splits,
+                                                           init, op, fin);
   QKV_CUDA_LAUNCH_CHECK();
 }
 

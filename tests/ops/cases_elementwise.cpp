@@ -62,6 +62,7 @@ OpCase case_neg() {
   c.samples.push_back({"int64", {index({5}, 10)}});
   return c;
 }
+OpCase case_abs() { return unary_case([](double x) { return std::abs(x); }, Kind::away0); }
 OpCase case_exp() { return unary_case([](double x) { return std::exp(x); }); }
 OpCase case_log() { return unary_case([](double x) { return std::log(x); }, Kind::positive); }
 OpCase case_sqrt() { return unary_case([](double x) { return std::sqrt(x); }, Kind::positive); }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages qkvlab builds with, skipping those already present.
+# Runs apt-get as root (or through sudo). The CUDA toolkit is not a Debian package: when nvcc
+# exists under /usr/local/cuda the CUDA backend is built too, otherwise the build is CPU-only.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build git  # toolchain
+  libeigen3-dev                          # CPU GEMM and vectorized math
+  nlohmann-json3-dev                     # safetensors headers
+  libcli11-dev                           # the qkvlab command line
+  doctest-dev                            # tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
