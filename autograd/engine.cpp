@@ -28,11 +28,13 @@ Tensor SavedTensor::unpack(const std::string& op) const {
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> l) : leaf(std::move(l)) {}
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
-  Tensor g = grads[0];
+  Tensor g = std::move(grads[0]);
   AutogradMeta& m = *leaf->autograd;
   if (!m.grad) {
-    // Own the gradient: never alias a tensor the graph or the user still holds.
-    m.grad = std::make_shared<Tensor>(raw::contiguous(g).same_storage(g) ? copy(g) : raw::contiguous(g));
+    // .grad must own its memory: keep g when nothing else can see its storage, else copy it.
+    const bool sole_owner = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous() &&
+                            g.offset() == 0 && g.nbytes() == g.storage()->nbytes();
+    m.grad = std::make_shared<Tensor>(sole_owner ? g : copy(g));
   } else {
     Tensor& acc = *m.grad;
     acc = acc + g;

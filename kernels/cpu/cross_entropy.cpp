@@ -5,27 +5,10 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/index_checks.h"
 #include "tensor/view.h"
 
 namespace qkv::kernels::cpu {
-namespace {
-
-template <class I>
-int64_t count_valid(const I* t, int64_t rows, int64_t ignore) {
-  int64_t c = 0;
-  for (int64_t r = 0; r < rows; ++r) c += t[r] != ignore;
-  return c;
-}
-
-template <class I>
-void check_targets(const I* t, int64_t rows, int64_t classes, int64_t ignore) {
-  for (int64_t r = 0; r < rows; ++r)
-    if (t[r] != ignore && (t[r] < 0 || t[r] >= classes))
-      throw IndexError(cat("cross_entropy: target ", int64_t(t[r]), " at position ", r,
-                           " is out of range for ", classes, " classes (ignore_index is ", ignore, ")"));
-}
-
-}  // namespace
 
 // Inputs (logits [..., C], target [...]) -> outputs (loss, lse [...]).
 void cross_entropy(const KernelArgs& k) {

@@ -5,32 +5,10 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
-#include "tensor/view.h"
+#include "kernels/index_checks.h"
+#include "kernels/layout.h"
 
 namespace qkv::kernels::cpu {
-namespace {
-
-template <class I>
-void check_indices(const I* idx, int64_t n, int64_t limit, const char* op) {
-  for (int64_t i = 0; i < n; ++i)
-    if (idx[i] < 0 || idx[i] >= limit)
-      throw IndexError(cat(op, ": index ", int64_t(idx[i]), " at position ", i,
-                           " is out of range [0, ", limit, ")"));
-}
-
-// [outer, dim, inner] sizes of a contiguous tensor around `dim`.
-struct Around {
-  int64_t outer = 1, size = 1, inner = 1;
-  Around(const Shape& s, int64_t dim) {
-    for (int64_t d = 0; d < int64_t(s.size()); ++d) {
-      if (d < dim) outer *= s[d];
-      else if (d == dim) size = s[d];
-      else inner *= s[d];
-    }
-  }
-};
-
-}  // namespace
 
 // Inputs (weight [V, D], ids [...]) -> out [..., D].
 void embedding(const KernelArgs& k) {
@@ -112,8 +90,7 @@ void walk_indexed(const Tensor& a, const Tensor& index, int64_t dim, const char*
   for_each_row(L, INT64_MAX, [&](const std::array<int64_t, 2>& off, int64_t n) {
     for (int64_t i = 0; i < n; ++i, ++linear) {
       const int64_t v = int64_t(ip[off[1] + i * is[1]]);
-      if (v < 0 || v >= limit)
-        throw IndexError(cat(op, ": index ", v, " is out of range [0, ", limit, ") along dim ", dim));
+      check_index_along(v, limit, dim, op);
       f(off[0] + i * is[0] + v * a.strides()[size_t(dim)], linear);
     }
   });

@@ -1,47 +1,16 @@
-// Reductions over any set of dims. The input is seen as [outer, reduced, inner] (permuting and
-// copying first only when the reduced dims are not one contiguous block); rows reduce with
-// Eigen's vectorized sums, columns accumulate whole rows at a time.
+// Reductions over any set of dims. The input is seen as [outer, reduced, inner]
+// (kernels/layout.h); rows reduce with Eigen's vectorized sums, columns accumulate whole rows
+// at a time.
 #include <Eigen/Core>
 #include <cmath>
 #include <limits>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
-#include "tensor/view.h"
+#include "kernels/layout.h"
 
 namespace qkv::kernels::cpu {
 namespace {
-
-struct ReduceLayout {
-  Tensor x;                       // contiguous, logically [outer, reduced, inner]
-  int64_t outer = 1, reduced = 1, inner = 1;
-};
-
-// Arranges x so that `dims` (sorted, unique) form the middle block of a contiguous tensor.
-ReduceLayout reduce_layout(const Tensor& x, const std::vector<int64_t>& dims) {
-  ReduceLayout r;
-  const int64_t nd = x.dim();
-  bool block = !dims.empty() && dims.back() - dims.front() + 1 == int64_t(dims.size());
-  if (block && x.is_contiguous()) {
-    r.x = x;
-    for (int64_t d = 0; d < nd; ++d) {
-      int64_t s = x.shape()[d];
-      if (d < dims.front()) r.outer *= s;
-      else if (d <= dims.back()) r.reduced *= s;
-      else r.inner *= s;
-    }
-    return r;
-  }
-  // Kept dims first, reduced dims last, then one copy.
-  std::vector<int64_t> perm;
-  std::vector<bool> red(nd, false);
-  for (int64_t d : dims) red[d] = true;
-  for (int64_t d = 0; d < nd; ++d)
-    if (!red[d]) { perm.push_back(d); r.outer *= x.shape()[d]; }
-  for (int64_t d : dims) { perm.push_back(d); r.reduced *= x.shape()[d]; }
-  r.x = raw::contiguous(raw::permute(x, perm));
-  return r;
-}
 
 // out[o, i] = finish(fold over r of x[o, r, i]); Row handles inner == 1, Col the general case.
 template <class T, class RowFn, class ColFn>
@@ -85,11 +54,6 @@ T nan_max(T a, T b) {
   return a > b ? a : b;
 }
 
-void check_nonempty(const ReduceLayout& L, const char* op, const Tensor& x) {
-  check<ShapeError>(L.reduced > 0 || L.outer * L.inner == 0, op,
-                    ": cannot reduce over an empty dim of a tensor of shape ", shape_str(x.shape()));
-}
-
 }  // namespace
 
 void sum(const KernelArgs& k) {
@@ -120,7 +84,7 @@ void mean(const KernelArgs& k) {
 void amax(const KernelArgs& k) {
   const auto& a = attr<ReduceAttrs>(k.attrs, "amax");
   ReduceLayout L = reduce_layout(k.in[0], a.dims);
-  check_nonempty(L, "amax", k.in[0]);
+  check_reducible(L, "amax", k.in[0]);
   visit_numeric(k.in[0].dtype(), "amax", [&]<class T>() {
     reduce_into<T>(
         k.out[0], L,
@@ -140,7 +104,7 @@ void amax(const KernelArgs& k) {
 void max(const KernelArgs& k) {
   const int64_t dim = attr<DimAttrs>(k.attrs, "max").dim;
   ReduceLayout L = reduce_layout(k.in[0], {dim});
-  check_nonempty(L, "max", k.in[0]);
+  check_reducible(L, "max", k.in[0]);
   visit_numeric(k.in[0].dtype(), "max", [&]<class T>() {
     const T* x = static_cast<const T*>(L.x.raw_data());
     T* v = k.out[0].data<T>();

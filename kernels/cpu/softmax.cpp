@@ -3,7 +3,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/cpu/rows.h"
+#include "kernels/layout.h"
 
 namespace qkv::kernels::cpu {
 namespace {

@@ -5,25 +5,11 @@
 // that are not ignored before anything is launched.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/index_checks.h"
 #include "tensor/view.h"
 
 namespace qkv::kernels::cuda {
 namespace {
-
-template <class I>
-void check_targets(const I* t, int64_t rows, int64_t classes, int64_t ignore) {
-  for (int64_t r = 0; r < rows; ++r)
-    if (t[r] != ignore && (t[r] < 0 || t[r] >= classes))
-      throw IndexError(cat("cross_entropy: target ", int64_t(t[r]), " at position ", r,
-                           " is out of range for ", classes, " classes (ignore_index is ", ignore, ")"));
-}
-
-template <class I>
-int64_t count_valid(const I* t, int64_t rows, int64_t ignore) {
-  int64_t c = 0;
-  for (int64_t r = 0; r < rows; ++r) c += t[r] != ignore;
-  return c;
-}
 
 // Row r: lse[r] = log-sum-exp of the logits; the row's loss goes to loss_t (as T, reduction
 // none) or loss_d (as double, to be added up).

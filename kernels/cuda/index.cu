@@ -5,7 +5,8 @@
 // indices may repeat.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
-#include "tensor/view.h"
+#include "kernels/index_checks.h"
+#include "kernels/layout.h"
 
 namespace qkv::kernels::cuda {
 namespace {
@@ -17,10 +18,7 @@ Tensor host_copy(const Tensor& t) { return raw::to(t, t.dtype(), kCPU); }
 template <class I>
 void check_indices(const Tensor& index, int64_t limit, const char* op) {
   const Tensor h = host_copy(index);
-  const I* idx = h.data<I>();
-  for (int64_t i = 0, n = h.numel(); i < n; ++i)
-    if (idx[i] < 0 || idx[i] >= limit)
-      throw IndexError(cat(op, ": index ", int64_t(idx[i]), " at position ", i, " is out of range [0, ", limit, ")"));
+  kernels::check_indices(h.data<I>(), h.numel(), limit, op);
 }
 
 // gather / scatter_add flavour of the message; the host copy walks index in logical order,
@@ -29,24 +27,10 @@ template <class I>
 void check_indices_along(const Tensor& index, int64_t limit, int64_t dim, const char* op) {
   const Tensor h = host_copy(index);
   const I* idx = h.data<I>();
-  for (int64_t i = 0, n = h.numel(); i < n; ++i)
-    if (idx[i] < 0 || idx[i] >= limit)
-      throw IndexError(cat(op, ": index ", int64_t(idx[i]), " is out of range [0, ", limit, ") along dim ", dim));
+  for (int64_t i = 0, n = h.numel(); i < n; ++i) check_index_along(int64_t(idx[i]), limit, dim, op);
 }
 
 // ---- helpers ----------------------------------------------------------------------------------
-
-// [outer, dim, inner] sizes of a contiguous tensor around `dim`.
-struct Around {
-  int64_t outer = 1, size = 1, inner = 1;
-  Around(const Shape& s, int64_t dim) {
-    for (int64_t d = 0; d < int64_t(s.size()); ++d) {
-      if (d < dim) outer *= s[size_t(d)];
-      else if (d == dim) size = s[size_t(d)];
-      else inner *= s[size_t(d)];
-    }
-  }
-};
 
 // Moves elements as unsigned words of their size, so copies work for every dtype.
 template <class F>

@@ -11,48 +11,10 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
-#include "tensor/view.h"
+#include "kernels/layout.h"
 
 namespace qkv::kernels::cuda {
 namespace {
-
-// ---- layout (the same arrangement as the CPU kernels) --------------------------------------
-
-struct ReduceLayout {
-  Tensor x;                       // contiguous, logically [outer, reduced, inner]
-  int64_t outer = 1, reduced = 1, inner = 1;
-};
-
-// Arranges x so that `dims` (sorted, unique) form the middle block of a contiguous tensor.
-ReduceLayout reduce_layout(const Tensor& x, const std::vector<int64_t>& dims) {
-  ReduceLayout r;
-  const int64_t nd = x.dim();
-  const bool block = !dims.empty() && dims.back() - dims.front() + 1 == int64_t(dims.size());
-  if (block && x.is_contiguous()) {
-    r.x = x;
-    for (int64_t d = 0; d < nd; ++d) {
-      const int64_t s = x.shape()[size_t(d)];
-      if (d < dims.front()) r.outer *= s;
-      else if (d <= dims.back()) r.reduced *= s;
-      else r.inner *= s;
-    }
-    return r;
-  }
-  // Kept dims first, reduced dims last, then one copy.
-  std::vector<int64_t> perm;
-  std::vector<bool> red(size_t(nd), false);
-  for (int64_t d : dims) red[size_t(d)] = true;
-  for (int64_t d = 0; d < nd; ++d)
-    if (!red[size_t(d)]) { perm.push_back(d); r.outer *= x.shape()[size_t(d)]; }
-  for (int64_t d : dims) { perm.push_back(d); r.reduced *= x.shape()[size_t(d)]; }
-  r.x = raw::contiguous(raw::permute(x, perm));
-  return r;
-}
-
-void check_nonempty(const ReduceLayout& L, const char* op, const Tensor& x) {
-  check<ShapeError>(L.reduced > 0 || L.outer * L.inner == 0, op,
-                    ": cannot reduce over an empty dim of a tensor of shape ", shape_str(x.shape()));
-}
 
 // Rows this short reduce faster with one thread per row than with a block per row.
 constexpr int64_t kShortRow = 16;
@@ -232,7 +194,7 @@ void mean(const KernelArgs& k) {
 void amax(const KernelArgs& k) {
   const auto& a = attr<ReduceAttrs>(k.attrs, "amax");
   const ReduceLayout L = reduce_layout(k.in[0], a.dims);
-  check_nonempty(L, "amax", k.in[0]);
+  check_reducible(L, "amax", k.in[0]);
   visit_numeric(k.in[0].dtype(), "amax", [&]<class T>() { fold<T, T>(k.out[0], L, lowest<T>(), NanMaxOp{}, 1.0); });
 }
 
@@ -240,7 +202,7 @@ void amax(const KernelArgs& k) {
 void max(const KernelArgs& k) {
   const int64_t dim = attr<DimAttrs>(k.attrs, "max").dim;
   const ReduceLayout L = reduce_layout(k.in[0], {dim});
-  check_nonempty(L, "max", k.in[0]);
+  check_reducible(L, "max", k.in[0]);
   const int64_t O = L.outer, R = L.reduced, I = L.inner;
   if (O * I == 0) return;
   visit_numeric(k.in[0].dtype(), "max", [&]<class T>() {

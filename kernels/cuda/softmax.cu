@@ -1,10 +1,10 @@
 // softmax and log_softmax CUDA kernels along one dim: one block per row (max, then the sum of
 // exponentials, then the outputs), max-subtracted like kernels/cpu/softmax.cpp. A dim that is
-// not last is moved last by RowView (kernels/cpu/rows.h, device-agnostic: it only permutes and
-// copies through raw::), whose write_back copies the result into the output's layout.
-#include "kernels/cpu/rows.h"
+// not last is moved last by RowView (kernels/layout.h), whose write_back copies the result into
+// the output's layout.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/layout.h"
 
 namespace qkv::kernels::cuda {
 namespace {
@@ -33,7 +33,7 @@ __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t n) {
 template <bool kLog>
 void softmax_impl(const KernelArgs& k, const char* op) {
   const int64_t dim = attr<DimAttrs>(k.attrs, op).dim;
-  const cpu::RowView rv(k.in[0], dim);
+  const RowView rv(k.in[0], dim);
   const Tensor y = rv.result_buffer(k.out[0]);
   if (rv.rows == 0) return;
   visit_float(k.in[0].dtype(), op, [&]<class T>() {
