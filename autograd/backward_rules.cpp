@@ -155,6 +155,13 @@ Grads dropout(const BackwardArgs& a) {
   return {call_op(OpId::dropout, {a.grads[0]}, a.attrs)[0]};
 }
 
+Grads attention(const BackwardArgs& a) {
+  const auto& in = a.inputs;
+  const std::vector<Tensor> g = call_op(OpId::attention_backward,
+                                        {a.grads[0], in[0], in[1], in[2], in[3], a.outputs[0], a.outputs[1]}, a.attrs);
+  return {g[0], g[1], g[2], a.input_meta[3].defined ? g[3] : Tensor()};
+}
+
 Grads concat(const BackwardArgs& a) {
   const int64_t dim = attr<DimAttrs>(a.attrs, "concat").dim;
   Grads out;

@@ -55,6 +55,7 @@ std::vector<Tensor> layer_norm(const BackwardArgs&);
 std::vector<Tensor> embedding(const BackwardArgs&);
 std::vector<Tensor> cross_entropy(const BackwardArgs&);
 std::vector<Tensor> dropout(const BackwardArgs&);
+std::vector<Tensor> attention(const BackwardArgs&);
 std::vector<Tensor> concat(const BackwardArgs&);
 std::vector<Tensor> index_select(const BackwardArgs&);
 std::vector<Tensor> index_add(const BackwardArgs&);

@@ -1,5 +1,7 @@
 #include "autograd/ops.h"
 
+#include <cmath>
+
 #include "autograd/dispatch.h"
 
 namespace qkv {
@@ -82,6 +84,12 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
   const uint64_t seed = g.seed(), offset = g.reserve(x.numel());
   return one(OpId::dropout, {x}, DropoutAttrs{p, seed, offset});
+}
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal, double scale) {
+  check<ValueError>(scale >= 0, "attention: scale must be non-negative (0 picks 1/sqrt(head dim)), got ", scale);
+  if (scale == 0) scale = 1.0 / std::sqrt(double(q.defined() && q.dim() == 4 ? q.size(3) : 1));
+  return one(OpId::attention, {q, k, v, bias}, AttentionAttrs{causal, scale});
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {

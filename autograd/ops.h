@@ -58,6 +58,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
                      Reduction reduction = Reduction::mean);
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
 
+// Fused attention: softmax(scale * q k^T + bias, masked) v without materializing the scores.
+// q [B, H, T, D], k [B, Hk, S, D], v [B, Hk, S, Dv] with H a multiple of Hk (query head h reads
+// KV head h / (H / Hk)); k and v may be the same tensor; bias [T, S] or undefined; causal masks
+// key j for query i when j > i + S - T; scale 0 means 1/sqrt(D). Returns [B, H, T, Dv].
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias = Tensor(),
+                 bool causal = false, double scale = 0);
+
 // ---- indexing and joining -------------------------------------------------------------------
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);

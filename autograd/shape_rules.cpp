@@ -134,6 +134,35 @@ Specs cross_entropy_backward(std::span<const Tensor> in, const Attrs&, const cha
   return {{in[1].shape(), in[1].dtype()}};
 }
 
+// q [B, H, T, D], k [B, Hk, S, D], v [B, Hk, S, Dv], bias [T, S]; H a multiple of Hk.
+Specs attention(std::span<const Tensor> in, const Attrs&, const char* op) {
+  const Tensor &q = in[0], &k = in[1], &v = in[2], &bias = in[3];
+  for (const Tensor* t : {&k, &v}) same_dtype(q, *t, op);
+  check<ShapeError>(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": expected q, k, v of shape [batch, heads, len, dim], got ",
+                    describe(q), ", ", describe(k), ", ", describe(v));
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), Hk = k.size(1), S = k.size(2);
+  check<ShapeError>(k.size(0) == B && v.size(0) == B, op, ": batch sizes differ: q ", describe(q), ", k ", describe(k),
+                    ", v ", describe(v));
+  check<ShapeError>(k.size(3) == D, op, ": q and k head dims differ: ", describe(q), " vs ", describe(k));
+  check<ShapeError>(v.size(1) == Hk && v.size(2) == S, op, ": k ", describe(k), " and v ", describe(v),
+                    " must have the same heads and length");
+  check<ShapeError>(Hk > 0 && H % Hk == 0, op, ": ", H, " query heads cannot be grouped over ", Hk, " key/value heads");
+  if (bias.defined()) {
+    same_dtype(q, bias, op);
+    check<ShapeError>(bias.shape() == Shape{T, S}, op, ": bias must have shape [", T, ", ", S, "], got ", describe(bias));
+  }
+  return {{{B, H, T, v.size(3)}, q.dtype()}, {{B, H, T}, q.dtype()}};
+}
+
+// Inputs (grad_out, q, k, v, bias?, out, lse) -> (dq, dk, dv, dbias; dbias is [0] without a bias).
+Specs attention_backward(std::span<const Tensor> in, const Attrs&, const char* op) {
+  check<ShapeError>(in[0].shape() == in[5].shape(), op, ": grad ", describe(in[0]), " does not match the output ",
+                    describe(in[5]));
+  const Shape dbias = in[4].defined() ? in[4].shape() : Shape{0};
+  return {{in[1].shape(), in[1].dtype()}, {in[2].shape(), in[2].dtype()}, {in[3].shape(), in[3].dtype()},
+          {dbias, in[1].dtype()}};
+}
+
 Specs concat(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
   const int64_t dim = attr<DimAttrs>(attrs, op).dim;
   const Tensor& first = in[0];

@@ -29,6 +29,8 @@ std::vector<OutputSpec> layer_norm_backward(std::span<const Tensor>, const Attrs
 std::vector<OutputSpec> embedding(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> cross_entropy(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> cross_entropy_backward(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> attention(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> attention_backward(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> concat(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> index_select(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> index_add(std::span<const Tensor>, const Attrs&, const char* op);

@@ -22,6 +22,8 @@ struct MatmulAttrs { bool trans_a = false, trans_b = false; };
 struct LayerNormAttrs { double eps = 1e-5; };
 struct CrossEntropyAttrs { int64_t ignore_index = -100; Reduction reduction = Reduction::mean; };
 struct DropoutAttrs { double p = 0; uint64_t seed = 0, offset = 0; };
+// Scaled dot-product attention: scores = scale * q k^T (+ bias), bottom-right causal mask.
+struct AttentionAttrs { bool causal = false; double scale = 1.0; };
 struct CastAttrs { DType dtype = DType::f32; };
 struct RandomAttrs {
   RandomKind kind = RandomKind::uniform;
@@ -33,7 +35,8 @@ struct RandomAttrs {
 };
 
 using Attrs = std::variant<NoAttrs, ReduceAttrs, DimAttrs, ScalarAttrs, GeluAttrs, MatmulAttrs,
-                           LayerNormAttrs, CrossEntropyAttrs, DropoutAttrs, CastAttrs, RandomAttrs>;
+                           LayerNormAttrs, CrossEntropyAttrs, DropoutAttrs, CastAttrs, RandomAttrs,
+                           AttentionAttrs>;
 
 template <class T>
 const T& attr(const Attrs& a, const char* op) {

@@ -9,6 +9,7 @@ packages=(
   libeigen3-dev                          # CPU GEMM and vectorized math
   nlohmann-json3-dev                     # safetensors headers
   libcli11-dev                           # the qkvlab command line
+  libyaml-cpp-dev                        # experiment configuration files
   doctest-dev                            # tests
 )
 

@@ -48,6 +48,9 @@ void index_select(const KernelArgs&);
 void index_add(const KernelArgs&);
 void gather(const KernelArgs&);
 void scatter_add(const KernelArgs&);
+// attention.cpp
+void attention(const KernelArgs&);
+void attention_backward(const KernelArgs&);
 // random.cpp
 void dropout(const KernelArgs&);
 void uniform(const KernelArgs&);

@@ -170,7 +170,7 @@ std::string CaseReport::line(const char* op) const {
   std::ostringstream os;
   os << op << std::string(std::max<size_t>(1, 24 - std::string(op).size()), ' ') << samples << " samples: "
      << forward_checks << " forward, " << noncontig_checks << " non-contiguous, " << grad_checks << " gradient, ";
-  if (cuda_skipped) os << "CUDA skipped (no GPU visible)";
+  if (cuda_skipped) os << (cuda_available() ? "CUDA skipped (no CUDA kernel yet)" : "CUDA skipped (no GPU visible)");
   else os << cuda_checks << " CUDA-vs-CPU";
   return os.str();
 }
@@ -243,7 +243,7 @@ CaseReport run_case(OpId op, const OpCase& c) {
         ++report.grad_checks;
       }
 
-      if (cuda_available()) {
+      if (cuda_available() && info.cuda) {
         report.cuda_skipped = false;
         const Device gpu("cuda:0");
         std::vector<Tensor> gin = to_device(in, gpu);

@@ -12,7 +12,7 @@ namespace qkv::train::cli {
 void print_op_table(std::ostream& os) {
   using autograd::op_table;
   os << std::left << std::setw(24) << "op" << std::setw(6) << "in" << std::setw(6) << "out" << std::setw(34)
-     << "dtypes" << std::setw(11) << "devices" << "backward\n";
+     << "dtypes (input 0)" << std::setw(11) << "devices" << "backward\n";
   for (const auto& r : op_table()) {
     std::string devices = "cpu";
     if (r.cuda && cuda_compiled()) devices += ",cuda";

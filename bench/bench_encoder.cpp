@@ -1,0 +1,111 @@
+// Training-step benchmark of the synthetic-task encoder: ms per step (forward, backward, AdamW)
+// in qkvlab and, when PyTorch is installed, the same model in PyTorch (bench/torch_step.py)
+// timed in the same run, with the ratio.
+//
+//   bench_encoder [--steps N] [--variant QKV] [--no-torch]
+// Configurations: d_model 64, 2 layers, 4 heads, length 64, batch 128 (the paper's smallest
+// scale), and d_model 256, length 128.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <omp.h>
+
+#include "nn/models/encoder.h"
+#include "train/optim/adam.h"
+
+using namespace qkv;
+
+namespace {
+
+struct Shape4 { int64_t d_model, length; };
+
+double qkvlab_ms(const Shape4& s, const std::string& variant, int steps) {
+  nn::EncoderConfig c;
+  c.attention.d_model = s.d_model;
+  c.attention.heads = 4;
+  c.attention.sharing = nn::parse_sharing(variant);
+  c.layers = 2;
+  c.ffn_hidden = 2 * s.d_model;
+  Generator gen(0);
+  nn::Encoder model(c, &gen);
+  train::AdamW opt(model.named_parameters(), {});
+  const int64_t B = 128;
+  Tensor ids = cast(uniform({B, s.length}, 0, 10, DType::f64, &gen), DType::i64);
+  Tensor targets = cast(uniform({B, s.length}, 0, 10, DType::f64, &gen), DType::i64);
+  auto step = [&] {
+    Tensor loss = cross_entropy(model.forward(ids).reshape({-1, 10}), targets.reshape({-1}));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  };
+  for (int i = 0; i < 3; ++i) step();
+  std::vector<double> t;
+  for (int i = 0; i < steps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    step();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// The PyTorch twin's median ms per step, or a negative number when PyTorch is unavailable.
+double torch_ms(const Shape4& s, int steps, std::string& note) {
+  const std::string cmd = cat("/usr/bin/python3 ", QKV_SOURCE_DIR, "/bench/torch_step.py encoder --d-model ", s.d_model,
+                              " --length ", s.length, " --batch 128 --layers 2 --heads 4 --steps ", steps,
+                              " --threads ", omp_get_max_threads(), " 2>/dev/null");
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int rc = pclose(p);
+  try {
+    auto j = nlohmann::json::parse(out);
+    if (rc != 0 || !j.contains("ms_per_step")) {
+      note = j.value("error", "PyTorch run failed");
+      return -1;
+    }
+    note = cat("PyTorch ", j["torch"].get<std::string>(), ", ", j["threads"].get<int>(), " threads");
+    return j["ms_per_step"].get<double>();
+  } catch (const std::exception&) {
+    note = "PyTorch not available (/usr/bin/python3 with python3-torch)";
+    return -1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"qkvlab encoder training-step benchmark (qkvlab vs PyTorch in one run)"};
+  int steps = 10;
+  std::string variant = "QKV";
+  bool no_torch = false;
+  app.add_option("--steps", steps, "timed steps (median reported)")->check(CLI::Range(1, 1000));
+  app.add_option("--variant", variant, "attention sharing: QKV, Q=K-V, Q-K=V, Q=K=V");
+  app.add_flag("--no-torch", no_torch, "skip the PyTorch comparison");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    std::printf("encoder training step (forward + backward + AdamW), batch 128, 2 layers, 4 heads, %s, %d threads\n",
+                variant.c_str(), omp_get_max_threads());
+    std::printf("%8s %7s %12s %12s %9s\n", "d_model", "length", "qkvlab ms", "PyTorch ms", "speedup");
+    for (const Shape4& s : {Shape4{64, 64}, Shape4{256, 128}}) {
+      const double ours = qkvlab_ms(s, variant, steps);
+      std::string note;
+      const double theirs = no_torch ? -1 : torch_ms(s, std::max(3, steps / 2), note);
+      if (theirs > 0)
+        std::printf("%8lld %7lld %12.1f %12.1f %8.2fx\n", (long long)s.d_model, (long long)s.length, ours, theirs,
+                    theirs / ours);
+      else
+        std::printf("%8lld %7lld %12.1f %12s %9s  (%s)\n", (long long)s.d_model, (long long)s.length, ours, "-", "-",
+                    no_torch ? "skipped" : note.c_str());
+      if (!note.empty() && theirs > 0 && s.d_model == 64) std::printf("         (%s)\n", note.c_str());
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_encoder: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

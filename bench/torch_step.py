@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Times training steps of qkvlab's models rebuilt in PyTorch (tests/parity/torch_models.py), for
+the benchmarks that print PyTorch beside qkvlab. Prints one JSON line: {"ms_per_step": ...}.
+
+  torch_step.py encoder --d-model 64 --layers 2 --heads 4 --length 64 --batch 128 --threads 2
+Exit 77 when PyTorch is not installed.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+try:
+    import torch
+except ImportError:
+    print(json.dumps({"error": "PyTorch is not installed (Debian package python3-torch)"}))
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "parity"))
+import torch_models  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", choices=["encoder"])
+    ap.add_argument("--d-model", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--length", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--vocab", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=0)
+    a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    cfg = {"vocab": a.vocab, "classes": a.vocab, "layers": a.layers, "ffn_hidden": 2 * a.d_model,
+           "d_model": a.d_model, "heads": a.heads, "sharing": "QKV", "dropout": 0.1}
+    model = torch_models.Encoder(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, a.vocab, (a.batch, a.length))
+    targets = torch.randint(0, a.vocab, (a.batch, a.length))
+
+    def step():
+        logits = model(ids)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, a.vocab), targets.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):
+        step()
+    times = []
+    for _ in range(a.steps):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    times.sort()
+    print(json.dumps({"ms_per_step": 1000 * times[len(times) // 2], "best_ms": 1000 * times[0],
+                      "threads": torch.get_num_threads(), "torch": torch.__version__}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+// Fused scaled-dot-product attention on the CPU, tiled with an online softmax (the
+// FlashAttention scheme): the [T, S] probability matrix of a head is never materialized, only
+// one [64, 64] tile of it at a time. K and V may be the same tensor (K=V sharing), query heads
+// share KV heads in contiguous groups (GQA / MQA), an additive [T, S] bias carries the 2D
+// positional scores, and causal masking is aligned to the bottom-right (query i sees keys
+// j <= i + S - T), which is what incremental decoding needs.
+#include <Eigen/Core>
+#include <cmath>
+#include <limits>
+#include <omp.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "tensor/view.h"
+
+namespace qkv::kernels::cpu {
+namespace {
+
+using Eigen::Dynamic;
+template <class T> using RowMat = Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>;
+template <class T> using ConstMap = Eigen::Map<const RowMat<T>, 0, Eigen::OuterStride<>>;
+template <class T> using MutMap = Eigen::Map<RowMat<T>, 0, Eigen::OuterStride<>>;
+template <class T> using Vec = Eigen::Matrix<T, Dynamic, 1>;
+
+constexpr int64_t kBlockQ = 64, kBlockK = 64;
+
+// A [B, H, T, D] tensor whose last dim is contiguous (a permuted [B, T, H, D] projection is
+// used in place); heads are read as T x D row-major matrices with the tensor's row stride.
+struct Heads {
+  Tensor t;
+  int64_t heads = 0, rows = 0, cols = 0;
+  explicit Heads(const Tensor& x) : t(x.stride(-1) == 1 ? x : raw::contiguous(x)) {
+    heads = t.shape()[1];
+    rows = t.shape()[2];
+    cols = t.shape()[3];
+  }
+  template <class T> ConstMap<T> head(int64_t b, int64_t h) const {
+    const T* p = static_cast<const T*>(t.raw_data()) + b * t.stride(0) + h * t.stride(1);
+    return ConstMap<T>(p, rows, cols, Eigen::OuterStride<>(t.stride(2)));
+  }
+};
+
+// The visible key range [0, end) for query row i: all keys, or bottom-right causal.
+inline int64_t visible_keys(int64_t i, int64_t T, int64_t S, bool causal) {
+  if (!causal) return S;
+  return std::clamp<int64_t>(i + 1 + S - T, 0, S);
+}
+
+// Scores of a tile: scale * Q_i K_j^T + bias, with masked entries at -inf.
+template <class T>
+void tile_scores(RowMat<T>& s, const ConstMap<T>& q, const ConstMap<T>& k, int64_t i0, int64_t ni, int64_t j0,
+                 int64_t nj, T scale, const T* bias, int64_t S, int64_t T_, bool causal) {
+  s.noalias() = scale * (q.middleRows(i0, ni) * k.middleRows(j0, nj).transpose());
+  if (bias)
+    s += ConstMap<T>(bias + i0 * S + j0, ni, nj, Eigen::OuterStride<>(S));
+  if (causal)
+    for (int64_t r = 0; r < ni; ++r)
+      for (int64_t c = visible_keys(i0 + r, T_, S, true) - j0; c < nj; ++c)
+        if (c >= 0) s(r, c) = -std::numeric_limits<T>::infinity();
+}
+
+}  // namespace
+
+// Inputs (q [B,H,T,D], k [B,Hk,S,D], v [B,Hk,S,Dv], bias? [T,S]) -> (out [B,H,T,Dv], lse [B,H,T]).
+void attention(const KernelArgs& k) {
+  const auto& a = attr<AttentionAttrs>(k.attrs, "attention");
+  const Heads Q(k.in[0]), K(k.in[1]), V(k.in[2]);
+  const Tensor bias = k.in[3].defined() ? raw::contiguous(k.in[3]) : Tensor();
+  const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, Dv = V.cols;
+  const int64_t group = H / Hk, qblocks = (T + kBlockQ - 1) / kBlockQ;
+  visit_float(Q.t.dtype(), "attention", [&]<class F>() {
+    F* out = k.out[0].data<F>();
+    F* lse = k.out[1].data<F>();
+    const F* bp = bias.defined() ? bias.data<F>() : nullptr;
+    const F scale = F(a.scale), ninf = -std::numeric_limits<F>::infinity();
+#pragma omp parallel for collapse(3) schedule(dynamic, 1) if (B * H * T * S * Dv >= (1 << 16))
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t qb = 0; qb < qblocks; ++qb) {
+          const ConstMap<F> q = Q.head<F>(b, h), kk = K.head<F>(b, h / group), v = V.head<F>(b, h / group);
+          const int64_t i0 = qb * kBlockQ, ni = std::min(kBlockQ, T - i0);
+          const int64_t kend = visible_keys(i0 + ni - 1, T, S, a.causal);
+          RowMat<F> acc = RowMat<F>::Zero(ni, Dv), s(ni, kBlockK);
+          Vec<F> m = Vec<F>::Constant(ni, ninf), l = Vec<F>::Zero(ni);
+          for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+            const int64_t nj = std::min(kBlockK, kend - j0);
+            s.resize(ni, nj);
+            tile_scores<F>(s, q, kk, i0, ni, j0, nj, scale, bp, S, T, a.causal);
+            for (int64_t r = 0; r < ni; ++r) {
+              const F row_max = s.row(r).maxCoeff();
+              const F m_new = std::max(m[r], row_max);
+              if (m_new == ninf) { s.row(r).setZero(); continue; }   // nothing visible yet
+              const F correction = std::exp(m[r] - m_new);
+              s.row(r) = (s.row(r).array() - m_new).exp().matrix();
+              l[r] = l[r] * correction + s.row(r).sum();
+              acc.row(r) *= correction;
+              m[r] = m_new;
+            }
+            acc.noalias() += s * v.middleRows(j0, nj);
+          }
+          F* o = out + ((b * H + h) * T + i0) * Dv;
+          F* L = lse + (b * H + h) * T + i0;
+          for (int64_t r = 0; r < ni; ++r) {
+            const bool empty = l[r] == F(0);   // a row that sees no key (causal with T > S)
+            Eigen::Map<Vec<F>>(o + r * Dv, Dv) = empty ? Vec<F>::Zero(Dv) : Vec<F>(acc.row(r).transpose() / l[r]);
+            L[r] = empty ? ninf : m[r] + std::log(l[r]);
+          }
+        }
+  });
+}
+
+// Inputs (grad_out, q, k, v, bias?, out, lse) -> (dq, dk, dv, dbias). Recomputes each score
+// tile from q, k and the saved log-sum-exp; one task per (batch, KV head) owns that head's dk
+// and dv and its query heads' dq, so no two threads write the same gradient row.
+void attention_backward(const KernelArgs& k) {
+  const auto& a = attr<AttentionAttrs>(k.attrs, "attention_backward");
+  const Tensor g = raw::contiguous(k.in[0]);
+  const Heads Q(k.in[1]), K(k.in[2]), V(k.in[3]);
+  const Tensor bias = k.in[4].defined() ? raw::contiguous(k.in[4]) : Tensor();
+  const Tensor O = raw::contiguous(k.in[5]), LSE = raw::contiguous(k.in[6]);
+  const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, D = Q.cols, Dv = V.cols;
+  const int64_t group = H / Hk;
+  visit_float(Q.t.dtype(), "attention_backward", [&]<class F>() {
+    const F* gp = g.data<F>();
+    const F* op = O.data<F>();
+    const F* lp = LSE.data<F>();
+    const F* bp = bias.defined() ? bias.data<F>() : nullptr;
+    F* dq = k.out[0].data<F>();
+    F* dk = k.out[1].data<F>();
+    F* dv = k.out[2].data<F>();
+    const F scale = F(a.scale), ninf = -std::numeric_limits<F>::infinity();
+    // delta[b, h, i] = <dO_i, O_i>, the softmax backward's row term.
+    std::vector<F> delta(size_t(B * H * T));
+#pragma omp parallel for if (B * H * T * Dv >= (1 << 16))
+    for (int64_t r = 0; r < B * H * T; ++r)
+      delta[size_t(r)] = Eigen::Map<const Vec<F>>(gp + r * Dv, Dv).dot(Eigen::Map<const Vec<F>>(op + r * Dv, Dv));
+
+    const bool parallel = B * H * T * S * D >= (1 << 16);
+    const int threads = parallel ? omp_get_max_threads() : 1;
+    std::vector<RowMat<F>> dbias_local(bp ? size_t(threads) : 0, RowMat<F>::Zero(T, S));
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(threads)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t hk = 0; hk < Hk; ++hk) {
+        const ConstMap<F> kk = K.head<F>(b, hk), v = V.head<F>(b, hk);
+        MutMap<F> dK(dk + (b * Hk + hk) * S * D, S, D, Eigen::OuterStride<>(D));
+        MutMap<F> dV(dv + (b * Hk + hk) * S * Dv, S, Dv, Eigen::OuterStride<>(Dv));
+        dK.setZero();
+        dV.setZero();
+        RowMat<F> p, dp;
+        for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+          const ConstMap<F> q = Q.head<F>(b, h);
+          const ConstMap<F> dO(gp + (b * H + h) * T * Dv, T, Dv, Eigen::OuterStride<>(Dv));
+          MutMap<F> dQ(dq + (b * H + h) * T * D, T, D, Eigen::OuterStride<>(D));
+          dQ.setZero();
+          const F* L = lp + (b * H + h) * T;
+          const F* dl = delta.data() + (b * H + h) * T;
+          for (int64_t i0 = 0; i0 < T; i0 += kBlockQ) {
+            const int64_t ni = std::min(kBlockQ, T - i0);
+            const int64_t kend = visible_keys(i0 + ni - 1, T, S, a.causal);
+            for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+              const int64_t nj = std::min(kBlockK, kend - j0);
+              p.resize(ni, nj);
+              tile_scores<F>(p, q, kk, i0, ni, j0, nj, scale, bp, S, T, a.causal);
+              for (int64_t r = 0; r < ni; ++r) {
+                if (L[i0 + r] == ninf) p.row(r).setZero();   // the row saw no key
+                else p.row(r) = (p.row(r).array() - L[i0 + r]).exp().matrix();
+              }
+              dV.middleRows(j0, nj).noalias() += p.transpose() * dO.middleRows(i0, ni);
+              dp.noalias() = dO.middleRows(i0, ni) * v.middleRows(j0, nj).transpose();
+              for (int64_t r = 0; r < ni; ++r) dp.row(r).array() -= dl[i0 + r];
+              p.array() *= dp.array();   // p is now dS, the gradient of the scores
+              dQ.middleRows(i0, ni).noalias() += scale * (p * kk.middleRows(j0, nj));
+              dK.middleRows(j0, nj).noalias() += scale * (p.transpose() * q.middleRows(i0, ni));
+              if (bp) dbias_local[size_t(omp_get_thread_num())].block(i0, j0, ni, nj) += p;
+            }
+          }
+        }
+      }
+    if (bp) {
+      MutMap<F> dB(k.out[3].data<F>(), T, S, Eigen::OuterStride<>(S));
+      dB.setZero();
+      for (const auto& part : dbias_local) dB += part;
+    }
+  });
+}
+
+}  // namespace qkv::kernels::cpu

@@ -1,0 +1,60 @@
+// The standard layers. Each mirrors its PyTorch namesake's parameters, names and default
+// initialization, so state dicts and behaviour line up with torch.nn.
+#pragma once
+#include "nn/module.h"
+
+namespace qkv::nn {
+
+enum class Activation { relu, gelu, gelu_tanh };
+Activation parse_activation(const std::string& name);   // "relu", "gelu", "gelu_tanh"
+Tensor activate(const Tensor& x, Activation a);
+
+// y = x W^T + b, W [out, in]. Init as torch.nn.Linear: U(-1/sqrt(in), 1/sqrt(in)) for both.
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, bool bias = true, Generator* gen = nullptr);
+  Tensor forward(const Tensor& x) const;   // x [..., in] -> [..., out]
+  int64_t in_features() const { return weight.size(1); }
+  int64_t out_features() const { return weight.size(0); }
+  Tensor weight, bias;                     // bias undefined without one
+};
+
+// Rows of a [num, dim] table by index. Init N(0, 1) as torch.nn.Embedding.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num, int64_t dim, Generator* gen = nullptr);
+  Tensor forward(const Tensor& ids) const;
+  Tensor weight;
+};
+
+// Normalizes the last dim; weight 1 and bias 0 when affine.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) const;
+  Tensor weight, bias;
+  double eps;
+};
+
+// Zeroes elements with probability p while training (scaling the rest by 1/(1-p)).
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p, Generator* gen = nullptr);
+  Tensor forward(const Tensor& x) const;
+  double p;
+
+ private:
+  Generator* gen_;
+};
+
+// Linear -> activation -> dropout -> Linear: the transformer's feed-forward block.
+class MLP : public Module {
+ public:
+  MLP(int64_t dim, int64_t hidden, Activation act, double dropout, Generator* gen = nullptr);
+  Tensor forward(const Tensor& x) const;
+  Linear fc1, fc2;
+  Dropout drop;
+  Activation act;
+};
+
+}  // namespace qkv::nn

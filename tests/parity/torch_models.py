@@ -1,0 +1,169 @@
+"""PyTorch twins of qkvlab's models, built from qkvlab's safetensors files.
+
+Each class mirrors the C++ module of the same name parameter for parameter (same names, same
+PyTorch layouts), so `load_qkvlab(path)` fills it with strict=True. Used by the parity tests and
+by the benchmarks that time PyTorch beside qkvlab.
+"""
+import json
+import math
+import struct
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
+          "U8": torch.uint8, "BOOL": torch.bool, "F16": torch.float16, "BF16": torch.bfloat16}
+
+
+def read_safetensors(path):
+    """Reads a safetensors file with nothing but the format description (json + struct)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        raw = bytearray(data[8 + n + begin:8 + n + end])
+        t = torch.frombuffer(raw, dtype=DTYPES[info["dtype"]]) if raw else torch.empty(0, dtype=DTYPES[info["dtype"]])
+        out[name] = t.reshape(info["shape"]).clone()
+    return out
+
+
+def sinusoid(positions, dim):
+    """[positions, dim]: sin(p w_k) on even channels 2k, cos(p w_k) on odd ones, w_k = 10000^(-2k/dim)."""
+    p = torch.arange(positions, dtype=torch.float64)[:, None]
+    c = torch.arange(dim)
+    freq = torch.pow(10000.0, -(c // 2 * 2).double() / dim)
+    angle = p * freq
+    return torch.where(c % 2 == 0, torch.sin(angle), torch.cos(angle)).float()
+
+
+def pos2d_table(n, m):
+    """[n, n, m]: P[i, j] = concat(sinusoid(i, m/2), sinusoid(j, m/2))."""
+    s = sinusoid(n, m // 2)
+    return torch.cat([s[:, None, :].expand(n, n, m // 2), s[None, :, :].expand(n, n, m // 2)], dim=-1)
+
+
+SHARING = {"QKV": "QKV", "qkv": "QKV", "Q=K-V": "Q=K-V", "qk": "Q=K-V", "Q-K=V": "Q-K=V", "kv": "Q-K=V",
+           "Q=K=V": "Q=K=V", "k": "Q=K=V"}
+
+
+class Attention(nn.Module):
+    def __init__(self, d_model, heads, kv_heads=0, sharing="QKV", pos2d=0, causal=False, bias=True):
+        super().__init__()
+        self.d, self.h = d_model, heads
+        self.hk = kv_heads or heads
+        self.dh = d_model // heads
+        self.sharing = SHARING[sharing]
+        self.pos2d_m, self.causal = pos2d, causal
+        dkv = self.hk * self.dh
+        if self.sharing == "QKV":
+            self.q, self.k, self.v = nn.Linear(d_model, d_model, bias), nn.Linear(d_model, dkv, bias), nn.Linear(d_model, dkv, bias)
+        elif self.sharing == "Q=K-V":
+            self.qk, self.v = nn.Linear(d_model, d_model, bias), nn.Linear(d_model, dkv, bias)
+        elif self.sharing == "Q-K=V":
+            self.q, self.kv = nn.Linear(d_model, d_model, bias), nn.Linear(d_model, dkv, bias)
+        else:
+            self.qkv = nn.Linear(d_model, d_model, bias)
+        self.o = nn.Linear(d_model, d_model, bias)
+        if pos2d:
+            # qkvlab names these "pos2d.weight" and "pos2d.bias" on the attention module.
+            self.pos2d = nn.Module()
+            self.pos2d.weight = nn.Parameter(torch.zeros(pos2d))
+            self.pos2d.bias = nn.Parameter(torch.zeros(1))
+
+    def heads(self, x, n):
+        B, T, _ = x.shape
+        return x.view(B, T, n, self.dh).transpose(1, 2)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        if self.sharing == "QKV":
+            q, k, v = self.heads(self.q(x), self.h), self.heads(self.k(x), self.hk), self.heads(self.v(x), self.hk)
+        elif self.sharing == "Q=K-V":
+            q = k = self.heads(self.qk(x), self.h)
+            v = self.heads(self.v(x), self.hk)
+        elif self.sharing == "Q-K=V":
+            q = self.heads(self.q(x), self.h)
+            k = v = self.heads(self.kv(x), self.hk)
+        else:
+            q = k = v = self.heads(self.qkv(x), self.h)
+        if self.hk != self.h:
+            k = k.repeat_interleave(self.h // self.hk, dim=1)
+            v = v.repeat_interleave(self.h // self.hk, dim=1)
+        s = q @ k.transpose(-1, -2) / math.sqrt(self.dh)
+        if self.pos2d_m:
+            P = pos2d_table(T, self.pos2d_m).to(x.dtype)
+            s = s * self.pos2d.weight.sum() + P @ self.pos2d.weight + self.pos2d.bias
+        if self.causal:
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        y = torch.softmax(s, dim=-1) @ v
+        return self.o(y.transpose(1, 2).reshape(B, T, self.d))
+
+
+class MLP(nn.Module):
+    def __init__(self, d, hidden, activation, dropout):
+        super().__init__()
+        self.fc1, self.fc2, self.drop = nn.Linear(d, hidden), nn.Linear(hidden, d), nn.Dropout(dropout)
+        self.act = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}[activation]
+
+    def forward(self, x):
+        return self.fc2(self.drop(self.act(self.fc1(x))))
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.attn = Attention(d, cfg["heads"], cfg.get("kv_heads", 0), cfg["sharing"], cfg.get("pos2d", 0))
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ffn = MLP(d, cfg["ffn_hidden"], cfg.get("activation", "relu"), cfg.get("dropout", 0.0))
+        self.drop = nn.Dropout(cfg.get("dropout", 0.0))
+        self.pre_norm = cfg.get("pre_norm", False)
+
+    def forward(self, x):
+        if self.pre_norm:
+            h = x + self.drop(self.attn(self.norm1(x)))
+            return h + self.drop(self.ffn(self.norm2(h)))
+        h = self.norm1(x + self.drop(self.attn(x)))
+        return self.norm2(h + self.drop(self.ffn(h)))
+
+
+class ClassifierHead(nn.Module):
+    def __init__(self, d, classes, mlp, dropout):
+        super().__init__()
+        if mlp:
+            self.fc, self.norm, self.drop = nn.Linear(d, d), nn.LayerNorm(d), nn.Dropout(dropout)
+        self.mlp = mlp
+        self.out = nn.Linear(d, classes)
+
+    def forward(self, x):
+        if self.mlp:
+            x = self.drop(F.relu(self.norm(self.fc(x))))
+        return self.out(x)
+
+
+class Encoder(nn.Module):
+    """qkvlab's nn::Encoder: one-hot input Linear, sinusoidal positions, blocks, classifier head."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.vocab = cfg["vocab"]
+        self.input = nn.Linear(cfg["vocab"], d)
+        self.blocks = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg["layers"])])
+        self.final_norm = nn.LayerNorm(d) if cfg.get("pre_norm", False) else None
+        self.head = ClassifierHead(d, cfg["classes"], cfg.get("mlp_head", True), cfg.get("dropout", 0.0))
+
+    def forward(self, ids):
+        x = self.input(F.one_hot(ids, self.vocab).to(self.input.weight.dtype))
+        x = x + sinusoid(ids.shape[1], x.shape[-1]).to(x.dtype)
+        for b in self.blocks:
+            x = b(x)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return self.head(x)

@@ -1,0 +1,172 @@
+// The experiment configuration of the synthetic tasks (paper Table 1): typed structs whose
+// fields, defaults, rules and docs are declared once in config.cpp, and the entry points that
+// parse a tree strictly into a Config, write a Config back as YAML, and describe the schema.
+#pragma once
+#include <array>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "train/experiment/schema.h"
+#include "train/experiment/variant.h"
+
+namespace qkv::train::experiment {
+
+enum class TaskName { reverse, sort, sub, swap, copy };
+enum class Activation { relu, gelu };
+enum class Norm { post, pre };
+enum class HeadKind { mlp, linear };
+enum class OptimName { adam, adamw, sgd };
+enum class ScheduleName { cosine, multistep, constant };
+
+template <>
+struct EnumNames<TaskName> {
+  static constexpr std::array<std::pair<std::string_view, TaskName>, 5> values{{{"reverse", TaskName::reverse},
+                                                                                {"sort", TaskName::sort},
+                                                                                {"sub", TaskName::sub},
+                                                                                {"swap", TaskName::swap},
+                                                                                {"copy", TaskName::copy}}};
+};
+template <>
+struct EnumNames<Activation> {
+  static constexpr std::array<std::pair<std::string_view, Activation>, 2> values{
+      {{"relu", Activation::relu}, {"gelu", Activation::gelu}}};
+};
+template <>
+struct EnumNames<Norm> {
+  static constexpr std::array<std::pair<std::string_view, Norm>, 2> values{{{"post", Norm::post}, {"pre", Norm::pre}}};
+};
+template <>
+struct EnumNames<HeadKind> {
+  static constexpr std::array<std::pair<std::string_view, HeadKind>, 2> values{
+      {{"mlp", HeadKind::mlp}, {"linear", HeadKind::linear}}};
+};
+template <>
+struct EnumNames<OptimName> {
+  static constexpr std::array<std::pair<std::string_view, OptimName>, 3> values{
+      {{"adam", OptimName::adam}, {"adamw", OptimName::adamw}, {"sgd", OptimName::sgd}}};
+};
+template <>
+struct EnumNames<ScheduleName> {
+  static constexpr std::array<std::pair<std::string_view, ScheduleName>, 3> values{
+      {{"cosine", ScheduleName::cosine}, {"multistep", ScheduleName::multistep}, {"constant", ScheduleName::constant}}};
+};
+
+struct TaskConfig {
+  std::string kind;
+  TaskName name{};
+  int length = 0;
+  int vocab = 0;
+  int train_size = 0;
+  int val_size = 0;
+  int test_size = 0;
+  int data_seed = 0;
+  bool operator==(const TaskConfig&) const = default;
+  static const Schema<TaskConfig>& schema();
+};
+
+struct ModelConfig {
+  std::string kind;
+  int d_model = 0;
+  int layers = 0;
+  int heads = 0;
+  int kv_heads = 0;  // 0 = heads
+  double ffn_mult = 0;
+  Activation activation{};
+  Norm norm{};
+  double dropout = 0;
+  int pos2d_channels = 0;
+  HeadKind head{};
+  std::string sharing;  // "QKV", "Q=K-V", "Q-K=V" or "Q=K=V"
+  bool pos2d = false;
+  bool operator==(const ModelConfig&) const = default;
+  static const Schema<ModelConfig>& schema();
+};
+
+struct OptimConfig {
+  OptimName name{};
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, momentum = 0, clip = 0;
+  bool operator==(const OptimConfig&) const = default;
+  static const Schema<OptimConfig>& schema();
+};
+
+struct ScheduleConfig {
+  ScheduleName name{};
+  double warmup = 0;  // fraction of the total steps
+  double min_lr = 0;
+  std::vector<int> milestones;  // epochs
+  double gamma = 0;
+  bool operator==(const ScheduleConfig&) const = default;
+  static const Schema<ScheduleConfig>& schema();
+};
+
+struct TrainConfig {
+  int epochs = 0;
+  int batch_size = 0;
+  std::string device;
+  int threads = 0;  // 0 = all cores
+  int log_every = 0;
+  int eval_batch_size = 0;
+  int seed = 0;
+  bool operator==(const TrainConfig&) const = default;
+  static const Schema<TrainConfig>& schema();
+};
+
+// One swept key and its values (nodes, checked against the key's type, sources kept).
+struct GridAxis {
+  std::string key;  // dotted schema key: "model.d_model"
+  std::vector<Node> values;
+  bool operator==(const GridAxis&) const = default;
+};
+using Grid = std::vector<GridAxis>;
+
+struct SweepConfig {
+  Grid grid;
+  std::vector<Variant> variants;
+  std::vector<int> seeds;
+  bool operator==(const SweepConfig&) const = default;
+  static const Schema<SweepConfig>& schema();
+};
+
+struct Config {
+  std::string name;
+  TaskConfig task;
+  ModelConfig model;
+  OptimConfig optim;
+  ScheduleConfig schedule;
+  TrainConfig train;
+  SweepConfig sweep;
+  bool operator==(const Config&) const = default;
+  static const Schema<Config>& schema();
+};
+
+template <>
+struct Codec<Variant> {
+  static std::string type();
+  static bool parse(const Node& n, Variant& out, const std::string& key);
+  static Node emit(const Variant& v);
+};
+
+template <>
+struct Codec<Grid> {
+  static std::string type();
+  static bool parse(const Node& n, Grid& out, const std::string& key);  // throws for a bad key or value
+  static Node emit(const Grid& g);
+};
+
+// Strict parse of a whole tree (no `scales`): unknown keys, bad values and missing required keys
+// throw ConfigError naming file, line, dotted key, value and the expected form.
+Config parse_config(const Node& tree);
+Config config_from_yaml(const std::string& text, const std::string& origin = "<string>");
+Node config_to_tree(const Config& config);
+// Every key with its value, in schema order; config_from_yaml reads it back equal.
+std::string to_yaml(const Config& config);
+
+// Every key of the schema (sections and leaves) and a lookup by dotted key.
+const std::vector<KeyInfo>& config_keys();
+const KeyInfo* find_config_key(std::string_view dotted);
+// One line per key: key, type, default, doc.
+std::string describe_schema();
+
+}  // namespace qkv::train::experiment

@@ -1,0 +1,14 @@
+// Gradient clipping (train/optim/): clip_grad_norm, torch.nn.utils.clip_grad_norm_ with the
+// L2 norm.
+#pragma once
+#include "train/optim/optimizer.h"
+
+namespace qkv::train {
+
+// The L2 norm of all defined grads of `params` taken together (accumulated in double). When
+// max_norm / (norm + 1e-6) < 1, every grad is scaled in place by that factor. Returns the norm
+// before clipping; a non-finite norm is returned without scaling anything, so the caller can
+// skip the step. max_norm must be > 0 (+inf only measures). Parameters without grad are ignored.
+double clip_grad_norm(const NamedTensors& params, double max_norm);
+
+}  // namespace qkv::train

@@ -1,0 +1,161 @@
+// The Optimizer base class: parameter checks, the step loop (skip undefined grads, create
+// buffers lazily, count updates), zero_grad, the learning rate, and state_dict save / restore.
+#include "train/optim/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "autograd/grad_mode.h"
+
+namespace qkv::train {
+
+bool is_fusable_cpu(std::initializer_list<Tensor> tensors) {
+  const Tensor& first = *tensors.begin();
+  if (first.dtype() != DType::f32 && first.dtype() != DType::f64) return false;
+  for (const Tensor& t : tensors)
+    if (!t.defined() || t.is_cuda() || !t.is_contiguous() || t.dtype() != first.dtype() ||
+        t.numel() != first.numel())
+      return false;
+  return true;
+}
+
+namespace {
+
+void check_param(const std::string& opt, const std::string& name, const Tensor& p) {
+  check<ValueError>(!name.empty(), opt, ": every parameter needs a non-empty name");
+  check<ValueError>(p.defined(), opt, ": parameter '", name, "' is an undefined tensor");
+  check<ValueError>(p.dtype() == DType::f32 || p.dtype() == DType::f64, opt, ": parameter '", name,
+                    "' has dtype ", dtype_name(p.dtype()), "; optimizers update float32 or float64 tensors");
+  check<ValueError>(p.requires_grad() && p.is_leaf(), opt, ": parameter '", name,
+                    "' must be a leaf tensor that requires grad (call set_requires_grad() on it)");
+}
+
+Tensor count_tensor(int64_t n) { return from_vector(std::vector<int64_t>{n}, Shape{}); }
+
+// Reads a one-element integer entry of a state dict (a step count) and checks it is >= lo.
+int64_t read_count(const std::string& opt, const std::string& key, const Tensor& t, int64_t lo) {
+  check<ValueError>(t.numel() == 1 && (t.dtype() == DType::i64 || t.dtype() == DType::i32), opt,
+                    ": load_state_dict(): entry '", key, "' must be a one-element integer tensor, got ",
+                    dtype_name(t.dtype()), " ", shape_str(t.shape()));
+  const int64_t n = t.item<int64_t>();
+  check<ValueError>(n >= lo, opt, ": load_state_dict(): entry '", key, "' is ", n, "; expected at least ", lo);
+  return n;
+}
+
+// A fresh contiguous copy of `src` on `like`'s device and dtype.
+Tensor copy_like(const Tensor& src, const Tensor& like) {
+  Tensor out = empty(like.shape(), {like.dtype(), like.device()});
+  out.copy_(src);
+  return out;
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::string name, NamedTensors params, double lr)
+    : name_(std::move(name)), params_(std::move(params)), states_(params_.size()) {
+  check<ValueError>(!params_.empty(), name_, ": got an empty parameter list");
+  std::set<std::string> seen;
+  for (const auto& [pname, p] : params_) {
+    check_param(name_, pname, p);
+    check<ValueError>(seen.insert(pname).second, name_, ": parameter name '", pname, "' appears twice");
+  }
+  set_lr(lr);
+}
+
+void Optimizer::set_lr(double lr) {
+  check<ValueError>(std::isfinite(lr) && lr >= 0, name_, ": learning rate must be finite and >= 0, got ", lr);
+  lr_ = lr;
+}
+
+void Optimizer::zero_grad() {
+  for (auto& entry : params_) entry.second.zero_grad();
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  const std::vector<std::string> buffers = buffer_names();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    ParamState& s = states_[i];
+    if (s.step == 0) {
+      s.buffers.clear();
+      for (size_t b = 0; b < buffers.size(); ++b) s.buffers.push_back(zeros(p.shape(), {p.dtype(), p.device()}));
+    }
+    ++s.step;
+    update(p, g, s);
+  }
+  ++steps_;
+}
+
+NamedTensors Optimizer::state_dict() const {
+  NoGradGuard no_grad;
+  const std::vector<std::string> buffers = buffer_names();
+  NamedTensors out{{"step", count_tensor(steps_)}};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const ParamState& s = states_[i];
+    if (s.step == 0) continue;
+    const std::string& pname = params_[i].first;
+    out.emplace_back("step." + pname, count_tensor(s.step));
+    for (size_t b = 0; b < buffers.size(); ++b) out.emplace_back(buffers[b] + "." + pname, s.buffers[b].clone());
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const NamedTensors& state) {
+  NoGradGuard no_grad;
+  std::vector<ParamState> restored = restore_states(state);   // throws before anything changes
+  for (const auto& [key, t] : state)
+    if (key == "step") steps_ = read_count(name_, key, t, 0);
+  states_ = std::move(restored);
+}
+
+// Checks every entry of `state` and builds the per-parameter states from it; changes nothing.
+std::vector<Optimizer::ParamState> Optimizer::restore_states(const NamedTensors& state) const {
+  const std::string where = name_ + ": load_state_dict()";
+  std::map<std::string, const Tensor*> entries;
+  for (const auto& [key, t] : state) {
+    check<ValueError>(t.defined(), where, ": entry '", key, "' is an undefined tensor");
+    check<ValueError>(entries.emplace(key, &t).second, where, ": entry '", key, "' appears twice");
+  }
+  auto take = [&](const std::string& key) -> const Tensor* {
+    auto it = entries.find(key);
+    if (it == entries.end()) return nullptr;
+    const Tensor* t = it->second;
+    entries.erase(it);
+    return t;
+  };
+  const Tensor* global = take("step");
+  check<ValueError>(global != nullptr, where, ": missing entry 'step'");
+  read_count(name_, "step", *global, 0);
+
+  const std::vector<std::string> buffers = buffer_names();
+  std::vector<ParamState> out(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [pname, p] = params_[i];
+    const std::string step_key = "step." + pname;
+    const Tensor* count = take(step_key);
+    std::vector<const Tensor*> found;
+    for (const std::string& b : buffers) found.push_back(take(b + "." + pname));
+    const bool any = count || std::any_of(found.begin(), found.end(), [](const Tensor* t) { return t; });
+    if (!any) continue;                           // this parameter has not been updated yet
+    check<ValueError>(count != nullptr, where, ": missing entry '", step_key, "' (parameter '", pname,
+                      "' has buffers but no update count)");
+    out[i].step = read_count(name_, step_key, *count, 1);
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      const std::string key = buffers[b] + "." + pname;
+      check<ValueError>(found[b] != nullptr, where, ": missing entry '", key, "'");
+      check<ValueError>(found[b]->shape() == p.shape(), where, ": entry '", key, "' has shape ",
+                        shape_str(found[b]->shape()), " but parameter '", pname, "' has shape ", shape_str(p.shape()));
+      out[i].buffers.push_back(copy_like(*found[b], p));
+    }
+  }
+  check<ValueError>(entries.empty(), where, ": unexpected entry '", entries.empty() ? "" : entries.begin()->first,
+                    "' (no parameter or buffer of this ", name_, " optimizer has that name)");
+  return out;
+}
+
+}  // namespace qkv::train

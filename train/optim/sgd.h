@@ -1,0 +1,30 @@
+// SGD (train/optim/): torch.optim.SGD with dampening 0. Weight decay is added to the gradient
+// (L2); with momentum the buffer starts as the first gradient and then follows
+// buf = momentum * buf + g; the step uses buf, or g + momentum * buf with nesterov.
+// Buffer (only when momentum != 0): "momentum_buffer".
+#pragma once
+#include "train/optim/optimizer.h"
+
+namespace qkv::train {
+
+struct SGDOptions {
+  double lr = 1e-2;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;                        // needs momentum > 0
+};
+
+class SGD : public Optimizer {
+ public:
+  explicit SGD(NamedTensors params, SGDOptions options = {});
+  const SGDOptions& options() const { return options_; }
+
+ protected:
+  std::vector<std::string> buffer_names() const override;
+  void update(Tensor& param, const Tensor& grad, ParamState& state) override;
+
+ private:
+  SGDOptions options_;
+};
+
+}  // namespace qkv::train

@@ -1,0 +1,58 @@
+#include "train/progress.h"
+
+#include <unistd.h>
+
+#include <cmath>
+
+namespace qkv::train {
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = long(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  return buf;
+}
+
+Progress::Progress(std::string label, int64_t total_steps, int64_t interval, std::FILE* out)
+    : label_(std::move(label)),
+      total_(total_steps),
+      interval_(interval < 1 ? 1 : interval),
+      out_(out),
+      tty_(::isatty(::fileno(out)) != 0),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
+
+double Progress::steps_per_second() const {
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return t > 0 ? double(step_) / t : 0.0;
+}
+
+void Progress::update(int64_t step, double loss, double lr) {
+  step_ = step;
+  const auto now = std::chrono::steady_clock::now();
+  const double rate = steps_per_second();
+  const double eta = rate > 0 ? double(total_ - step) / rate : NAN;
+  if (tty_) {
+    if (step != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = now;
+    const int width = 24, filled = total_ > 0 ? int(width * step / total_) : width;
+    std::fprintf(out_, "\r%s [%s%s] %lld/%lld loss %.4f lr %.2e %.1f it/s ETA %s  ", label_.c_str(),
+                 std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(),
+                 (long long)step, (long long)total_, loss, lr, rate, format_duration(eta).c_str());
+  } else {
+    if (step % interval_ != 0 && step != total_) return;
+    std::fprintf(out_, "%s step %lld/%lld loss %.4f lr %.2e %.1f it/s ETA %s\n", label_.c_str(), (long long)step,
+                 (long long)total_, loss, lr, rate, format_duration(eta).c_str());
+  }
+  std::fflush(out_);
+}
+
+void Progress::finish(const std::string& summary) {
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::fprintf(out_, "%s%s %s (%s)\n", tty_ ? "\r\033[K" : "", label_.c_str(), summary.c_str(), format_duration(t).c_str());
+  std::fflush(out_);
+}
+
+}  // namespace qkv::train
