@@ -1,6 +1,9 @@
 #include "autograd/dispatch.h"
 
+#include <chrono>
+
 #include "autograd/grad_mode.h"
+#include "autograd/profiler.h"
 #include "autograd/node.h"
 #include "tensor/view.h"
 
@@ -87,7 +90,14 @@ std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
 
   const kernels::Kernel kernel = device.is_cpu() ? info.cpu : info.cuda;
   if (!kernel) throw DeviceError(cat(info.name, ": no CUDA kernel yet (run it on the CPU)"));
-  kernel(kernels::KernelArgs{in, out, attrs});
+  if (profiling_enabled()) {
+    const auto start = std::chrono::steady_clock::now();
+    kernel(kernels::KernelArgs{in, out, attrs});
+    record_kernel_time(info.name, device.is_cpu() ? "cpu" : "cuda",
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  } else {
+    kernel(kernels::KernelArgs{in, out, attrs});
+  }
 
   if (!any_requires_grad(in)) return out;
   auto node = std::make_shared<OpNode>(info, std::move(attrs));

@@ -109,6 +109,38 @@ void gelu_backward(const KernelArgs& k) {
   });
 }
 
+namespace {
+
+// Runs f(i, p0, p1, ...) over a row where each input's stride is 0 (broadcast) or 1 as template
+// constants, so the select loops vectorize; other strides take the general loop.
+template <int... S, class F, class... P>
+void row_with_strides(int64_t n, F&& f, P... p) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) f(i, p[S * i]...);
+}
+
+template <class F, class P0, class P1, class P2>
+void select_row(int64_t n, const std::array<int64_t, 4>& is, F&& f, P0 a, P1 b, P2 c) {
+  const int pattern = (is[1] == 1) | (is[2] == 1) << 1 | (is[3] == 1) << 2;
+  const bool unit_or_zero = (is[1] | 1) == 1 && (is[2] | 1) == 1 && (is[3] | 1) == 1;
+  if (!unit_or_zero) {
+    for (int64_t i = 0; i < n; ++i) f(i, a[i * is[1]], b[i * is[2]], c[i * is[3]]);
+    return;
+  }
+  switch (pattern) {
+    case 0: return row_with_strides<0, 0, 0>(n, f, a, b, c);
+    case 1: return row_with_strides<1, 0, 0>(n, f, a, b, c);
+    case 2: return row_with_strides<0, 1, 0>(n, f, a, b, c);
+    case 3: return row_with_strides<1, 1, 0>(n, f, a, b, c);
+    case 4: return row_with_strides<0, 0, 1>(n, f, a, b, c);
+    case 5: return row_with_strides<1, 0, 1>(n, f, a, b, c);
+    case 6: return row_with_strides<0, 1, 1>(n, f, a, b, c);
+    default: return row_with_strides<1, 1, 1>(n, f, a, b, c);
+  }
+}
+
+}  // namespace
+
 // Inputs (x, mask): out = mask ? value : x, the mask broadcast to x.
 void masked_fill(const KernelArgs& k) {
   const double value = attr<ScalarAttrs>(k.attrs, "masked_fill").value;
@@ -119,7 +151,9 @@ void masked_fill(const KernelArgs& k) {
     const uint8_t* m = static_cast<const uint8_t*>(mask.raw_data());
     const T v = T(value);
     map_rows<2>(k.out[0], {&k.in[0], &mask}, [&](const auto& off, int64_t n, const auto& is) {
-      for (int64_t i = 0; i < n; ++i) o[off[0] + i] = m[off[2] + i * is[2]] ? v : x[off[1] + i * is[1]];
+      T* out = o + off[0];
+      const std::array<int64_t, 4> strides{is[0], is[1], is[2], 0};
+      select_row(n, strides, [&](int64_t i, T xv, uint8_t mv, T) { out[i] = mv ? v : xv; }, x + off[1], m + off[2], &v);
     });
   });
 }
@@ -132,8 +166,8 @@ void where(const KernelArgs& k) {
     const T* a = static_cast<const T*>(k.in[1].raw_data());
     const T* b = static_cast<const T*>(k.in[2].raw_data());
     map_rows<3>(k.out[0], {&k.in[0], &k.in[1], &k.in[2]}, [&](const auto& off, int64_t n, const auto& is) {
-      for (int64_t i = 0; i < n; ++i)
-        o[off[0] + i] = c[off[1] + i * is[1]] ? a[off[2] + i * is[2]] : b[off[3] + i * is[3]];
+      T* out = o + off[0];
+      select_row(n, is, [&](int64_t i, uint8_t cv, T av, T bv) { out[i] = cv ? av : bv; }, c + off[1], a + off[2], b + off[3]);
     });
   });
 }

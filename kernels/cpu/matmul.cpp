@@ -88,6 +88,32 @@ void gemm_batch(const Operand& a, const Operand& b, T* out, int64_t batch) {
   });
 }
 
+// A small output with a long inner dim (weight gradients: [d, N] x [N, d]) leaves Eigen little
+// to split across threads; split the inner dim instead and add the per-thread partial products.
+bool wants_split_k(const Operand& a, const Operand& b, int64_t batches, int threads) {
+  return batches == 1 && threads > 1 && a.rows * b.cols <= 256 * 256 && a.cols >= 8 * std::max(a.rows, b.cols) &&
+         a.cols >= 2048;
+}
+
+template <class T>
+void gemm_split_k(const Operand& a, const Operand& b, T* out, int threads) {
+  const int64_t K = a.cols, chunk = (K + threads - 1) / threads;
+  std::vector<Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>> partial(static_cast<size_t>(threads));
+  with_map<T>(a, 0, [&](const auto& A) {
+    with_map<T>(b, 0, [&](const auto& B) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int t = 0; t < threads; ++t) {
+        const int64_t k0 = t * chunk, n = std::min(chunk, K - k0);
+        partial[size_t(t)].setZero(a.rows, b.cols);
+        if (n > 0) partial[size_t(t)].noalias() = A.middleCols(k0, n) * B.middleRows(k0, n);
+      }
+    });
+  });
+  OutMap<T> c(out, a.rows, b.cols);
+  c = partial[0];
+  for (int t = 1; t < threads; ++t) c += partial[size_t(t)];
+}
+
 }  // namespace
 
 void matmul(const KernelArgs& k) {
@@ -103,7 +129,10 @@ void matmul(const KernelArgs& k) {
     const double flops_per = double(a.rows) * double(a.cols) * double(b.cols);
     // Batches side by side when there are enough of them and each is small.
     const bool per_thread = nb >= omp_get_max_threads() && flops_per < 256.0 * 256 * 256;
-    if (per_thread) {
+    const int threads = omp_get_max_threads();
+    if (!omp_in_parallel() && wants_split_k(a, b, nb, threads)) {
+      gemm_split_k<T>(a, b, o, threads);
+    } else if (per_thread) {
 #pragma omp parallel for schedule(dynamic, 1)
       for (int64_t i = 0; i < nb; ++i) gemm_batch<T>(a, b, o, i);
     } else {

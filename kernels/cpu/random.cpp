@@ -1,26 +1,35 @@
 // Random kernels on the Philox stream: element i of the output (row-major order) takes element
 // i of the stream at the op's (seed, offset), exactly as the CUDA kernels do. Scaling uses an
 // explicit fma on both sides, so the results do not depend on the compiler contracting a*b+c.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/philox_batch.h"
 #include "tensor/philox.h"
 #include "tensor/view.h"
 
 namespace qkv::kernels::cpu {
 namespace {
 
-// Calls f(i, block) for each element i with its Philox block, computing each block once.
+// Calls f(i0, m, words) for consecutive element ranges [i0, i0 + m) of [0, n), words[j] being
+// element i0 + j's 32 random bits. Blocks are generated kPhiloxBatch at a time (vectorized), in
+// parallel chunks; callers write their loop over j with locals so it vectorizes too.
 template <class F>
-void for_each_block(int64_t n, uint64_t seed, uint64_t offset, F&& f) {
-  const int64_t blocks = (n + 3) / 4;
+void for_each_batch(int64_t n, uint64_t seed, uint64_t offset, F&& f) {
+  constexpr int64_t kWords = 4 * kPhiloxBatch;
+  const int64_t batches = (n + kWords - 1) / kWords;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const philox::U32x4 bits = philox::block(seed, offset + uint64_t(b));
-    for (int64_t j = 0; j < 4 && b * 4 + j < n; ++j) f(b * 4 + j, bits.v[j]);
+  for (int64_t b = 0; b < batches; ++b) {
+    uint32_t words[kWords];
+    philox_batch(seed, offset + uint64_t(b) * kPhiloxBatch, words);
+    f(b * kWords, std::min(kWords, n - b * kWords), words);
   }
 }
+
+// u / 2^32 < p exactly when the integer u < ceil(p 2^32): the comparison without floating point.
+uint64_t unit_threshold(double p) { return uint64_t(std::ceil(std::clamp(p, 0.0, 1.0) * 4294967296.0)); }
 
 template <class T>
 T unit(uint32_t x) {
@@ -35,7 +44,9 @@ void uniform(const KernelArgs& k) {
   visit_float(a.dtype, "uniform", [&]<class T>() {
     T* o = k.out[0].data<T>();
     const T lo = T(a.a), span = T(a.b - a.a);
-    for_each_block(k.out[0].numel(), a.seed, a.offset, [&](int64_t i, uint32_t x) { o[i] = std::fma(span, unit<T>(x), lo); });
+    for_each_batch(k.out[0].numel(), a.seed, a.offset, [=](int64_t i0, int64_t m, const uint32_t* w) {
+      for (int64_t j = 0; j < m; ++j) o[i0 + j] = std::fma(span, unit<T>(w[j]), lo);
+    });
   });
 }
 
@@ -43,8 +54,10 @@ void bernoulli(const KernelArgs& k) {
   const auto& a = attr<RandomAttrs>(k.attrs, "bernoulli");
   visit_float(a.dtype, "bernoulli", [&]<class T>() {
     T* o = k.out[0].data<T>();
-    for_each_block(k.out[0].numel(), a.seed, a.offset,
-                   [&](int64_t i, uint32_t x) { o[i] = philox::to_unit_double(x) < a.a ? T(1) : T(0); });
+    const uint64_t threshold = unit_threshold(a.a);
+    for_each_batch(k.out[0].numel(), a.seed, a.offset, [=](int64_t i0, int64_t m, const uint32_t* w) {
+      for (int64_t j = 0; j < m; ++j) o[i0 + j] = w[j] < threshold ? T(1) : T(0);
+    });
   });
 }
 
@@ -66,8 +79,21 @@ void dropout(const KernelArgs& k) {
     const T* xp = x.data<T>();
     T* o = k.out[0].data<T>();
     const T scale = a.p < 1 ? T(1.0 / (1.0 - a.p)) : T(0);
-    for_each_block(x.numel(), a.seed, a.offset, [&](int64_t i, uint32_t u) {
-      o[i] = philox::to_unit_double(u) >= a.p ? xp[i] * scale : T(0);
+    const uint64_t threshold = unit_threshold(a.p);
+    if (threshold > UINT32_MAX) {   // p == 1: every element dropped
+      std::fill(o, o + x.numel(), T(0));
+      return;
+    }
+    // 32-bit compares and a float select: the loop vectorizes.
+    const uint32_t t32 = uint32_t(threshold);
+    for_each_batch(x.numel(), a.seed, a.offset, [=](int64_t i0, int64_t m, const uint32_t* w) {
+      const T* __restrict in = xp + i0;
+      T* __restrict out = o + i0;
+#pragma omp simd
+      for (int64_t j = 0; j < m; ++j) {
+        const T kept = in[j] * scale;   // read unconditionally: a plain select vectorizes
+        out[j] = w[j] >= t32 ? kept : T(0);
+      }
     });
   });
 }

@@ -1,0 +1,73 @@
+#include "autograd/profiler.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace qkv::autograd {
+namespace {
+
+struct Entry { int64_t calls = 0; double seconds = 0; };
+
+struct Profile {
+  std::mutex mu;
+  std::map<std::string, Entry> entries;
+};
+
+Profile& profile() {
+  static auto* p = new Profile();   // outlives static destruction; reported by the atexit hook
+  return *p;
+}
+
+bool enabled_from_env() {
+  const char* v = std::getenv("QKV_PROFILE");
+  const bool on = v && *v && std::string(v) != "0";
+  if (on) std::atexit([] { std::fputs(profile_report().c_str(), stderr); });
+  return on;
+}
+
+}  // namespace
+
+bool profiling_enabled() {
+  static const bool on = enabled_from_env();
+  return on;
+}
+
+void record_kernel_time(const char* op, const char* device, double seconds) {
+  Profile& p = profile();
+  std::lock_guard lock(p.mu);
+  Entry& e = p.entries[std::string(op) + " (" + device + ")"];
+  ++e.calls;
+  e.seconds += seconds;
+}
+
+std::string profile_report() {
+  Profile& p = profile();
+  std::lock_guard lock(p.mu);
+  std::vector<std::pair<std::string, Entry>> rows(p.entries.begin(), p.entries.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double total = 0;
+  for (const auto& [name, e] : rows) total += e.seconds;
+  std::string out = "qkvlab op profile (kernel time)\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "%-34s %10s %12s %7s\n", "op", "calls", "total ms", "share");
+  out += line;
+  for (const auto& [name, e] : rows) {
+    std::snprintf(line, sizeof line, "%-34s %10lld %12.2f %6.1f%%\n", name.c_str(), (long long)e.calls, e.seconds * 1e3,
+                  total > 0 ? 100 * e.seconds / total : 0.0);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%-34s %10s %12.2f\n", "total", "", total * 1e3);
+  return out + line;
+}
+
+void reset_profile() {
+  Profile& p = profile();
+  std::lock_guard lock(p.mu);
+  p.entries.clear();
+}
+
+}  // namespace qkv::autograd
