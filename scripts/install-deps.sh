@@ -10,7 +10,9 @@ packages=(
   nlohmann-json3-dev                     # safetensors headers
   libcli11-dev                           # the qkvlab command line
   libyaml-cpp-dev                        # experiment configuration files
+  libstb-dev pkg-config                  # PNG figures (stb_image_write)
   doctest-dev                            # tests
+  python3-torch libopenblas0-pthread     # parity tests and benchmarks against PyTorch (optimized BLAS)
 )
 
 missing=()

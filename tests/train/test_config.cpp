@@ -117,10 +117,10 @@ TEST_CASE("config: every shipped synthetic experiment loads at both scales") {
     CHECK(lengths == std::set<int>{16, 64, 128});
 
     const Experiment smoke = load_experiment(path, "smoke");
-    REQUIRE(smoke.runs.size() == 6);
-    for (size_t i = 0; i < 6; ++i) {
+    REQUIRE(smoke.runs.size() == 12);   // six variants x seeds 0, 1 (seeds vary fastest)
+    for (size_t i = 0; i < 12; ++i) {
       const Run& r = smoke.runs[i];
-      CHECK(r.id == "d_model=64,heads=4,layers=2,length=16/" + kSixVariants[i] + "/seed0");
+      CHECK(r.id == "d_model=64,heads=4,layers=2,length=16/" + kSixVariants[i / 2] + "/seed" + std::to_string(i % 2));
       CHECK(r.config.task.train_size == 20000);
       CHECK(r.config.task.val_size == 500);
       CHECK(r.config.task.test_size == 2000);
@@ -515,9 +515,9 @@ TEST_CASE("config: override parsing and dotted keys") {
 TEST_CASE("config: RunDir writes config and meta, and detects complete runs") {
   TempDir dir;
   const Experiment ex = load_experiment(kSynthetic + "sort.yaml", "smoke");
-  const Run& run = ex.runs[2];
+  const Run& run = ex.runs[5];   // (Q=K-V)+, seed 1
   const RunDir rd(dir.path / "out", run);
-  CHECK(rd.path() == dir.path / "out" / "sort" / "d_model=64,heads=4,layers=2,length=16" / "(Q=K-V)+" / "seed0");
+  CHECK(rd.path() == dir.path / "out" / "sort" / "d_model=64,heads=4,layers=2,length=16" / "(Q=K-V)+" / "seed1");
   CHECK(!rd.complete());
   rd.start(run.config);
   REQUIRE(fs::exists(rd.path() / "config.yaml"));

@@ -2,11 +2,17 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <ostream>
+#include <string>
 
 namespace qkv::train::cli {
 
 void add_ops_command(CLI::App& app);    // qkvlab ops: the op table
 void add_demo_command(CLI::App& app);   // qkvlab demo: train a small MLP, print the loss
 void print_op_table(std::ostream& os);
+void add_run_command(CLI::App& app);    // qkvlab run: experiments from YAML
+void add_table_command(CLI::App& app);  // qkvlab table: the paper's tables from run folders
+// The tables of the runs under `out`, with the paper's numbers from `paper_path`.
+std::string default_paper_table();
+void print_tables(const std::string& out, std::ostream& os, const std::string& paper_path = default_paper_table());
 
 }  // namespace qkv::train::cli

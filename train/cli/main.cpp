@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   qkv::train::cli::add_ops_command(app);
   qkv::train::cli::add_demo_command(app);
+  qkv::train::cli::add_run_command(app);
+  qkv::train::cli::add_table_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

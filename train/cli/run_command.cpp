@@ -1,0 +1,89 @@
+// qkvlab run FILE... [--scale NAME] [--out DIR] [--dry-run] [key=value ...]
+// Runs experiment files (or suite files listing them): every run of each sweep, skipping runs
+// whose folder already holds a result, so an interrupted suite continues where it stopped;
+// then prints the table of everything under the output folder.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "train/cli/commands.h"
+#include "train/experiment/experiment.h"
+#include "train/synthetic_run.h"
+
+namespace qkv::train::cli {
+namespace {
+
+struct RunOptions {
+  std::vector<std::string> args;   // files and key=value overrides, in any order
+  std::string scale;
+  std::string out = "runs";
+  bool dry_run = false;
+};
+
+bool is_suite(const std::string& path) {
+  try {
+    YAML::Node n = YAML::LoadFile(path);
+    return n.IsMap() && n["suite"];
+  } catch (const YAML::Exception&) {
+    return false;   // load_experiment reports the parse error with its position
+  }
+}
+
+void run(const RunOptions& o) {
+  std::vector<std::string> files, overrides;
+  for (const std::string& a : o.args) (a.find('=') != std::string::npos ? overrides : files).push_back(a);
+  check<ValueError>(!files.empty(), "run: no experiment file given (e.g. qkvlab run experiments/synthetic/suite.yaml)");
+  std::vector<std::string> experiments;
+  for (const std::string& f : files) {
+    if (!is_suite(f)) { experiments.push_back(f); continue; }
+    for (const std::string& e : experiment::load_suite(f).experiments) experiments.push_back(e);
+  }
+  // Load and validate everything before training anything.
+  std::vector<experiment::Experiment> loaded;
+  size_t total = 0, done = 0;
+  for (const std::string& path : experiments) {
+    loaded.push_back(experiment::load_experiment(path, o.scale, overrides));
+    for (const auto& r : loaded.back().runs) {
+      ++total;
+      done += experiment::RunDir(o.out, r).complete();
+    }
+  }
+  std::printf("qkvlab run: %zu experiment(s), %zu run(s), %zu already complete, output in %s\n", loaded.size(), total,
+              done, o.out.c_str());
+  if (o.dry_run) {
+    for (const auto& e : loaded)
+      for (const auto& r : e.runs)
+        std::printf("  %s/%s%s\n", e.config.name.c_str(), r.id.c_str(),
+                    experiment::RunDir(o.out, r).complete() ? " (complete)" : "");
+    return;
+  }
+  size_t index = 0;
+  for (const auto& e : loaded)
+    for (const auto& r : e.runs) {
+      ++index;
+      experiment::RunDir dir(o.out, r);
+      if (dir.complete()) continue;
+      std::printf("[%zu/%zu] %s %s\n", index, total, e.config.name.c_str(), r.id.c_str());
+      dir.start(r.config);
+      const auto result = run_synthetic(r, dir);
+      std::printf("[%zu/%zu] %s %s: test accuracy %.4f\n", index, total, e.config.name.c_str(), r.id.c_str(),
+                  result["test_accuracy"].get<double>());
+    }
+  print_tables(o.out, std::cout);
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand("run", "Run experiment or suite files (YAML), continuing an interrupted run");
+  cmd->add_option("args", o->args, "experiment/suite files and key=value overrides (e.g. model.d_model=128)")
+      ->required();
+  cmd->add_option("--scale", o->scale, "a named scale of the files (e.g. smoke, paper)");
+  cmd->add_option("--out", o->out, "output folder (default: runs)");
+  cmd->add_flag("--dry-run", o->dry_run, "list the runs without training");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace qkv::train::cli
