@@ -15,11 +15,12 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-Progress::Progress(std::string label, int64_t total_steps, int64_t interval, std::FILE* out)
+Progress::Progress(std::string label, int64_t total_steps, int64_t interval, std::FILE* out, std::FILE* log)
     : label_(std::move(label)),
       total_(total_steps),
       interval_(interval < 1 ? 1 : interval),
       out_(out),
+      log_(log),
       tty_(::isatty(::fileno(out)) != 0),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
@@ -34,6 +35,12 @@ void Progress::update(int64_t step, double loss, double lr) {
   const auto now = std::chrono::steady_clock::now();
   const double rate = steps_per_second();
   const double eta = rate > 0 ? double(total_ - step) / rate : NAN;
+  const bool plain_due = step % interval_ == 0 || step == total_;
+  if (log_ && plain_due) {
+    std::fprintf(log_, "%s step %lld/%lld loss %.4f lr %.2e %.1f it/s\n", label_.c_str(), (long long)step,
+                 (long long)total_, loss, lr, rate);
+    std::fflush(log_);
+  }
   if (tty_) {
     if (step != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = now;
@@ -42,7 +49,7 @@ void Progress::update(int64_t step, double loss, double lr) {
                  std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(),
                  (long long)step, (long long)total_, loss, lr, rate, format_duration(eta).c_str());
   } else {
-    if (step % interval_ != 0 && step != total_) return;
+    if (!plain_due) return;
     std::fprintf(out_, "%s step %lld/%lld loss %.4f lr %.2e %.1f it/s ETA %s\n", label_.c_str(), (long long)step,
                  (long long)total_, loss, lr, rate, format_duration(eta).c_str());
   }
@@ -53,6 +60,10 @@ void Progress::finish(const std::string& summary) {
   const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::fprintf(out_, "%s%s %s (%s)\n", tty_ ? "\r\033[K" : "", label_.c_str(), summary.c_str(), format_duration(t).c_str());
   std::fflush(out_);
+  if (log_) {
+    std::fprintf(log_, "%s %s (%s)\n", label_.c_str(), summary.c_str(), format_duration(t).c_str());
+    std::fflush(log_);
+  }
 }
 
 }  // namespace qkv::train

@@ -105,8 +105,10 @@ nlohmann::json run_synthetic(const experiment::Run& run, const experiment::RunDi
   o.shuffle_seed = uint64_t(run.seed) + 0x9e3779b97f4a7c15ull;   // a stream apart from the init's
   o.checkpoint_path = (dir.path() / "checkpoint.safetensors").string();
   o.metrics_path = (dir.path() / "metrics.jsonl").string();
+  o.log_path = (dir.path() / "train.log").string();
   o.label = cat(c.name, " ", run.id);
   std::filesystem::remove(o.metrics_path);   // a restarted run logs afresh
+  std::filesystem::remove(o.log_path);
   auto forward = [&](const Tensor& ids) { return model.forward(ids); };
   const TrainResult r = fit(model, forward, *optimizer, *schedule, on(data.train, device), on(data.val, device),
                             on(data.test, device), o);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <memory>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -85,7 +87,12 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
   const int64_t total = steps_per_epoch * o.epochs;
   MetricsLog log(o.metrics_path);
   Generator shuffle(o.shuffle_seed);
-  Progress progress(o.label, total, o.log_every);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> text_log(nullptr, std::fclose);
+  if (!o.log_path.empty()) {
+    text_log.reset(std::fopen(o.log_path.c_str(), "a"));
+    check<IOError>(text_log != nullptr, o.log_path, ": cannot open the training log for appending");
+  }
+  Progress progress(o.label, total, o.log_every, stdout, text_log.get());
   TrainResult result;
   std::map<std::string, Tensor> best_weights;
   result.best_val_accuracy = -1;

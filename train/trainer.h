@@ -30,6 +30,7 @@ struct TrainOptions {
   uint64_t shuffle_seed = 0;
   std::string checkpoint_path;      // best-validation weights (safetensors); empty: kept in memory
   std::string metrics_path;         // JSONL metrics; empty: none
+  std::string log_path;             // plain-text progress log; empty: none
   std::string label = "train";      // progress line prefix
 };
 

@@ -39,7 +39,7 @@ TEST_CASE("a synthetic experiment trains, writes its run folder and is skipped o
     CHECK(result["variant"] == run.variant.name);
     CHECK(result["test_accuracy"].get<double>() > 0.1);   // above chance after one short epoch
     CHECK(result["steps"] == 4);
-    for (const char* f : {"config.yaml", "meta.json", "result.json", "checkpoint.safetensors", "metrics.jsonl"})
+    for (const char* f : {"config.yaml", "meta.json", "result.json", "checkpoint.safetensors", "metrics.jsonl", "train.log"})
       CHECK(fs::exists(dir.path() / f));
   }
   const auto results = report::collect_results(out.path);

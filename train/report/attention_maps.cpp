@@ -16,7 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Probabilities [T, T] of layer 0, head 0 of the run in `dir` on its first test example.
+// Probabilities [T, T] of the last layer's first head of the run in `dir` on its first test
+// example (the last layer is where the task's structure shows).
 Tensor attention_map(const fs::path& dir) {
   std::ifstream is(dir / "config.yaml");
   std::stringstream text;
@@ -30,7 +31,8 @@ Tensor attention_map(const fs::path& dir) {
                             c.task.vocab, c.task.train_size, c.task.val_size, 1, uint64_t(c.task.data_seed));
   NoGradGuard no_grad;
   Tensor ids = data.test.inputs.slice(0, 0, 1);
-  Tensor probs = model.blocks[0]->attn.probabilities(model.hidden_before(ids, 0));
+  const int64_t last = int64_t(model.blocks.size()) - 1;
+  Tensor probs = model.blocks[size_t(last)]->attn.probabilities(model.hidden_before(ids, last));
   return probs.select(0, 0).select(0, 0);
 }
 
@@ -53,7 +55,7 @@ int write_attention_maps(const fs::path& out, const fs::path& png, const PaperTa
   for (const auto& t : order.tasks) left = std::max(left, Canvas::text_width(t, scale) + 12);
   const int W = left + int(order.variants.size()) * (cell + gap) + 40, H = top + int(order.tasks.size()) * (cell + gap);
   Canvas canvas(W, H);
-  canvas.text(4, 4, "layer 0, head 0 attention on one test example (rows: queries, columns: keys)", {60, 60, 60}, 1);
+  canvas.text(4, 4, "last layer, head 0 attention on one test example (rows: queries, columns: keys)", {60, 60, 60}, 1);
   for (size_t v = 0; v < order.variants.size(); ++v)
     canvas.text(left + int(v) * (cell + gap), top - 18, order.variants[v], {0, 0, 0}, scale);
   int drawn = 0;

@@ -1,6 +1,6 @@
 // The paper's Fig. 3: attention maps of every variant on one example per task. For each task
 // (row) and variant (column) under a run folder, the first finished run's best checkpoint is
-// loaded and its layer-0, head-0 attention probabilities on the first test example are drawn
+// loaded and its last layer's head-0 attention probabilities on the first test example are drawn
 // as a heat map (rows: queries, columns: keys). Q=K variants show near-symmetric maps.
 #pragma once
 #include <filesystem>
