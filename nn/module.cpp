@@ -14,19 +14,35 @@ void Module::register_parameter(const std::string& name, Tensor* slot) {
   params_.emplace_back(name, slot);
 }
 
+void Module::register_buffer(const std::string& name, Tensor* slot) {
+  check<ValueError>(slot && slot->defined(), "register_buffer: '", name, "' is undefined");
+  for (const auto& [n, p] : buffers_) check<ValueError>(n != name, "register_buffer: '", name, "' registered twice");
+  *slot = slot->detach();
+  buffers_.emplace_back(name, slot);
+}
+
 void Module::register_module(const std::string& name, Module* child) {
   check<ValueError>(child != nullptr, "register_module: '", name, "' is null");
   children_.emplace_back(name, child);
 }
 
-void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) const {
-  for (const auto& [name, slot] : params_) out.emplace_back(prefix + name, slot);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out,
+                     bool buffers) const {
+  for (const auto& [name, slot] : buffers ? buffers_ : params_) out.emplace_back(prefix + name, slot);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out, buffers);
 }
 
 NamedTensors Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor*>> slots;
-  collect("", slots);
+  collect("", slots, false);
+  NamedTensors out;
+  for (const auto& [name, slot] : slots) out.emplace_back(name, *slot);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  collect("", slots, true);
   NamedTensors out;
   for (const auto& [name, slot] : slots) out.emplace_back(name, *slot);
   return out;
@@ -54,24 +70,28 @@ void Module::zero_grad() {
 }
 
 void Module::to(const Device& device) {
-  std::vector<std::pair<std::string, Tensor*>> slots;
-  collect("", slots);
-  for (auto& [name, slot] : slots) {
-    if (slot->device() == device) continue;
-    *slot = slot->detach().to(device);
-    slot->set_requires_grad(true);
+  for (bool buffers : {false, true}) {
+    std::vector<std::pair<std::string, Tensor*>> slots;
+    collect("", slots, buffers);
+    for (auto& [name, slot] : slots) {
+      if (slot->device() == device) continue;
+      *slot = slot->detach().to(device);
+      if (!buffers) slot->set_requires_grad(true);
+    }
   }
 }
 
 NamedTensors Module::state_dict() const {
   NamedTensors out;
   for (auto& [name, t] : named_parameters()) out.emplace_back(name, t.detach());
+  for (auto& [name, t] : named_buffers()) out.emplace_back(name, t);
   return out;
 }
 
 void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
   std::vector<std::pair<std::string, Tensor*>> slots;
-  collect("", slots);
+  collect("", slots, false);
+  collect("", slots, true);
   std::set<std::string> used;
   NoGradGuard no_grad;
   for (auto& [name, slot] : slots) {

@@ -27,6 +27,8 @@ class Module {
   virtual ~Module() = default;
 
   NamedTensors named_parameters() const;
+  // Buffers: state that is saved and loaded but not trained (batch-norm running statistics).
+  NamedTensors named_buffers() const;
   std::vector<Tensor> parameters() const;
   int64_t num_parameters() const;
 
@@ -37,7 +39,7 @@ class Module {
   // Moves every parameter to `device` (its values and requires_grad kept).
   void to(const Device& device);
 
-  // Parameters by name (detached handles on the same storage).
+  // Parameters and buffers by name (detached handles on the same storage).
   NamedTensors state_dict() const;
   // Copies values in. strict: every parameter must be present with its exact shape and no
   // extra names may appear; errors name the offending parameter. Dtypes are converted.
@@ -49,10 +51,12 @@ class Module {
   // `slot` is a Tensor member of the subclass; it becomes a leaf that requires grad.
   void register_parameter(const std::string& name, Tensor* slot);
   void register_module(const std::string& name, Module* child);
+  // `slot` is a Tensor member that is state but not a parameter (no gradient).
+  void register_buffer(const std::string& name, Tensor* slot);
 
  private:
-  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) const;
-  std::vector<std::pair<std::string, Tensor*>> params_;
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out, bool buffers) const;
+  std::vector<std::pair<std::string, Tensor*>> params_, buffers_;
   std::vector<std::pair<std::string, Module*>> children_;
   bool training_ = true;
 };
