@@ -3,6 +3,7 @@
 #include "autograd/dispatch.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "tensor/view.h"
 
 namespace qkv::autograd::grad {
 namespace {
@@ -160,6 +161,73 @@ Grads attention(const BackwardArgs& a) {
   const std::vector<Tensor> g = call_op(OpId::attention_backward,
                                         {a.grads[0], in[0], in[1], in[2], in[3], a.outputs[0], a.outputs[1]}, a.attrs);
   return {g[0], g[1], g[2], a.input_meta[3].defined ? g[3] : Tensor()};
+}
+
+Grads conv2d(const BackwardArgs& a) {
+  const auto& f = attr<Conv2dAttrs>(a.attrs, "conv2d");
+  Conv2dGrads g = conv2d_backward(a.grads[0], a.inputs[0], a.inputs[1], f.stride, f.padding);
+  return {a.needs_grad[0] ? g.dx : Tensor(), a.needs_grad[1] ? g.dweight : Tensor(),
+          a.input_meta[2].defined ? g.dbias : Tensor()};
+}
+
+namespace {
+// [1, C, 1, ...]: a per-channel vector shaped to broadcast over an input of `rank` dims.
+Tensor per_channel(const Tensor& v, int64_t rank) {
+  Shape s(size_t(rank), 1);
+  s[1] = v.numel();
+  return v.reshape(s);
+}
+std::vector<int64_t> all_but_channels(int64_t rank) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+  return dims;
+}
+}  // namespace
+
+// y = xhat w + b with xhat = (x - mean) rstd and the running statistics held fixed:
+// dx = g w rstd, dweight = sum of g xhat, dbias = sum of g (over every dim but the channels).
+Grads batch_norm(const BackwardArgs& a) {
+  const double eps = attr<BatchNormAttrs>(a.attrs, "batch_norm").eps;
+  const Tensor &g = a.grads[0], &x = a.inputs[0], &w = a.inputs[3];
+  const int64_t rank = x.dim();
+  const Tensor rstd = per_channel(qkv::rsqrt(a.inputs[2] + eps), rank);
+  Tensor dx, dw, db;
+  if (a.needs_grad[0]) dx = g * (w.defined() ? rstd * per_channel(w, rank) : rstd);
+  if (a.needs_grad[3]) dw = qkv::sum(g * ((x - per_channel(a.inputs[1], rank)) * rstd), all_but_channels(rank));
+  if (a.needs_grad[4]) db = qkv::sum(g, all_but_channels(rank));
+  return {dx, Tensor(), Tensor(), dw, db};
+}
+
+// Each output's gradient goes to the input element its index names (h * W + w of its plane).
+Grads max_pool2d(const BackwardArgs& a) {
+  const TensorMeta& m = a.input_meta[0];
+  const Shape& s = m.shape;
+  const Shape& o = a.outputs[1].shape();
+  const Shape flat_out{o[0], o[1], o[2] * o[3]};
+  Tensor dx = zeros({s[0], s[1], s[2] * s[3]}, {m.dtype, m.device});
+  return {qkv::scatter_add(dx, 2, a.outputs[1].reshape(flat_out), a.grads[0].reshape(flat_out)).reshape(s)};
+}
+
+namespace {
+// Adaptive average pooling along one axis as a matrix A [out, n]: row i averages the bin
+// [floor(i n / out), ceil((i + 1) n / out)) (the bins of kernels/cpu/pool.cpp).
+Tensor adaptive_matrix(int64_t out, int64_t n, const TensorMeta& m) {
+  std::vector<double> v(size_t(out * n), 0.0);
+  for (int64_t i = 0; i < out; ++i) {
+    const int64_t begin = i * n / out, end = ((i + 1) * n + out - 1) / out;
+    for (int64_t j = begin; j < end; ++j) v[size_t(i * n + j)] = 1.0 / double(end - begin);
+  }
+  return raw::to(from_vector(v, {out, n}), m.dtype, m.device);
+}
+}  // namespace
+
+// The pooling is separable, y = A_h x A_w^T per plane, so dx = A_h^T g A_w: each output's
+// gradient spread evenly over its bin.
+Grads adaptive_avg_pool2d(const BackwardArgs& a) {
+  const TensorMeta& m = a.input_meta[0];
+  const Shape& o = a.grads[0].shape();
+  const Tensor ah = adaptive_matrix(o[2], m.shape[2], m), aw = adaptive_matrix(o[3], m.shape[3], m);
+  return {qkv::matmul(qkv::matmul(ah, a.grads[0], /*trans_a=*/true), aw)};
 }
 
 Grads concat(const BackwardArgs& a) {

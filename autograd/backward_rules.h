@@ -1,8 +1,8 @@
 // Backward rules: formulas that turn output gradients into input gradients, written with the
 // differentiable ops of autograd/ops.h (PyTorch's derivatives.yaml idea: a rule is a formula,
 // not a new kernel). Where a formula would cost several passes, the rule calls a dedicated
-// backward op instead (gelu_backward, layer_norm_backward, cross_entropy_backward), which is a
-// row of its own in the op table.
+// backward op instead (gelu_backward, layer_norm_backward, cross_entropy_backward,
+// conv2d_backward), which is a row of its own in the op table.
 #pragma once
 #include <span>
 #include <vector>
@@ -56,6 +56,10 @@ std::vector<Tensor> embedding(const BackwardArgs&);
 std::vector<Tensor> cross_entropy(const BackwardArgs&);
 std::vector<Tensor> dropout(const BackwardArgs&);
 std::vector<Tensor> attention(const BackwardArgs&);
+std::vector<Tensor> conv2d(const BackwardArgs&);
+std::vector<Tensor> batch_norm(const BackwardArgs&);
+std::vector<Tensor> max_pool2d(const BackwardArgs&);
+std::vector<Tensor> adaptive_avg_pool2d(const BackwardArgs&);
 std::vector<Tensor> concat(const BackwardArgs&);
 std::vector<Tensor> index_select(const BackwardArgs&);
 std::vector<Tensor> index_add(const BackwardArgs&);

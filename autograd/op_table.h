@@ -63,6 +63,11 @@
   X(dropout,                1,  0,       1,   kFloat,     kSaveNone,    shape::same,                   cpu::dropout,                QKV_CUDA_KERNEL(dropout),                grad::dropout) \
   X(attention,              4,  0b1000,  2,   kFloat,     kSaveBoth,    shape::attention,              cpu::attention,              nullptr,                                 grad::attention) \
   X(attention_backward,     7,  0b10000, 4,   kFloat,     kSaveNone,    shape::attention_backward,     cpu::attention_backward,     nullptr,                                 kNotDifferentiable) \
+  X(conv2d,                 3,  0b100,   1,   kFloat,     kSaveInputs,  shape::conv2d,                 cpu::conv2d,                 nullptr,                                 grad::conv2d) \
+  X(conv2d_backward,        3,  0,       3,   kFloat,     kSaveNone,    shape::conv2d_backward,        cpu::conv2d_backward,        nullptr,                                 kNotDifferentiable) \
+  X(batch_norm,             5,  0b11000, 1,   kFloat,     kSaveInputs,  shape::batch_norm,             cpu::batch_norm,             nullptr,                                 grad::batch_norm) \
+  X(max_pool2d,             1,  0,       2,   kFloat,     kSaveOutputs, shape::max_pool2d,             cpu::max_pool2d,             nullptr,                                 grad::max_pool2d) \
+  X(adaptive_avg_pool2d,    1,  0,       1,   kFloat,     kSaveNone,    shape::adaptive_avg_pool2d,    cpu::adaptive_avg_pool2d,    nullptr,                                 grad::adaptive_avg_pool2d) \
   X(concat,                 -1, 0,       1,   kAllDTypes, kSaveNone,    shape::concat,                 common::concat,              &common::concat,                         grad::concat) \
   X(index_select,           2,  0,       1,   kAllDTypes, kSaveInputs,  shape::index_select,           cpu::index_select,           QKV_CUDA_KERNEL(index_select),           grad::index_select) \
   X(index_add,              3,  0,       1,   kNumeric,   kSaveInputs,  shape::index_add,              cpu::index_add,              QKV_CUDA_KERNEL(index_add),              grad::index_add) \

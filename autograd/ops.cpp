@@ -92,6 +92,33 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   return one(OpId::attention, {q, k, v, bias}, AttentionAttrs{causal, scale});
 }
 
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::array<int64_t, 2> stride,
+              std::array<int64_t, 2> padding) {
+  return one(OpId::conv2d, {x, w, b}, Conv2dAttrs{stride, padding});
+}
+
+Conv2dGrads conv2d_backward(const Tensor& g, const Tensor& x, const Tensor& w, std::array<int64_t, 2> stride,
+                            std::array<int64_t, 2> padding) {
+  auto out = call_op(OpId::conv2d_backward, {g, x, w}, Conv2dAttrs{stride, padding});
+  return {out[0], out[1], out[2]};
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& w, const Tensor& b,
+                  double eps) {
+  return one(OpId::batch_norm, {x, mean, var, w, b}, BatchNormAttrs{eps});
+}
+
+ValuesIndices max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
+                         std::array<int64_t, 2> padding) {
+  if (stride == std::array<int64_t, 2>{0, 0}) stride = kernel;
+  auto out = call_op(OpId::max_pool2d, {x}, Pool2dAttrs{kernel, stride, padding});
+  return {out[0], out[1]};
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
+  return one(OpId::adaptive_avg_pool2d, {x}, AdaptivePoolAttrs{output_size});
+}
+
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   check<ValueError>(!xs.empty() && xs[0].defined(), "concat: expected at least one tensor");
   return one(OpId::concat, xs, DimAttrs{wrap_dim(dim, xs[0].dim(), "concat")});

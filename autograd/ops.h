@@ -2,6 +2,7 @@
 // the composites at the end, a few of them); all go through autograd::call_op, which checks
 // devices and dtypes, runs the kernel and records the graph.
 #pragma once
+#include <array>
 #include <vector>
 
 #include "kernels/attrs.h"
@@ -64,6 +65,26 @@ Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen =
 // key j for query i when j > i + S - T; scale 0 means 1/sqrt(D). Returns [B, H, T, Dv].
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias = Tensor(),
                  bool causal = false, double scale = 0);
+
+// ---- convolution, normalization and pooling of images [N, C, H, W] ---------------------------
+// Spatial pairs are (height, width), as in PyTorch.
+// weight [O, C, kh, kw], bias [O] or undefined; zero padding; returns [N, O, Ho, Wo] with
+// Ho = (H + 2 padding - kh) / stride + 1 (likewise Wo).
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0});
+struct Conv2dGrads { Tensor dx, dweight, dbias; };
+Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                            std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0});
+// Inference batch norm over dim 1 of x [N, C, ...] with the given running statistics ([C]);
+// weight and bias ([C]) may be undefined. The statistics receive no gradient.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, double eps = 1e-5);
+// PyTorch's max_pool2d (floor mode, padding at most half the kernel and never selected);
+// stride {0, 0} means the kernel size. Indices (int64) are h * W + w within each input plane.
+ValuesIndices max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
+                         std::array<int64_t, 2> padding = {0, 0});
+// Output cell (i, j) averages rows [floor(i H / oh), ceil((i + 1) H / oh)) and likewise columns.
+Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
 
 // ---- indexing and joining -------------------------------------------------------------------
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim = 0);

@@ -163,6 +163,111 @@ Specs attention_backward(std::span<const Tensor> in, const Attrs&, const char* o
           {dbias, in[1].dtype()}};
 }
 
+namespace {
+
+std::string pair_str(const std::array<int64_t, 2>& p) { return cat("(", p[0], ", ", p[1], ")"); }
+
+void check_image(const Tensor& x, const char* op) {
+  check<ShapeError>(x.dim() == 4, op, ": expected input [N, C, H, W], got ", describe(x));
+}
+
+void check_window_attrs(const std::array<int64_t, 2>& stride, const std::array<int64_t, 2>& padding, const char* op) {
+  check<ValueError>(stride[0] >= 1 && stride[1] >= 1, op, ": stride must be positive, got ", pair_str(stride));
+  check<ValueError>(padding[0] >= 0 && padding[1] >= 0, op, ": padding must be non-negative, got ", pair_str(padding));
+}
+
+// [Ho, Wo] of a kernel sliding over x's padded H x W plane (floor mode).
+std::array<int64_t, 2> window_output(const Tensor& x, const std::array<int64_t, 2>& kernel,
+                                     const std::array<int64_t, 2>& stride, const std::array<int64_t, 2>& padding,
+                                     const char* op) {
+  std::array<int64_t, 2> out{};
+  for (size_t d = 0; d < 2; ++d) {
+    const int64_t padded = x.size(int64_t(d) + 2) + 2 * padding[d];
+    check<ShapeError>(padded >= kernel[d], op, ": kernel ", kernel[0], "x", kernel[1], " is larger than the padded input ",
+                      x.size(2) + 2 * padding[0], "x", x.size(3) + 2 * padding[1], " (input ", describe(x), ", padding ",
+                      pair_str(padding), ")");
+    out[d] = (padded - kernel[d]) / stride[d] + 1;
+  }
+  return out;
+}
+
+// A per-channel vector ([C]) that must match x's dim 1, or be undefined.
+void check_channel_vector(const Tensor& x, const Tensor& v, const char* what, const char* op) {
+  if (!v.defined()) return;
+  same_dtype(x, v, op);
+  check<ShapeError>(v.shape() == Shape{x.size(1)}, op, ": ", what, " must have shape [", x.size(1),
+                    "] (the channels of input ", describe(x), "), got ", describe(v));
+}
+
+}  // namespace
+
+// x [N, C, H, W], weight [O, C, kh, kw], bias [O] or undefined -> [N, O, Ho, Wo].
+Specs conv2d(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const auto& a = attr<Conv2dAttrs>(attrs, op);
+  const Tensor &x = in[0], &w = in[1];
+  check_window_attrs(a.stride, a.padding, op);
+  check_image(x, op);
+  check<ShapeError>(w.dim() == 4, op, ": expected weight [out_channels, in_channels, kh, kw], got ", describe(w));
+  same_dtype(x, w, op);
+  check<ShapeError>(w.size(1) == x.size(1), op, ": weight ", describe(w), " expects ", w.size(1),
+                    " input channels, but input ", describe(x), " has ", x.size(1));
+  check<ShapeError>(w.size(2) >= 1 && w.size(3) >= 1, op, ": weight ", describe(w), " has an empty kernel");
+  if (in[2].defined()) {
+    same_dtype(x, in[2], op);
+    check<ShapeError>(in[2].shape() == Shape{w.size(0)}, op, ": bias must have shape [", w.size(0),
+                      "] (the output channels of weight ", describe(w), "), got ", describe(in[2]));
+  }
+  const auto hw = window_output(x, {w.size(2), w.size(3)}, a.stride, a.padding, op);
+  return {{{x.size(0), w.size(0), hw[0], hw[1]}, x.dtype()}};
+}
+
+// (grad [N, O, Ho, Wo], x, weight) -> (dx, dweight, dbias [O]).
+Specs conv2d_backward(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const Tensor &g = in[0], &x = in[1], &w = in[2];
+  const Tensor forward_in[] = {x, w, Tensor()};
+  const Shape want = conv2d(forward_in, attrs, op)[0].shape;
+  same_dtype(g, x, op);
+  check<ShapeError>(g.shape() == want, op, ": grad ", describe(g), " does not match the conv2d output ",
+                    shape_str(want), " of input ", describe(x), " and weight ", describe(w));
+  return {{x.shape(), x.dtype()}, {w.shape(), w.dtype()}, {{w.size(0)}, w.dtype()}};
+}
+
+// (x [N, C, ...], running_mean [C], running_var [C], weight? [C], bias? [C]) -> y like x.
+Specs batch_norm(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  check<ValueError>(attr<BatchNormAttrs>(attrs, op).eps >= 0, op, ": eps must be non-negative");
+  const Tensor& x = in[0];
+  check<ShapeError>(x.dim() >= 2, op, ": expected input [N, C, ...] with at least 2 dims, got ", describe(x));
+  const char* names[] = {"", "running_mean", "running_var", "weight", "bias"};
+  for (size_t i = 1; i < 5; ++i) check_channel_vector(x, in[i], names[i], op);
+  return {{x.shape(), x.dtype()}};
+}
+
+// x [N, C, H, W] -> (values [N, C, Ho, Wo], int64 indices h * W + w into each input plane).
+Specs max_pool2d(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const auto& a = attr<Pool2dAttrs>(attrs, op);
+  const Tensor& x = in[0];
+  check<ValueError>(a.kernel[0] >= 1 && a.kernel[1] >= 1, op, ": kernel size must be positive, got ",
+                    pair_str(a.kernel));
+  check_window_attrs(a.stride, a.padding, op);
+  check<ValueError>(2 * a.padding[0] <= a.kernel[0] && 2 * a.padding[1] <= a.kernel[1], op, ": padding ",
+                    pair_str(a.padding), " must be at most half the kernel size ", pair_str(a.kernel));
+  check_image(x, op);
+  const auto hw = window_output(x, a.kernel, a.stride, a.padding, op);
+  const Shape out{x.size(0), x.size(1), hw[0], hw[1]};
+  return {{out, x.dtype()}, {out, DType::i64}};
+}
+
+// x [N, C, H, W] -> [N, C, oh, ow].
+Specs adaptive_avg_pool2d(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const auto& a = attr<AdaptivePoolAttrs>(attrs, op);
+  const Tensor& x = in[0];
+  check<ValueError>(a.output[0] >= 1 && a.output[1] >= 1, op, ": output size must be positive, got ",
+                    pair_str(a.output));
+  check_image(x, op);
+  check<ShapeError>(x.size(2) >= 1 && x.size(3) >= 1, op, ": input ", describe(x), " has an empty plane");
+  return {{{x.size(0), x.size(1), a.output[0], a.output[1]}, x.dtype()}};
+}
+
 Specs concat(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
   const int64_t dim = attr<DimAttrs>(attrs, op).dim;
   const Tensor& first = in[0];

@@ -31,6 +31,12 @@ std::vector<OutputSpec> cross_entropy(std::span<const Tensor>, const Attrs&, con
 std::vector<OutputSpec> cross_entropy_backward(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> attention(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> attention_backward(std::span<const Tensor>, const Attrs&, const char* op);
+// Convolution and pooling over [N, C, H, W] (attrs: kernels/attrs.h).
+std::vector<OutputSpec> conv2d(std::span<const Tensor>, const Attrs&, const char* op);           // x, w, bias?
+std::vector<OutputSpec> conv2d_backward(std::span<const Tensor>, const Attrs&, const char* op);  // g, x, w -> dx, dw, db
+std::vector<OutputSpec> batch_norm(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> max_pool2d(std::span<const Tensor>, const Attrs&, const char* op);       // values, indices
+std::vector<OutputSpec> adaptive_avg_pool2d(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> concat(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> index_select(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> index_add(std::span<const Tensor>, const Attrs&, const char* op);

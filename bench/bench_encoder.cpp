@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <omp.h>
 
 #include "nn/models/encoder.h"
+#include "bench/torch_runner.h"
 #include "train/optim/adam.h"
 
 using namespace qkv;
@@ -51,31 +51,6 @@ double qkvlab_ms(const Shape4& s, const std::string& variant, int steps) {
   return t[t.size() / 2];
 }
 
-// The PyTorch twin's median ms per step, or a negative number when PyTorch is unavailable.
-double torch_ms(const Shape4& s, int steps, std::string& note) {
-  const std::string cmd = cat("/usr/bin/python3 ", QKV_SOURCE_DIR, "/bench/torch_step.py encoder --d-model ", s.d_model,
-                              " --length ", s.length, " --batch 128 --layers 2 --heads 4 --steps ", steps,
-                              " --threads ", omp_get_max_threads(), " 2>/dev/null");
-  std::FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int rc = pclose(p);
-  try {
-    auto j = nlohmann::json::parse(out);
-    if (rc != 0 || !j.contains("ms_per_step")) {
-      note = j.value("error", "PyTorch run failed");
-      return -1;
-    }
-    note = cat("PyTorch ", j["torch"].get<std::string>(), ", ", j["threads"].get<int>(), " threads");
-    return j["ms_per_step"].get<double>();
-  } catch (const std::exception&) {
-    note = "PyTorch not available (/usr/bin/python3 with python3-torch)";
-    return -1;
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,14 +68,18 @@ int main(int argc, char** argv) {
     std::printf("%8s %7s %12s %12s %9s\n", "d_model", "length", "qkvlab ms", "PyTorch ms", "speedup");
     for (const Shape4& s : {Shape4{64, 64}, Shape4{256, 128}}) {
       const double ours = qkvlab_ms(s, variant, steps);
-      std::string note;
-      const double theirs = no_torch ? -1 : torch_ms(s, std::max(3, steps / 2), note);
+      const bench::TorchTiming torch =
+          no_torch ? bench::TorchTiming{-1, "skipped"}
+                   : bench::time_torch_step(cat("encoder --d-model ", s.d_model, " --length ", s.length,
+                                                " --batch 128 --layers 2 --heads 4 --steps ", std::max(3, steps / 2)));
+      const double theirs = torch.ms;
+      const std::string& note = torch.note;
       if (theirs > 0)
         std::printf("%8lld %7lld %12.1f %12.1f %8.2fx\n", (long long)s.d_model, (long long)s.length, ours, theirs,
                     theirs / ours);
       else
         std::printf("%8lld %7lld %12.1f %12s %9s  (%s)\n", (long long)s.d_model, (long long)s.length, ours, "-", "-",
-                    no_torch ? "skipped" : note.c_str());
+                    note.c_str());
       if (!note.empty() && theirs > 0 && s.d_model == 64) std::printf("         (%s)\n", note.c_str());
     }
   } catch (const Error& e) {

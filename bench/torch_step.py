@@ -3,6 +3,7 @@
 the benchmarks that print PyTorch beside qkvlab. Prints one JSON line: {"ms_per_step": ...}.
 
   torch_step.py encoder --d-model 64 --layers 2 --heads 4 --length 64 --batch 128 --threads 2
+  torch_step.py vit --d-model 64 --layers 4 --heads 4 --patch 7 --image 28 --batch 128 --threads 2
 Exit 77 when PyTorch is not installed.
 """
 import argparse
@@ -23,7 +24,10 @@ import torch_models  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["encoder"])
+    ap.add_argument("model", choices=["encoder", "vit"])
+    ap.add_argument("--patch", type=int, default=7)
+    ap.add_argument("--image", type=int, default=28)
+    ap.add_argument("--channels", type=int, default=1)
     ap.add_argument("--d-model", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
@@ -36,16 +40,24 @@ def main():
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    cfg = {"vocab": a.vocab, "classes": a.vocab, "layers": a.layers, "ffn_hidden": 2 * a.d_model,
-           "d_model": a.d_model, "heads": a.heads, "sharing": "QKV", "dropout": 0.1}
-    model = torch_models.Encoder(cfg)
+    if a.model == "encoder":
+        cfg = {"vocab": a.vocab, "classes": a.vocab, "layers": a.layers, "ffn_hidden": 2 * a.d_model,
+               "d_model": a.d_model, "heads": a.heads, "sharing": "QKV", "dropout": 0.1}
+        model = torch_models.Encoder(cfg)
+        inputs = torch.randint(0, a.vocab, (a.batch, a.length))
+        targets = torch.randint(0, a.vocab, (a.batch, a.length))
+    else:
+        cfg = {"image_height": a.image, "image_width": a.image, "channels": a.channels, "patch": a.patch,
+               "classes": 10, "layers": a.layers, "d_model": a.d_model, "heads": a.heads, "sharing": "QKV",
+               "mlp_ratio": 4.0, "dropout": 0.0}
+        model = torch_models.ViT(cfg)
+        inputs = torch.randn(a.batch, a.channels, a.image, a.image)
+        targets = torch.randint(0, 10, (a.batch,))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    ids = torch.randint(0, a.vocab, (a.batch, a.length))
-    targets = torch.randint(0, a.vocab, (a.batch, a.length))
 
     def step():
-        logits = model(ids)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, a.vocab), targets.reshape(-1))
+        logits = model(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

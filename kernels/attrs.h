@@ -2,6 +2,7 @@
 // names the one alternative it uses; kernels, shape rules and backward rules read it with
 // attr<T>(), which throws if an op was called with the wrong kind.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <variant>
 #include <vector>
@@ -25,6 +26,14 @@ struct DropoutAttrs { double p = 0; uint64_t seed = 0, offset = 0; };
 // Scaled dot-product attention: scores = scale * q k^T (+ bias), bottom-right causal mask.
 struct AttentionAttrs { bool causal = false; double scale = 1.0; };
 struct CastAttrs { DType dtype = DType::f32; };
+// Spatial pairs are (height, width). conv2d: no dilation, no groups, zero padding.
+struct Conv2dAttrs { std::array<int64_t, 2> stride{1, 1}, padding{0, 0}; };
+// Inference batch norm over dim 1 with the running statistics.
+struct BatchNormAttrs { double eps = 1e-5; };
+// max_pool2d as PyTorch's (dilation 1, floor mode): padding counts as -inf.
+struct Pool2dAttrs { std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}; };
+// adaptive_avg_pool2d's output size.
+struct AdaptivePoolAttrs { std::array<int64_t, 2> output{1, 1}; };
 struct RandomAttrs {
   RandomKind kind = RandomKind::uniform;
   double a = 0, b = 1;          // uniform [a, b); normal mean a, std b; bernoulli p = a
@@ -36,7 +45,7 @@ struct RandomAttrs {
 
 using Attrs = std::variant<NoAttrs, ReduceAttrs, DimAttrs, ScalarAttrs, GeluAttrs, MatmulAttrs,
                            LayerNormAttrs, CrossEntropyAttrs, DropoutAttrs, CastAttrs, RandomAttrs,
-                           AttentionAttrs>;
+                           AttentionAttrs, Conv2dAttrs, BatchNormAttrs, Pool2dAttrs, AdaptivePoolAttrs>;
 
 template <class T>
 const T& attr(const Attrs& a, const char* op) {

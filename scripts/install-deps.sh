@@ -12,7 +12,9 @@ packages=(
   libyaml-cpp-dev                        # experiment configuration files
   libstb-dev pkg-config                  # PNG figures (stb_image_write)
   doctest-dev                            # tests
+  dataset-fashion-mnist zlib1g-dev       # Fashion-MNIST (IDX .gz in /usr/share/datasets) and gzip reading
   python3-torch libopenblas0-pthread     # parity tests and benchmarks against PyTorch (optimized BLAS)
+  python3-torchvision                    # ResNet-34 parity test against torchvision
 )
 
 missing=()

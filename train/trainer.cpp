@@ -14,12 +14,6 @@
 namespace qkv::train {
 namespace {
 
-// Rows [begin, end) of an example-major tensor, gathered by a permutation when given.
-Tensor rows(const Tensor& t, const Tensor& order, int64_t begin, int64_t end) {
-  if (!order.defined()) return t.slice(0, begin, end);
-  return index_select(t, 0, order.slice(0, begin, end));
-}
-
 // A uniform random permutation of [0, n): the argsort of n uniform keys drawn from `gen`.
 Tensor random_permutation(int64_t n, Generator& gen, const Device& device) {
   const std::vector<float> keys = rand({n}, DType::f32, &gen).to_vector<float>();
@@ -60,33 +54,67 @@ class MetricsLog {
 
 }  // namespace
 
-EvalResult evaluate(nn::Module& model, const Forward& forward, const LabelledData& data, int64_t batch_size) {
-  check<ValueError>(data.size() > 0, "evaluate: empty dataset");
+TensorBatches::TensorBatches(LabelledData data, int64_t batch_size, bool shuffle, uint64_t seed)
+    : data_(std::move(data)), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
+  check<ValueError>(batch_size >= 1, "batches: batch size must be positive, got ", batch_size);
+}
+
+int64_t TensorBatches::batches_per_epoch() const { return (data_.size() + batch_size_ - 1) / batch_size_; }
+
+void TensorBatches::start_epoch(int64_t epoch) {
+  cursor_ = 0;
+  if (!shuffle_) return;
+  Generator gen(seed_);
+  gen.set_state({seed_, uint64_t(epoch) << 40});   // epoch e draws from its own stretch of the stream
+  order_ = random_permutation(data_.size(), gen, data_.inputs.device());
+}
+
+bool TensorBatches::next(Tensor& inputs, Tensor& targets) {
+  if (cursor_ >= data_.size()) return false;
+  const int64_t e = std::min(data_.size(), cursor_ + batch_size_);
+  if (shuffle_) {
+    const Tensor idx = order_.slice(0, cursor_, e);
+    inputs = index_select(data_.inputs, 0, idx);
+    targets = index_select(data_.targets, 0, idx);
+  } else {
+    inputs = data_.inputs.slice(0, cursor_, e);
+    targets = data_.targets.slice(0, cursor_, e);
+  }
+  cursor_ = e;
+  return true;
+}
+
+EvalResult evaluate(nn::Module& model, const Forward& forward, BatchSource& data) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
   double loss_sum = 0;
   int64_t correct = 0, count = 0;
-  for (int64_t b = 0; b < data.size(); b += batch_size) {
-    const int64_t e = std::min(data.size(), b + batch_size);
-    BatchStats s = batch_stats(forward(data.inputs.slice(0, b, e)), data.targets.slice(0, b, e));
+  data.start_epoch(0);
+  Tensor inputs, targets;
+  while (data.next(inputs, targets)) {
+    BatchStats s = batch_stats(forward(inputs), targets);
     loss_sum += s.loss.item<double>() * double(s.count);
     correct += s.correct;
     count += s.count;
   }
   model.train(was_training);
+  check<ValueError>(count > 0, "evaluate: empty dataset");
   return {loss_sum / double(count), double(correct) / double(count)};
 }
 
+EvalResult evaluate(nn::Module& model, const Forward& forward, const LabelledData& data, int64_t batch_size) {
+  TensorBatches batches(data, batch_size, false);
+  return evaluate(model, forward, batches);
+}
+
 TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer, const LRSchedule& schedule,
-                const LabelledData& train, const LabelledData& val, const LabelledData& test,
-                const TrainOptions& o) {
-  check<ValueError>(train.size() > 0 && val.size() > 0 && test.size() > 0, "fit: train, validation and test sets must be non-empty");
-  check<ValueError>(o.epochs >= 1 && o.batch_size >= 1, "fit: epochs and batch_size must be positive");
-  const int64_t steps_per_epoch = (train.size() + o.batch_size - 1) / o.batch_size;
-  const int64_t total = steps_per_epoch * o.epochs;
+                BatchSource& train, BatchSource& val, BatchSource& test, const TrainOptions& o) {
+  check<ValueError>(train.examples() > 0 && val.examples() > 0 && test.examples() > 0,
+                    "fit: train, validation and test sets must be non-empty");
+  check<ValueError>(o.epochs >= 1, "fit: epochs must be positive");
+  const int64_t total = train.batches_per_epoch() * o.epochs;
   MetricsLog log(o.metrics_path);
-  Generator shuffle(o.shuffle_seed);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> text_log(nullptr, std::fclose);
   if (!o.log_path.empty()) {
     text_log.reset(std::fopen(o.log_path.c_str(), "a"));
@@ -97,29 +125,33 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
   std::map<std::string, Tensor> best_weights;
   result.best_val_accuracy = -1;
   const auto start = std::chrono::steady_clock::now();
+  const double wait_before = train.wait_seconds();
   int64_t step = 0;
   for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
     model.train();
-    const Tensor order = random_permutation(train.size(), shuffle, train.inputs.device());
+    train.start_epoch(epoch - 1);
     double epoch_loss = 0;
-    for (int64_t b = 0; b < train.size(); b += o.batch_size, ++step) {
-      const int64_t e = std::min(train.size(), b + o.batch_size);
+    int64_t epoch_examples = 0;
+    Tensor inputs, targets;
+    while (train.next(inputs, targets)) {
       const double lr = schedule.lr_at(step);
       optimizer.set_lr(lr);
-      BatchStats s = batch_stats(forward(rows(train.inputs, order, b, e)), rows(train.targets, order, b, e));
+      BatchStats s = batch_stats(forward(inputs), targets);
       optimizer.zero_grad();
       s.loss.backward();
       const double norm = o.clip > 0 ? clip_grad_norm(optimizer.params(), o.clip) : 0.0;
       optimizer.step();
       const double loss = s.loss.item<double>();
-      epoch_loss += loss * double(e - b);
-      progress.update(step + 1, loss, lr);
-      if ((step + 1) % o.log_every == 0)
-        log.write({{"epoch", epoch}, {"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
+      epoch_loss += loss * double(inputs.size(0));
+      epoch_examples += inputs.size(0);
+      ++step;
+      progress.update(step, loss, lr);
+      if (step % o.log_every == 0)
+        log.write({{"epoch", epoch}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
                    {"it_per_s", progress.steps_per_second()}});
     }
-    EvalResult v = evaluate(model, forward, val, o.eval_batch_size);
-    result.epochs.push_back({epoch, epoch_loss / double(train.size()), v.loss, v.accuracy});
+    EvalResult v = evaluate(model, forward, val);
+    result.epochs.push_back({epoch, epoch_loss / double(std::max<int64_t>(epoch_examples, 1)), v.loss, v.accuracy});
     log.write({{"epoch", epoch}, {"train_loss", result.epochs.back().train_loss}, {"val_loss", v.loss},
                {"val_accuracy", v.accuracy}});
     if (v.accuracy > result.best_val_accuracy) {
@@ -132,17 +164,28 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.steps = step;
   result.steps_per_second = double(step) / result.seconds;
+  result.data_wait_seconds = train.wait_seconds() - wait_before;
   // The test set sees the best-validation weights.
   if (!o.checkpoint_path.empty()) model.load(o.checkpoint_path);
   else model.load_state_dict(best_weights);
-  EvalResult t = evaluate(model, forward, test, o.eval_batch_size);
+  EvalResult t = evaluate(model, forward, test);
   result.test_accuracy = t.accuracy;
   result.test_loss = t.loss;
   log.write({{"best_epoch", result.best_epoch}, {"best_val_accuracy", result.best_val_accuracy},
-             {"test_accuracy", t.accuracy}, {"test_loss", t.loss}, {"seconds", result.seconds}});
+             {"test_accuracy", t.accuracy}, {"test_loss", t.loss}, {"seconds", result.seconds},
+             {"data_wait_seconds", result.data_wait_seconds}});
   progress.finish(cat("best val acc ", result.best_val_accuracy, " (epoch ", result.best_epoch, "), test acc ",
                       t.accuracy));
   return result;
+}
+
+TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer, const LRSchedule& schedule,
+                const LabelledData& train, const LabelledData& val, const LabelledData& test,
+                const TrainOptions& o) {
+  check<ValueError>(o.batch_size >= 1, "fit: batch_size must be positive");
+  TensorBatches tr(train, o.batch_size, true, o.shuffle_seed), va(val, o.eval_batch_size, false),
+      te(test, o.eval_batch_size, false);
+  return fit(model, forward, optimizer, schedule, tr, va, te, o);
 }
 
 }  // namespace qkv::train

@@ -51,6 +51,14 @@ void scatter_add(const KernelArgs&);
 // attention.cpp
 void attention(const KernelArgs&);
 void attention_backward(const KernelArgs&);
+// conv.cpp
+void conv2d(const KernelArgs&);
+void conv2d_backward(const KernelArgs&);
+// batch_norm.cpp
+void batch_norm(const KernelArgs&);
+// pool.cpp
+void max_pool2d(const KernelArgs&);
+void adaptive_avg_pool2d(const KernelArgs&);
 // random.cpp
 void dropout(const KernelArgs&);
 void uniform(const KernelArgs&);

@@ -4,29 +4,6 @@
 
 namespace qkv::nn {
 
-EncoderBlock::EncoderBlock(const EncoderConfig& c, Generator* gen)
-    : attn(c.attention, gen),
-      norm1(c.attention.d_model),
-      norm2(c.attention.d_model),
-      ffn(c.attention.d_model, c.ffn_hidden, c.activation, c.dropout, gen),
-      drop(c.dropout, gen),
-      pre_norm(c.pre_norm) {
-  register_module("attn", &attn);
-  register_module("norm1", &norm1);
-  register_module("ffn", &ffn);
-  register_module("norm2", &norm2);
-  register_module("drop", &drop);
-}
-
-Tensor EncoderBlock::forward(const Tensor& x) const {
-  if (pre_norm) {
-    Tensor h = x + drop.forward(attn.forward(norm1.forward(x)));
-    return h + drop.forward(ffn.forward(norm2.forward(h)));
-  }
-  Tensor h = norm1.forward(x + drop.forward(attn.forward(x)));
-  return norm2.forward(h + drop.forward(ffn.forward(h)));
-}
-
 ClassifierHead::ClassifierHead(int64_t dim, int64_t classes, bool mlp, double dropout, Generator* gen)
     : out(dim, classes, true, gen) {
   if (mlp) {
@@ -62,7 +39,13 @@ Encoder::Encoder(const EncoderConfig& config, Generator* gen)
       config_(checked(config)) {
   register_module("input", &input);
   for (int64_t i = 0; i < config_.layers; ++i) {
-    blocks.push_back(std::make_unique<EncoderBlock>(config_, gen));
+    BlockConfig b;
+    b.attention = config_.attention;
+    b.ffn_hidden = config_.ffn_hidden;
+    b.activation = config_.activation;
+    b.dropout = config_.dropout;
+    b.pre_norm = config_.pre_norm;
+    blocks.push_back(std::make_unique<TransformerBlock>(b, gen));
     register_module("blocks." + std::to_string(i), blocks.back().get());
   }
   if (config_.pre_norm) {

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "nn/attention.h"
+#include "nn/models/block.h"
 
 namespace qkv::nn {
 
@@ -21,17 +21,6 @@ struct EncoderConfig {
   double dropout = 0.1;
   bool mlp_head = true;        // false: a single Linear head
   AttentionConfig attention;   // d_model, heads, sharing, pos2d, ... (causal is forced off)
-};
-
-class EncoderBlock : public Module {
- public:
-  EncoderBlock(const EncoderConfig& c, Generator* gen);
-  Tensor forward(const Tensor& x) const;
-  Attention attn;
-  LayerNorm norm1, norm2;
-  MLP ffn;
-  Dropout drop;
-  bool pre_norm;
 };
 
 // Per-position classifier: Linear-LayerNorm-ReLU-Dropout-Linear (mlp), or the last Linear alone.
@@ -55,7 +44,7 @@ class Encoder : public Module {
   const EncoderConfig& config() const { return config_; }
 
   Linear input;                              // one-hot [vocab] -> d_model
-  std::vector<std::unique_ptr<EncoderBlock>> blocks;
+  std::vector<std::unique_ptr<TransformerBlock>> blocks;
   std::unique_ptr<LayerNorm> final_norm;     // pre-LN only
   ClassifierHead head;
 

@@ -1,4 +1,5 @@
-"""PyTorch twins of qkvlab's models, built from qkvlab's safetensors files.
+"""PyTorch twins of qkvlab's models, built from qkvlab's safetensors files, and a minimal
+safetensors reader and writer (json + struct, no safetensors package).
 
 Each class mirrors the C++ module of the same name parameter for parameter (same names, same
 PyTorch layouts), so `load_qkvlab(path)` fills it with strict=True. Used by the parity tests and
@@ -31,6 +32,31 @@ def read_safetensors(path):
         t = torch.frombuffer(raw, dtype=DTYPES[info["dtype"]]) if raw else torch.empty(0, dtype=DTYPES[info["dtype"]])
         out[name] = t.reshape(info["shape"]).clone()
     return out
+
+
+CODES = {dtype: code for code, dtype in DTYPES.items()}
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes {name: tensor} as a safetensors file: an 8-byte little-endian header length, the
+    JSON header (each tensor's dtype, shape and byte range in the data section; string metadata
+    under "__metadata__"), padded with spaces to a multiple of 8 bytes, then the raw bytes."""
+    header, chunks, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name, t in tensors.items():
+        t = t.detach().cpu().contiguous()
+        raw = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
+        header[name] = {"dtype": CODES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for raw in chunks:
+            f.write(raw)
 
 
 def sinusoid(positions, dim):
@@ -167,3 +193,34 @@ class Encoder(nn.Module):
         if self.final_norm is not None:
             x = self.final_norm(x)
         return self.head(x)
+
+
+def patchify(x, p):
+    """[B, C, H, W] -> [B, (H/p)(W/p), C p p], patches row-major, each flattened channel-first."""
+    B, C, H, W = x.shape
+    return x.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 1, 3, 5).reshape(B, (H // p) * (W // p), C * p * p)
+
+
+class ViT(nn.Module):
+    """qkvlab's nn::ViT: patch embedding, class token, learned positions, pre-LN blocks, head."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, p = cfg["d_model"], cfg["patch"]
+        n = (cfg["image_height"] // p) * (cfg["image_width"] // p)
+        self.p = p
+        self.patch_embed = nn.Linear(cfg["channels"] * p * p, d)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+        self.pos_embed = nn.Parameter(torch.randn(1, 1 + n, d) * 0.02)
+        block = dict(cfg, pre_norm=True, ffn_hidden=int(cfg.get("mlp_ratio", 4.0) * d + 0.5),
+                     activation=cfg.get("activation", "gelu"))
+        self.blocks = nn.ModuleList([EncoderBlock(block) for _ in range(cfg["layers"])])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, cfg["classes"])
+
+    def forward(self, images):
+        x = self.patch_embed(patchify(images, self.p))
+        x = torch.cat([self.cls_token.expand(x.shape[0], 1, -1), x], dim=1) + self.pos_embed
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.norm(x)[:, 0])

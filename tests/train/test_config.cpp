@@ -273,9 +273,11 @@ TEST_CASE("config: bad values name file, line, key, value and the expected form"
 
   const std::string noname = dir.write("noname.yaml", "task:\n  name: copy\n");
   check_mentions(error_of([&] { load_experiment(noname); }), {noname, "missing required key 'name'", "string"});
-  const std::string notask = dir.write("notask.yaml", "name: x\n");
+  const std::string kind = dir.write("kind.yaml", "name: x\ntask:\n  kind: vision\n");
+  check_mentions(error_of([&] { load_experiment(kind); }), {kind, "model.kind: encoder", "'vit' for task.kind vision"});
+  const std::string notask = dir.write("notask.yaml", "name: x\ntask:\n  name: shuffle\n");
   check_mentions(error_of([&] { load_experiment(notask); }),
-                 {notask, "missing required key 'task.name'", "one of reverse|sort|sub|swap|copy"});
+                 {notask + ":3:9", "task.name", "one of reverse|sort|sub|swap|copy"});
   const std::string badname = dir.write("badname.yaml", "name: a/b\ntask: {name: copy}\n");
   check_mentions(error_of([&] { load_experiment(badname); }), {badname + ":1:7", "name: a/b", "no '/'"});
 }

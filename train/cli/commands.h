@@ -11,8 +11,8 @@ void add_demo_command(CLI::App& app);   // qkvlab demo: train a small MLP, print
 void print_op_table(std::ostream& os);
 void add_run_command(CLI::App& app);    // qkvlab run: experiments from YAML
 void add_table_command(CLI::App& app);  // qkvlab table: the paper's tables from run folders
-// The tables of the runs under `out`, with the paper's numbers from `paper_path`.
-std::string default_paper_table();
-void print_tables(const std::string& out, std::ostream& os, const std::string& paper_path = default_paper_table());
+// The tables and figures of the runs under `out`, with the paper's numbers from `paper_dir`.
+std::string default_paper_tables();
+void print_tables(const std::string& out, std::ostream& os, const std::string& paper_dir = default_paper_tables());
 
 }  // namespace qkv::train::cli

@@ -9,7 +9,7 @@
 
 #include "train/cli/commands.h"
 #include "train/experiment/experiment.h"
-#include "train/synthetic_run.h"
+#include "train/run_task.h"
 
 namespace qkv::train::cli {
 namespace {
@@ -66,7 +66,7 @@ void run(const RunOptions& o) {
       if (dir.complete()) continue;
       std::printf("[%zu/%zu] %s %s\n", index, total, e.config.name.c_str(), r.id.c_str());
       dir.start(r.config);
-      const auto result = run_synthetic(r, dir);
+      const auto result = run_task(r, dir, o.out);
       std::printf("[%zu/%zu] %s %s: test accuracy %.4f\n", index, total, e.config.name.c_str(), r.id.c_str(),
                   result["test_accuracy"].get<double>());
     }

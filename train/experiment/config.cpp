@@ -56,8 +56,9 @@ const Schema<TaskConfig>& TaskConfig::schema() {
   using T = TaskConfig;
   static const Schema<T> s{
       {
-          field("kind", &T::kind, "synthetic", one_of({"synthetic"}), "task family"),
-          required("name", &T::name, "which synthetic task (paper Table 1)"),
+          field("kind", &T::kind, "synthetic", one_of({"synthetic", "vision", "anomaly"}),
+                "task family: synthetic sequences, image classification, or set anomaly detection"),
+          field("name", &T::name, TaskName::reverse, "which synthetic task (paper Table 1; kind synthetic)"),
           field("length", &T::length, 16, at_least(2), "sequence length n (swap needs it even)"),
           field("vocab", &T::vocab, 10, at_least(2), "tokens are drawn uniformly from 0..vocab-1"),
           field("train_size", &T::train_size, 50000, at_least(1), "training examples"),
@@ -72,11 +73,40 @@ const Schema<TaskConfig>& TaskConfig::schema() {
   return s;
 }
 
+const Schema<DataConfig>& DataConfig::schema() {
+  using T = DataConfig;
+  static const Schema<T> s{
+      {
+          field("root", &T::root, "data", "folder with the datasets' files (overridable: data.root=PATH)"),
+          field("dataset", &T::dataset, DatasetName::mnist, "image dataset (kinds vision and anomaly)"),
+          field("holdout", &T::holdout, 5000, at_least(1), "training examples held out for validation"),
+          field("train_limit", &T::train_limit, 0, at_least(0), "use at most this many training examples; 0 = all"),
+          field("test_limit", &T::test_limit, 0, at_least(0), "test on at most this many examples; 0 = all"),
+          field("crop_padding", &T::crop_padding, 0, at_least(0), "random crop after zero padding (augmentation); 0 = off"),
+          field("flip", &T::flip, false, "random horizontal flips (augmentation)"),
+          field("workers", &T::workers, 2, at_least(0), "loader threads ahead of the training step; 0 = inline"),
+          field("features", &T::features, FeatureSource::resnet34, "anomaly: element features from a frozen ResNet34 or a file"),
+          field("resnet_weights", &T::resnet_weights, "", "anomaly: torchvision resnet34 weights (safetensors); empty = random init"),
+          field("features_file", &T::features_file, "", "anomaly: features [N, F] and labels [N] (safetensors)"),
+          field("set_size", &T::set_size, 10, at_least(3), "anomaly: images per set (one is the odd one out)"),
+          field("train_sets", &T::train_sets, 20000, at_least(1), "anomaly: training sets"),
+          field("val_sets", &T::val_sets, 1000, at_least(1), "anomaly: validation sets"),
+          field("test_sets", &T::test_sets, 2000, at_least(1), "anomaly: test sets"),
+      },
+      [](const T& d, const Located& at) {
+        if (d.features == FeatureSource::file && d.features_file.empty())
+          at.fail("features_file", "\"\"", "a safetensors path when data.features is file");
+      }};
+  return s;
+}
+
 const Schema<ModelConfig>& ModelConfig::schema() {
   using T = ModelConfig;
   static const Schema<T> s{
       {
-          field("kind", &T::kind, "encoder", one_of({"encoder"}), "architecture"),
+          field("kind", &T::kind, "encoder", one_of({"encoder", "vit", "set_transformer"}),
+                "architecture: the synthetic encoder, a ViT, or the anomaly set transformer"),
+          field("patch", &T::patch, 7, at_least(1), "vit: patch size (must divide the image size)"),
           field("d_model", &T::d_model, 64, at_least(1), "model width"),
           field("layers", &T::layers, 2, at_least(1), "encoder layers"),
           field("heads", &T::heads, 4, at_least(1), "query heads (must divide d_model)"),
@@ -162,6 +192,7 @@ const Schema<Config>& Config::schema() {
       {
           required("name", &T::name, path_component(), "experiment name; names its output directory"),
           section("task", &T::task, "the task and its data"),
+          section("data", &T::data, "image data (vision and anomaly tasks)"),
           section("model", &T::model, "the encoder"),
           section("optim", &T::optim, "the optimizer"),
           section("schedule", &T::schedule, "the learning-rate schedule"),
@@ -169,6 +200,9 @@ const Schema<Config>& Config::schema() {
           section("sweep", &T::sweep, "runs: grid x variants x seeds"),
       },
       [](const T& c, const Located& at) {
+        const char* model_for = c.task.kind == "synthetic" ? "encoder" : c.task.kind == "vision" ? "vit" : "set_transformer";
+        if (c.model.kind != model_for)
+          at.fail("model.kind", c.model.kind, cat("'", model_for, "' for task.kind ", c.task.kind));
         if (c.schedule.min_lr > c.optim.lr)
           at.fail("schedule.min_lr", format_number(c.schedule.min_lr),
                   cat("a number <= optim.lr = ", format_number(c.optim.lr)));

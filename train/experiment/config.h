@@ -19,6 +19,8 @@ enum class Norm { post, pre };
 enum class HeadKind { mlp, linear };
 enum class OptimName { adam, adamw, sgd };
 enum class ScheduleName { cosine, multistep, constant };
+enum class DatasetName { mnist, fashion_mnist, cifar10, cifar100, tinyimagenet };
+enum class FeatureSource { resnet34, file };
 
 template <>
 struct EnumNames<TaskName> {
@@ -48,6 +50,17 @@ struct EnumNames<OptimName> {
       {{"adam", OptimName::adam}, {"adamw", OptimName::adamw}, {"sgd", OptimName::sgd}}};
 };
 template <>
+struct EnumNames<DatasetName> {
+  static constexpr std::array<std::pair<std::string_view, DatasetName>, 5> values{
+      {{"mnist", DatasetName::mnist}, {"fashion-mnist", DatasetName::fashion_mnist}, {"cifar10", DatasetName::cifar10},
+       {"cifar100", DatasetName::cifar100}, {"tinyimagenet", DatasetName::tinyimagenet}}};
+};
+template <>
+struct EnumNames<FeatureSource> {
+  static constexpr std::array<std::pair<std::string_view, FeatureSource>, 2> values{
+      {{"resnet34", FeatureSource::resnet34}, {"file", FeatureSource::file}}};
+};
+template <>
 struct EnumNames<ScheduleName> {
   static constexpr std::array<std::pair<std::string_view, ScheduleName>, 3> values{
       {{"cosine", ScheduleName::cosine}, {"multistep", ScheduleName::multistep}, {"constant", ScheduleName::constant}}};
@@ -66,8 +79,29 @@ struct TaskConfig {
   static const Schema<TaskConfig>& schema();
 };
 
+// Image data of the vision and anomaly tasks (unused by the synthetic ones).
+struct DataConfig {
+  std::string root;        // folder holding each dataset's files under their standard names
+  DatasetName dataset{};
+  int holdout = 0;         // training examples held out for validation
+  int train_limit = 0;     // use at most this many training examples; 0 = all
+  int test_limit = 0;      // evaluate on at most this many test examples; 0 = all
+  int crop_padding = 0;    // random-crop augmentation after zero padding; 0 = off
+  bool flip = false;       // random horizontal flips
+  int workers = 2;         // loader threads decoding and augmenting ahead of the training step
+  // Set anomaly detection: sets of set_size images, all but one of one class.
+  FeatureSource features{};
+  std::string resnet_weights;   // torchvision resnet34 weights (safetensors); empty = random init
+  std::string features_file;    // precomputed features (safetensors: features [N, F], labels [N])
+  int set_size = 10;
+  int train_sets = 0, val_sets = 0, test_sets = 0;
+  bool operator==(const DataConfig&) const = default;
+  static const Schema<DataConfig>& schema();
+};
+
 struct ModelConfig {
   std::string kind;
+  int patch = 0;
   int d_model = 0;
   int layers = 0;
   int heads = 0;
@@ -132,6 +166,7 @@ struct SweepConfig {
 struct Config {
   std::string name;
   TaskConfig task;
+  DataConfig data;
   ModelConfig model;
   OptimConfig optim;
   ScheduleConfig schedule;

@@ -50,7 +50,13 @@ PaperTable load_paper_table(const std::string& path) {
   check<IOError>(root["tasks"].IsSequence() && root["rows"].IsMap(), path,
                  ": expected 'tasks' (a list) and 'rows' (a map of variant -> {task: value})");
   PaperTable t;
+  t.number = root["table"] ? root["table"].as<int>() : 0;
+  t.title = root["title"] ? root["title"].as<std::string>() : cat("Table ", t.number);
   for (const auto& task : root["tasks"]) t.columns.push_back(task.as<std::string>());
+  if (root["average"])
+    for (const auto& task : root["average"]) t.average.push_back(task.as<std::string>());
+  else
+    t.average = t.columns;
   t.columns.push_back("avg");
   for (const auto& row : root["rows"]) {
     const std::string variant = row.first.as<std::string>();
@@ -67,6 +73,17 @@ PaperTable load_paper_table(const std::string& path) {
   return t;
 }
 
+std::vector<PaperTable> load_paper_tables(const fs::path& dir) {
+  std::vector<PaperTable> out;
+  if (!fs::is_directory(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("table") && name.ends_with(".yaml")) out.push_back(load_paper_table(e.path().string()));
+  }
+  std::sort(out.begin(), out.end(), [](const PaperTable& a, const PaperTable& b) { return a.number < b.number; });
+  return out;
+}
+
 Table build_table(const std::vector<nlohmann::json>& results, const std::string& metric, const PaperTable* paper) {
   std::map<std::string, std::map<std::string, std::vector<double>>> values;   // variant -> task -> values
   std::vector<std::string> tasks, variants;
@@ -76,6 +93,7 @@ Table build_table(const std::vector<nlohmann::json>& results, const std::string&
   for (const auto& r : results) {
     if (!r.contains("task") || !r.contains("variant") || !r.contains(metric)) continue;
     const std::string task = r["task"], variant = r["variant"];
+    if (paper && std::find(paper->columns.begin(), paper->columns.end(), task) == paper->columns.end()) continue;
     values[variant][task].push_back(r[metric].get<double>());
     remember(tasks, task);
     remember(variants, variant);
@@ -89,9 +107,10 @@ Table build_table(const std::vector<nlohmann::json>& results, const std::string&
   }
   for (const auto& c : tasks) remember(t.tasks, c);
   for (const auto& v : variants) remember(t.variants, v);
+  const std::vector<std::string>& averaged = paper && !paper->average.empty() ? paper->average : t.tasks;
   for (const auto& v : t.variants) {
     double sum = 0;
-    int n = 0;
+    int n = 0, wanted = 0;
     for (const auto& task : t.tasks) {
       const auto& xs = values[v][task];
       if (xs.empty()) continue;
@@ -101,10 +120,12 @@ Table build_table(const std::vector<nlohmann::json>& results, const std::string&
       for (double x : xs) c.std += (x - c.mean) * (x - c.mean);
       c.std = xs.size() > 1 ? std::sqrt(c.std / double(xs.size() - 1)) : 0.0;
       t.cells[v][task] = c;
+      if (std::find(averaged.begin(), averaged.end(), task) == averaged.end()) continue;
       sum += c.mean;
       ++n;
     }
-    if (n == int(t.tasks.size()) && n > 0) t.average[v] = sum / n;
+    wanted = int(averaged.size());   // an average over fewer tasks than the paper's would mislead
+    if (n == wanted && n > 0) t.average[v] = sum / n;
   }
   return t;
 }

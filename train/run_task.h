@@ -1,0 +1,13 @@
+// Runs one experiment run, whatever its task kind (synthetic, vision, anomaly), in its folder.
+// `out` is the output root: shared caches (the anomaly task's image features) live under it.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "train/experiment/run_dir.h"
+#include "train/experiment/sweep.h"
+
+namespace qkv::train {
+
+nlohmann::json run_task(const experiment::Run& run, const experiment::RunDir& dir, const std::string& out);
+
+}  // namespace qkv::train
