@@ -10,6 +10,7 @@
 #include "train/cli/commands.h"
 #include "train/experiment/experiment.h"
 #include "train/run_task.h"
+#include "train/vision_data.h"
 
 namespace qkv::train::cli {
 namespace {
@@ -44,6 +45,10 @@ void run(const RunOptions& o) {
   size_t total = 0, done = 0;
   for (const std::string& path : experiments) {
     loaded.push_back(experiment::load_experiment(path, o.scale, overrides));
+    const experiment::Config& c = loaded.back().config;
+    // Fail before training anything when a dataset is missing (features files are checked on use).
+    if (c.task.kind != "synthetic" && !(c.task.kind == "anomaly" && c.data.features == experiment::FeatureSource::file))
+      dataset_folder(c.data);
     for (const auto& r : loaded.back().runs) {
       ++total;
       done += experiment::RunDir(o.out, r).complete();
