@@ -160,6 +160,12 @@ std::string to_markdown(const Table& t, const PaperTable* paper, const std::stri
     auto avg = t.average.find(v);
     s << " " << (avg == t.average.end() ? std::string("–") : fmt(avg->second)) << paper_note(v, "avg") << " |\n";
   }
+  if (paper && !paper->average.empty()) {
+    std::string missing;
+    for (const auto& task : paper->average)
+      if (std::find(t.tasks.begin(), t.tasks.end(), task) == t.tasks.end()) missing += (missing.empty() ? "" : ", ") + task;
+    if (!missing.empty()) s << "\nAvg is the mean over " << paper->average.size() << " tasks; no runs of: " << missing << "\n";
+  }
   return s.str();
 }
 
