@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "nn/init.h"
+#include "nn/kv_cache.h"
 #include "nn/position.h"
 
 namespace qkv::nn {
@@ -120,6 +121,16 @@ Tensor Attention::forward(const Tensor& x) const {
     q = q * multiplier;   // S sum(w) = scale (sum(w) q) k^T
   }
   Tensor y = attention(q, h.k, h.v, bias, config_.causal);   // [B, H, T, dh]
+  return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
+}
+
+Tensor Attention::forward_cached(const Tensor& x, KVCache& cache, int64_t layer) const {
+  check<ValueError>(config_.causal && config_.pos2d == 0, "attention: a KV cache serves causal attention without "
+                    "2D positional scores");
+  const int64_t B = x.size(0), T = x.size(1);
+  Heads h = project(x);
+  auto [k, v] = cache.append(layer, h.k, h.v);
+  Tensor y = attention(h.q, k, v, Tensor(), /*causal=*/true);   // bottom-right: new query i sees keys <= past + i
   return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
 }
 

@@ -16,6 +16,8 @@
 
 namespace qkv::nn {
 
+class KVCache;
+
 enum class Sharing { qkv, qk_v, q_kv, all };   // QKV, Q=K-V, Q-K=V, Q=K=V
 
 // Accepts the paper's names (QKV, Q=K-V, Q-K=V, Q=K=V) and the official code's aliases
@@ -45,6 +47,12 @@ class Attention : public Module {
 
   // x [B, T, d_model] -> [B, T, d_model].
   Tensor forward(const Tensor& x) const;
+
+  // Incremental decoding (causal): x [B, T, d_model] holds the next T positions. Their keys
+  // (and values, unless V is tied to K) go into `cache` layer `layer` after the positions
+  // already there, and their queries attend to every cached position and causally to each
+  // other. The caller advances the cache once all layers have run.
+  Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t layer) const;
 
   // The pieces, for tests, analysis and plots.
   struct Heads { Tensor q, k, v; };   // q [B, H, T, dh]; k, v [B, Hk, T, dh]; tied roles share

@@ -15,6 +15,7 @@ packages=(
   dataset-fashion-mnist zlib1g-dev       # Fashion-MNIST (IDX .gz in /usr/share/datasets) and gzip reading
   python3-torch libopenblas0-pthread     # parity tests and benchmarks against PyTorch (optimized BLAS)
   python3-torchvision                    # ResNet-34 parity test against torchvision
+  libpcre2-dev libzstd-dev python3-regex zstd  # GPT-2 BPE regex, .zst corpora, BPE reference test
 )
 
 missing=()

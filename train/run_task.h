@@ -1,4 +1,4 @@
-// Runs one experiment run, whatever its task kind (synthetic, vision, anomaly), in its folder.
+// Runs one experiment run, whatever its task kind (synthetic, vision, anomaly, lm), in its folder.
 // `out` is the output root: shared caches (the anomaly task's image features) live under it.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -8,6 +8,8 @@
 
 namespace qkv::train {
 
-nlohmann::json run_task(const experiment::Run& run, const experiment::RunDir& dir, const std::string& out);
+// `resume`: a language-model run continues from its newest checkpoint (other tasks restart).
+nlohmann::json run_task(const experiment::Run& run, const experiment::RunDir& dir, const std::string& out,
+                        bool resume = false);
 
 }  // namespace qkv::train

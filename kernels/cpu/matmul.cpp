@@ -1,7 +1,10 @@
 // Batched matmul through Eigen's GEMM. Each operand's matrices are mapped in place, row-major
 // or column-major depending on which stride is 1 (so transposed views and the trans flags cost
-// nothing); only operands with neither unit stride are copied. Many small matrices run one
-// per thread; big ones use Eigen's own OpenMP parallelism.
+// nothing); only operands with neither unit stride are copied. A batch of stacked row blocks
+// times one shared matrix ([B, T, d] activations times a weight) runs as one tall GEMM. Many
+// small matrices run one per thread; a long-and-thin product (a wide weight, a vocabulary-sized
+// output layer, a matrix-vector product in decoding) is split into one slab of output columns
+// or rows per thread; other big ones use Eigen's own OpenMP parallelism.
 #include <Eigen/Core>
 #include <omp.h>
 
@@ -114,6 +117,53 @@ void gemm_split_k(const Operand& a, const Operand& b, T* out, int threads) {
   for (int t = 1; t < threads; ++t) c += partial[size_t(t)];
 }
 
+// When every batch multiplies the same matrix b (a broadcast weight) and a's batches are row
+// blocks of one row-major matrix, one after the other, the batches are one GEMM with
+// batches x rows rows: b is streamed once instead of once per batch, and the GEMM is taller.
+// The output's batches are stacked the same way. Rewrites `a` to that single matrix.
+bool fold_batches(Operand& a, const Operand& b, int64_t batches) {
+  if (batches < 2 || a.layout != Layout::row_major) return false;
+  const int64_t step = a.rows * a.outer_stride;
+  for (int64_t i = 1; i < batches; ++i)
+    if (b.batch_offset[size_t(i)] != b.batch_offset[0] || a.batch_offset[size_t(i)] != a.batch_offset[0] + i * step)
+      return false;
+  a.rows *= batches;
+  a.batch_offset.resize(1);
+  return true;
+}
+
+// One product whose output is much longer in one dim than in the other (or a matrix-vector
+// product, which Eigen runs on one thread): each thread computes its own slab of output
+// columns (or rows) with a serial Eigen product. The threads share nothing and never wait on
+// each other, unlike Eigen's parallel GEMM, which synchronizes on shared packed blocks.
+bool wants_slabs(const Operand& a, const Operand& b, int64_t batches, int threads) {
+  const int64_t M = a.rows, N = b.cols, split = std::max(M, N), other = std::min(M, N);
+  return batches == 1 && threads > 1 && double(M) * double(N) * double(a.cols) >= double(1 << 18) &&
+         split >= 32 * int64_t(threads) && (other <= 16 || split >= 4 * other);
+}
+
+template <class T>
+void gemm_slabs(const Operand& a, const Operand& b, T* out, int threads) {
+  const int64_t M = a.rows, N = b.cols;
+  const bool by_cols = N >= M;
+  const int64_t split = by_cols ? N : M;
+  OutMap<T> c(out, M, N);
+  if (a.cols == 0) { c.setZero(); return; }
+  // Slab edges on multiples of 16 elements (one 64-byte line of float32 output columns).
+  auto edge = [&](int t) { return t == threads ? split : (split * t / threads) / 16 * 16; };
+  with_map<T>(a, 0, [&](const auto& A) {
+    with_map<T>(b, 0, [&](const auto& B) {
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+      for (int t = 0; t < threads; ++t) {
+        const int64_t s0 = edge(t), n = edge(t + 1) - s0;
+        if (n <= 0) continue;
+        if (by_cols) c.middleCols(s0, n).noalias() = A * B.middleCols(s0, n);
+        else c.middleRows(s0, n).noalias() = A.middleRows(s0, n) * B;
+      }
+    });
+  });
+}
+
 }  // namespace
 
 void matmul(const KernelArgs& k) {
@@ -122,8 +172,9 @@ void matmul(const KernelArgs& k) {
   Shape batch(out.shape().begin(), out.shape().end() - 2);
   Operand a = make_operand(k.in[0], at.trans_a, batch);
   Operand b = make_operand(k.in[1], at.trans_b, batch);
-  const int64_t nb = numel(batch);
+  int64_t nb = numel(batch);
   if (out.numel() == 0) return;
+  if (fold_batches(a, b, nb)) nb = 1;
   visit_float(out.dtype(), "matmul", [&]<class T>() {
     T* o = out.data<T>();
     const double flops_per = double(a.rows) * double(a.cols) * double(b.cols);
@@ -132,6 +183,8 @@ void matmul(const KernelArgs& k) {
     const int threads = omp_get_max_threads();
     if (!omp_in_parallel() && wants_split_k(a, b, nb, threads)) {
       gemm_split_k<T>(a, b, o, threads);
+    } else if (!omp_in_parallel() && wants_slabs(a, b, nb, threads)) {
+      gemm_slabs<T>(a, b, o, threads);
     } else if (per_thread) {
 #pragma omp parallel for schedule(dynamic, 1)
       for (int64_t i = 0; i < nb; ++i) gemm_batch<T>(a, b, o, i);

@@ -11,7 +11,10 @@ int main(int argc, char** argv) {
   qkv::train::cli::add_ops_command(app);
   qkv::train::cli::add_demo_command(app);
   qkv::train::cli::add_run_command(app);
+  qkv::train::cli::add_data_command(app);
   qkv::train::cli::add_table_command(app);
+  qkv::train::cli::add_lm_report_commands(app);
+  qkv::train::cli::add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

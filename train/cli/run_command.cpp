@@ -9,6 +9,8 @@
 
 #include "train/cli/commands.h"
 #include "train/experiment/experiment.h"
+#include "train/lm_run.h"
+#include "train/lm_trainer.h"
 #include "train/run_task.h"
 #include "train/vision_data.h"
 
@@ -20,6 +22,7 @@ struct RunOptions {
   std::string scale;
   std::string out = "runs";
   bool dry_run = false;
+  bool resume = false;
 };
 
 bool is_suite(const std::string& path) {
@@ -47,8 +50,9 @@ void run(const RunOptions& o) {
     loaded.push_back(experiment::load_experiment(path, o.scale, overrides));
     const experiment::Config& c = loaded.back().config;
     // Fail before training anything when a dataset is missing (features files are checked on use).
-    if (c.task.kind != "synthetic" && !(c.task.kind == "anomaly" && c.data.features == experiment::FeatureSource::file))
+    if (c.task.kind == "vision" || (c.task.kind == "anomaly" && c.data.features != experiment::FeatureSource::file))
       dataset_folder(c.data);
+    if (c.task.kind == "lm") check_lm_inputs(c);
     for (const auto& r : loaded.back().runs) {
       ++total;
       done += experiment::RunDir(o.out, r).complete();
@@ -70,10 +74,17 @@ void run(const RunOptions& o) {
       experiment::RunDir dir(o.out, r);
       if (dir.complete()) continue;
       std::printf("[%zu/%zu] %s %s\n", index, total, e.config.name.c_str(), r.id.c_str());
+      const auto checkpoint = latest_checkpoint(dir.path());
+      if (checkpoint && !o.resume)
+        std::printf("  starting over; pass --resume to continue from %s\n", checkpoint->filename().string().c_str());
       dir.start(r.config);
-      const auto result = run_task(r, dir, o.out);
-      std::printf("[%zu/%zu] %s %s: test accuracy %.4f\n", index, total, e.config.name.c_str(), r.id.c_str(),
-                  result["test_accuracy"].get<double>());
+      const auto result = run_task(r, dir, o.out, o.resume);
+      if (result.contains("summary"))
+        std::printf("[%zu/%zu] %s %s: %s\n", index, total, e.config.name.c_str(), r.id.c_str(),
+                    result["summary"].get<std::string>().c_str());
+      else
+        std::printf("[%zu/%zu] %s %s: test accuracy %.4f\n", index, total, e.config.name.c_str(), r.id.c_str(),
+                    result["test_accuracy"].get<double>());
     }
   print_tables(o.out, std::cout);
 }
@@ -88,6 +99,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--scale", o->scale, "a named scale of the files (e.g. smoke, paper)");
   cmd->add_option("--out", o->out, "output folder (default: runs)");
   cmd->add_flag("--dry-run", o->dry_run, "list the runs without training");
+  cmd->add_flag("--resume", o->resume, "continue unfinished language-model runs from their newest checkpoint");
   cmd->callback([o] { run(*o); });
 }
 

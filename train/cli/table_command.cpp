@@ -1,7 +1,8 @@
 // qkvlab table DIR [--paper FOLDER]: the paper's tables rebuilt from the runs under DIR, each
 // with the paper's numbers beside ours (experiments/paper/table<N>.yaml), written to
 // DIR/table<N>.md and .csv and printed; plus the figures: attention maps of the synthetic runs
-// (Fig. 3, DIR/attention_maps.png) and training curves of the vision runs (Fig. 2, DIR/curves.png).
+// (Fig. 3, DIR/attention_maps.png), training curves of the vision runs (Fig. 2, DIR/curves.png)
+// and validation-loss curves of the language models (DIR/lm_curves.png).
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -11,6 +12,7 @@
 #include "train/cli/commands.h"
 #include "train/report/attention_maps.h"
 #include "train/report/curves.h"
+#include "train/report/lm_table.h"
 #include "train/report/table.h"
 
 namespace qkv::train::cli {
@@ -29,6 +31,24 @@ void write_table(const fs::path& out, const std::string& stem, const report::Tab
   os << "\n" << md << "\n(written to " << (out / (stem + ".md")).string() << " and " << stem << ".csv)\n";
 }
 
+void print_lm_tables(const fs::path& out, const std::vector<nlohmann::json>& results, const report::PaperTable* p,
+                     std::ostream& os) {
+  const auto tables = report::build_lm_tables(results, p);
+  if (tables.empty()) return;
+  const std::string stem = p ? cat("table", p->number) : std::string("lm");
+  std::string md;
+  for (const auto& t : tables) md += report::lm_markdown(t, p) + "\n";
+  write_file_atomically((out / (stem + ".md")).string(), [&](std::ostream& f) { f << md; });
+  write_file_atomically((out / (stem + ".csv")).string(), [&](std::ostream& f) { f << report::lm_csv(tables, p); });
+  os << "\n" << md << "(written to " << (out / (stem + ".md")).string() << " and " << stem << ".csv)\n";
+  std::vector<std::string> variants;
+  for (const auto& t : tables)
+    for (const auto& r : t.rows)
+      if (std::find(variants.begin(), variants.end(), r.variant) == variants.end()) variants.push_back(r.variant);
+  if (report::write_lm_curves(results, variants, out / "lm_curves.png") > 0)
+    os << "validation loss curves: " << (out / "lm_curves.png").string() << "\n";
+}
+
 }  // namespace
 
 void print_tables(const std::string& dir, std::ostream& os, const std::string& paper_dir) {
@@ -42,6 +62,11 @@ void print_tables(const std::string& dir, std::ostream& os, const std::string& p
   if (papers.empty()) os << "(no paper tables found in " << paper_dir << "; pass --paper)\n";
   std::set<std::string> shown;
   for (const report::PaperTable& p : papers) {
+    if (report::is_lm_table(p)) {
+      print_lm_tables(out, results, &p, os);
+      shown.insert("lm");
+      continue;
+    }
     const report::Table t = report::build_table(results, "test_accuracy", &p);
     if (t.tasks.empty()) continue;
     shown.insert(t.tasks.begin(), t.tasks.end());

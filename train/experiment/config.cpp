@@ -56,8 +56,8 @@ const Schema<TaskConfig>& TaskConfig::schema() {
   using T = TaskConfig;
   static const Schema<T> s{
       {
-          field("kind", &T::kind, "synthetic", one_of({"synthetic", "vision", "anomaly"}),
-                "task family: synthetic sequences, image classification, or set anomaly detection"),
+          field("kind", &T::kind, "synthetic", one_of({"synthetic", "vision", "anomaly", "lm"}),
+                "task family: synthetic sequences, image classification, set anomaly detection, or language modeling"),
           field("name", &T::name, TaskName::reverse, "which synthetic task (paper Table 1; kind synthetic)"),
           field("length", &T::length, 16, at_least(2), "sequence length n (swap needs it even)"),
           field("vocab", &T::vocab, 10, at_least(2), "tokens are drawn uniformly from 0..vocab-1"),
@@ -100,13 +100,35 @@ const Schema<DataConfig>& DataConfig::schema() {
   return s;
 }
 
+const Schema<LmDataConfig>& LmDataConfig::schema() {
+  using T = LmDataConfig;
+  static const Schema<T> s{
+      {
+          field("text", &T::text, {}, "text or JSONL files (plain, .gz, .zst) under data.root, tokenized once and cached"),
+          field("tokens", &T::tokens, "", "or a folder made by `qkvlab data prepare` (absolute or under data.root)"),
+          field("tokenizer", &T::tokenizer, "gpt2-tokenizer", "GPT-2 encoder.json + vocab.bpe (absolute or under data.root)"),
+          field("val_fraction", &T::val_fraction, 0.1, in_half_open(0.0, 1.0), "lm.text: the last fraction of tokens validates"),
+          field("sampling", &T::sampling, LmSamplingName::packed,
+                "packed windows, or one document per sample truncated and padded (the official code)"),
+          field("loss_on_padding", &T::loss_on_padding, false,
+                "per_document: the loss counts the end-of-text padding, as the official code does"),
+      },
+      [](const T& l, const Located& at) {
+        if (!l.text.empty() && !l.tokens.empty())
+          at.fail("tokens", l.tokens, "empty when lm.text lists files (give one source of tokens)");
+      }};
+  return s;
+}
+
 const Schema<ModelConfig>& ModelConfig::schema() {
   using T = ModelConfig;
   static const Schema<T> s{
       {
-          field("kind", &T::kind, "encoder", one_of({"encoder", "vit", "set_transformer"}),
-                "architecture: the synthetic encoder, a ViT, or the anomaly set transformer"),
+          field("kind", &T::kind, "encoder", one_of({"encoder", "vit", "set_transformer", "gpt"}),
+                "architecture: the synthetic encoder, a ViT, the anomaly set transformer, or GPT"),
           field("patch", &T::patch, 7, at_least(1), "vit: patch size (must divide the image size)"),
+          field("vocab", &T::vocab, 50304, at_least(2), "gpt: output vocabulary (GPT-2's 50257 padded to 50304)"),
+          field("context", &T::context, 1024, at_least(2), "gpt: positions = training sequence length"),
           field("d_model", &T::d_model, 64, at_least(1), "model width"),
           field("layers", &T::layers, 2, at_least(1), "encoder layers"),
           field("heads", &T::heads, 4, at_least(1), "query heads (must divide d_model)"),
@@ -151,6 +173,7 @@ const Schema<ScheduleConfig>& ScheduleConfig::schema() {
       {
           field("name", &T::name, ScheduleName::cosine, "learning-rate schedule"),
           field("warmup", &T::warmup, 0.05, in_half_open(0.0, 1.0), "linear warmup, fraction of the total steps"),
+          field("warmup_steps", &T::warmup_steps, 0, at_least(0), "linear warmup in steps; overrides warmup when > 0"),
           field("min_lr", &T::min_lr, 0.0, at_least(0.0), "final learning rate of the cosine schedule"),
           field("milestones", &T::milestones, {}, increasing_epochs(), "multistep: epochs where lr *= gamma"),
           field("gamma", &T::gamma, 0.1, unit_closed_above(), "multistep: decay factor"),
@@ -166,6 +189,15 @@ const Schema<TrainConfig>& TrainConfig::schema() {
   using T = TrainConfig;
   static const Schema<T> s{{
       field("epochs", &T::epochs, 2, at_least(1), "passes over the training set"),
+      field("steps", &T::steps, 1000, at_least(1), "lm: optimizer steps"),
+      field("grad_accum", &T::grad_accum, 1, at_least(1), "lm: micro-batches of batch_size per optimizer step"),
+      field("eval_every", &T::eval_every, 100, at_least(1), "lm: steps between validations and checkpoints"),
+      field("eval_batches", &T::eval_batches, 20, at_least(1), "lm: validation batches (of eval_batch_size)"),
+      field("keep_checkpoints", &T::keep_checkpoints, 2, at_least(1), "lm: newest checkpoints kept"),
+      field("skip_grad_norm", &T::skip_grad_norm, 0.0, at_least(0.0),
+            "lm: skip an optimizer step whose gradient norm exceeds this; 0 = never"),
+      field("peak_tflops", &T::peak_tflops, 0.0, at_least(0.0),
+            "lm: device peak TFLOP/s for MFU; 0 = measure a float32 GEMM at start"),
       field("batch_size", &T::batch_size, 128, at_least(1), "training batch size"),
       field("device", &T::device, "cpu", device_name(), "where to train"),
       field("threads", &T::threads, 0, at_least(0), "CPU threads; 0 = all cores"),
@@ -193,6 +225,7 @@ const Schema<Config>& Config::schema() {
           required("name", &T::name, path_component(), "experiment name; names its output directory"),
           section("task", &T::task, "the task and its data"),
           section("data", &T::data, "image data (vision and anomaly tasks)"),
+          section("lm", &T::lm, "token data (language modeling)"),
           section("model", &T::model, "the encoder"),
           section("optim", &T::optim, "the optimizer"),
           section("schedule", &T::schedule, "the learning-rate schedule"),
@@ -200,9 +233,20 @@ const Schema<Config>& Config::schema() {
           section("sweep", &T::sweep, "runs: grid x variants x seeds"),
       },
       [](const T& c, const Located& at) {
-        const char* model_for = c.task.kind == "synthetic" ? "encoder" : c.task.kind == "vision" ? "vit" : "set_transformer";
+        const char* model_for = c.task.kind == "synthetic" ? "encoder"
+                                : c.task.kind == "vision"  ? "vit"
+                                : c.task.kind == "lm"      ? "gpt"
+                                                           : "set_transformer";
         if (c.model.kind != model_for)
           at.fail("model.kind", c.model.kind, cat("'", model_for, "' for task.kind ", c.task.kind));
+        if (c.task.kind == "lm") {
+          if (c.model.pos2d)
+            at.fail("model.pos2d", "true", "false: the (+) variants' 2D scores are for non-causal tasks only");
+          if (c.lm.text.empty() && c.lm.tokens.empty())
+            at.fail("lm.text", "[]", "a list of text files, or lm.tokens naming a prepared token folder");
+          if (c.schedule.warmup_steps >= c.train.steps)
+            at.fail("schedule.warmup_steps", c.schedule.warmup_steps, cat("fewer than train.steps = ", c.train.steps));
+        }
         if (c.schedule.min_lr > c.optim.lr)
           at.fail("schedule.min_lr", format_number(c.schedule.min_lr),
                   cat("a number <= optim.lr = ", format_number(c.optim.lr)));

@@ -21,6 +21,7 @@ enum class OptimName { adam, adamw, sgd };
 enum class ScheduleName { cosine, multistep, constant };
 enum class DatasetName { mnist, fashion_mnist, cifar10, cifar100, tinyimagenet };
 enum class FeatureSource { resnet34, file };
+enum class LmSamplingName { packed, per_document };
 
 template <>
 struct EnumNames<TaskName> {
@@ -61,6 +62,11 @@ struct EnumNames<FeatureSource> {
       {{"resnet34", FeatureSource::resnet34}, {"file", FeatureSource::file}}};
 };
 template <>
+struct EnumNames<LmSamplingName> {
+  static constexpr std::array<std::pair<std::string_view, LmSamplingName>, 2> values{
+      {{"packed", LmSamplingName::packed}, {"per_document", LmSamplingName::per_document}}};
+};
+template <>
 struct EnumNames<ScheduleName> {
   static constexpr std::array<std::pair<std::string_view, ScheduleName>, 3> values{
       {{"cosine", ScheduleName::cosine}, {"multistep", ScheduleName::multistep}, {"constant", ScheduleName::constant}}};
@@ -99,9 +105,23 @@ struct DataConfig {
   static const Schema<DataConfig>& schema();
 };
 
+// Token data of the language-model task (kind lm).
+struct LmDataConfig {
+  std::vector<std::string> text;   // text / JSONL files (plain, .gz, .zst) under data.root, tokenized on first use
+  std::string tokens;              // or a folder from `qkvlab data prepare` (absolute or under data.root)
+  std::string tokenizer;           // GPT-2 encoder.json + vocab.bpe (absolute or under data.root)
+  double val_fraction = 0;         // the last fraction of the token stream is the validation split
+  LmSamplingName sampling{};       // packed windows, or one document per sample (the official code)
+  bool loss_on_padding = false;    // per_document: count the end-of-text padding in the loss (official code)
+  bool operator==(const LmDataConfig&) const = default;
+  static const Schema<LmDataConfig>& schema();
+};
+
 struct ModelConfig {
   std::string kind;
   int patch = 0;
+  int vocab = 0;     // gpt: output vocabulary (GPT-2's 50257 padded)
+  int context = 0;   // gpt: positions (the training sequence length)
   int d_model = 0;
   int layers = 0;
   int heads = 0;
@@ -128,6 +148,7 @@ struct OptimConfig {
 struct ScheduleConfig {
   ScheduleName name{};
   double warmup = 0;  // fraction of the total steps
+  int warmup_steps = 0;  // lm: warmup in steps; overrides the fraction when > 0
   double min_lr = 0;
   std::vector<int> milestones;  // epochs
   double gamma = 0;
@@ -137,6 +158,13 @@ struct ScheduleConfig {
 
 struct TrainConfig {
   int epochs = 0;
+  int steps = 0;            // lm: optimizer steps
+  int grad_accum = 0;       // lm: micro-batches per optimizer step
+  int eval_every = 0;       // lm: steps between validations (and checkpoints)
+  int eval_batches = 0;     // lm: validation batches
+  int keep_checkpoints = 0; // lm: newest checkpoints kept
+  double skip_grad_norm = 0;  // lm: skip a step whose gradient norm exceeds this; 0 = never
+  double peak_tflops = 0;   // lm: the device's peak for MFU; 0 = measure a float32 GEMM
   int batch_size = 0;
   std::string device;
   int threads = 0;  // 0 = all cores
@@ -167,6 +195,7 @@ struct Config {
   std::string name;
   TaskConfig task;
   DataConfig data;
+  LmDataConfig lm;
   ModelConfig model;
   OptimConfig optim;
   ScheduleConfig schedule;

@@ -33,11 +33,12 @@ std::string_view last_component(std::string_view key) {
 std::string closest_key(std::string_view key, const std::vector<std::string>& candidates) {
   const std::string_view last = last_component(key);
   // A typo of the whole key, or the right last name under another section (one extra step).
-  const size_t limit = 1 + last.size() / 4;
+  // Scores are doubled so that a tie goes to the section move: "lr" is optim.lr, not lm.
+  const size_t limit = 2 * (1 + last.size() / 4);
   size_t best_score = limit + 1;
   std::string best;
   for (const std::string& c : candidates) {
-    const size_t score = std::min(edit_distance(key, c), edit_distance(last, last_component(c)) + 1);
+    const size_t score = std::min(2 * edit_distance(key, c), 2 * edit_distance(last, last_component(c)) + 1);
     if (score < best_score) {
       best_score = score;
       best = c;

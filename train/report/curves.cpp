@@ -92,4 +92,41 @@ int write_curves(const std::vector<nlohmann::json>& results, const std::vector<s
   return int(drawn_tasks.size());
 }
 
+int write_lm_curves(const std::vector<nlohmann::json>& results, const std::vector<std::string>& variants,
+                    const std::filesystem::path& png) {
+  std::vector<Series> lines;
+  std::vector<int64_t> steps;   // of the longest curve, for the axis label
+  bool any = false;
+  for (const auto& v : variants) {
+    Series sum, count;
+    for (const auto& r : results) {
+      if (r.value("task", "") != "lm" || r.value("variant", "") != v || !r.contains("evals")) continue;
+      const auto& evals = r["evals"];
+      for (size_t i = 0; i < evals.size(); ++i) {
+        if (sum.size() <= i) sum.resize(i + 1, 0), count.resize(i + 1, 0);
+        sum[i] += evals[i]["val_loss"].get<double>();
+        count[i] += 1;
+        if (steps.size() <= i) steps.push_back(evals[i]["step"].get<int64_t>());
+      }
+    }
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] = count[i] > 0 ? sum[i] / count[i] : NAN;
+    any = any || !sum.empty();
+    lines.push_back(sum);
+  }
+  if (!any) return 0;
+  const int pw = 520, ph = 300, top = 40, legend = 150;
+  Canvas c(pw + 80 + legend, top + ph + 50);
+  c.text(4, 4, "language models: validation loss by step, mean over runs", {60, 60, 60});
+  for (size_t k = 0; k < variants.size(); ++k) {
+    c.fill_rect(pw + 80 + 4, top + 4 + int(k) * 16, 12, 8, kPalette[k % std::size(kPalette)]);
+    c.text(pw + 80 + 20, top + 3 + int(k) * 16, variants[k], {0, 0, 0});
+  }
+  draw_panel(c, {10, top + 14, pw, ph}, "validation loss", lines);
+  c.text(10, top + 14 + ph + 6, "step " + std::to_string(steps.front()), {90, 90, 90});
+  const std::string last = "step " + std::to_string(steps.back());
+  c.text(10 + pw - Canvas::text_width(last), top + 14 + ph + 6, last, {90, 90, 90});
+  c.save_png(png.string());
+  return 1;
+}
+
 }  // namespace qkv::train::report

@@ -1,5 +1,6 @@
 // The paper's Fig. 2: training loss and validation accuracy by epoch, one line per attention
-// variant (mean over its runs), one pair of panels per task, from the runs' result rows.
+// variant (mean over its runs), one pair of panels per task, from the runs' result rows; and
+// the language models' validation-loss curves.
 #pragma once
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -12,5 +13,10 @@ namespace qkv::train::report {
 // pairs drawn (0: nothing to draw, no file written).
 int write_curves(const std::vector<nlohmann::json>& results, const std::vector<std::string>& tasks,
                  const std::vector<std::string>& variants, const std::filesystem::path& png);
+
+// The language-model runs' validation loss by evaluation step, one line per variant (mean over
+// its runs), from the result rows' "evals"; returns 0 and writes nothing without any.
+int write_lm_curves(const std::vector<nlohmann::json>& results, const std::vector<std::string>& variants,
+                    const std::filesystem::path& png);
 
 }  // namespace qkv::train::report

@@ -94,6 +94,7 @@ Table build_table(const std::vector<nlohmann::json>& results, const std::string&
     if (!r.contains("task") || !r.contains("variant") || !r.contains(metric)) continue;
     const std::string task = r["task"], variant = r["variant"];
     if (paper && std::find(paper->columns.begin(), paper->columns.end(), task) == paper->columns.end()) continue;
+    if (!r.contains(metric)) continue;   // another kind of run (language models report perplexity)
     values[variant][task].push_back(r[metric].get<double>());
     remember(tasks, task);
     remember(variants, variant);

@@ -1,0 +1,160 @@
+#include "nn/models/gpt.h"
+
+#include "autograd/grad_mode.h"
+#include "nn/init.h"
+
+namespace qkv::nn {
+
+void GPTConfig::validate() const {
+  check<ValueError>(vocab > 0 && context > 0 && layers > 0 && ffn >= 0, "gpt: vocab ", vocab, ", context ", context,
+                    ", layers ", layers, " must be positive and ffn ", ffn, " non-negative");
+  check<ValueError>(dropout >= 0 && dropout < 1, "gpt: dropout must be in [0, 1), got ", dropout);
+  check<ValueError>(attention.pos2d == 0, "gpt: the 2D positional scores are for non-causal tasks only");
+  AttentionConfig a = attention;
+  a.causal = true;
+  a.validate();
+}
+
+namespace {
+// Output width of the variant's own projections: d per query role (K tied to Q adds nothing),
+// d_kv per untied key or value role.
+int64_t projection_width(const GPTConfig& c) {
+  const int64_t d = c.d_model(), dkv = c.attention.kv_head_count() * c.attention.head_dim();
+  switch (c.attention.sharing) {
+    case Sharing::qkv: return d + 2 * dkv;
+    case Sharing::qk_v: return d + dkv;
+    case Sharing::q_kv: return d + dkv;
+    case Sharing::all: return d;
+  }
+  return 0;
+}
+}  // namespace
+
+int64_t gpt_attention_parameter_count(const GPTConfig& c) {
+  const int64_t d = c.d_model();
+  return projection_width(c) * (d + 1) + d * (d + 1);   // projections and W_o, with biases
+}
+
+int64_t gpt_parameter_count(const GPTConfig& c) {
+  const int64_t d = c.d_model(), f = c.ffn_width();
+  const int64_t layer = 2 * 2 * d + gpt_attention_parameter_count(c) + f * (d + 1) + d * (f + 1);
+  return c.vocab * d + c.context * d + c.layers * layer + 2 * d;
+}
+
+GPTMacs gpt_macs(const GPTConfig& c, int64_t n) {
+  const int64_t d = c.d_model(), L = c.layers;
+  GPTMacs m;
+  m.projections = L * n * d * projection_width(c);
+  m.attention = L * 2 * n * n * d;
+  m.output = L * n * d * d;
+  m.mlp = L * 2 * n * d * c.ffn_width();
+  m.head = n * d * c.vocab;
+  return m;
+}
+
+namespace {
+GPTConfig checked(GPTConfig c) {
+  c.attention.causal = true;
+  c.validate();
+  return c;
+}
+
+// N(0, std) weights and embeddings, zero biases, as the official code initializes them.
+void init_gpt_weights(Module& m, double std, Generator* gen) {
+  NoGradGuard no_grad;
+  for (auto& [name, p] : m.named_parameters()) {
+    const size_t last = name.rfind('.');
+    const size_t owner = name.rfind('.', last - 1) + 1;   // npos + 1 == 0 for a top-level module
+    if (name.compare(owner, 2, "ln") == 0) continue;        // LayerNorms keep weight 1, bias 0
+    const bool is_bias = name.compare(last, std::string::npos, ".bias") == 0;
+    if (is_bias) p.copy_(zeros(p.shape(), p.device()));
+    else p.copy_(init_normal(p.shape(), std, p.device(), gen));
+  }
+}
+}  // namespace
+
+GPTBlock::GPTBlock(const GPTConfig& c, Generator* gen)
+    : ln1(c.d_model()),
+      attn(c.attention, gen),
+      ln2(c.d_model()),
+      fc(c.d_model(), c.ffn_width(), true, gen),
+      proj(c.ffn_width(), c.d_model(), true, gen),
+      drop(c.dropout, gen) {
+  register_module("ln1", &ln1);
+  register_module("attn", &attn);
+  register_module("ln2", &ln2);
+  register_module("fc", &fc);
+  register_module("proj", &proj);
+  register_module("drop", &drop);
+}
+
+Tensor GPTBlock::mlp(const Tensor& x) const { return proj.forward(activate(fc.forward(x), Activation::gelu)); }
+
+Tensor GPTBlock::forward(const Tensor& x) const {
+  Tensor h = x + drop.forward(attn.forward(ln1.forward(x)));
+  return h + drop.forward(mlp(ln2.forward(h)));
+}
+
+Tensor GPTBlock::forward_cached(const Tensor& x, KVCache& cache, int64_t layer) const {
+  Tensor h = x + attn.forward_cached(ln1.forward(x), cache, layer);
+  return h + mlp(ln2.forward(h));
+}
+
+GPT::GPT(const GPTConfig& config, Generator* gen)
+    : wte(config.vocab, config.attention.d_model, gen),
+      wpe(config.context, config.attention.d_model, gen),
+      ln_f(config.attention.d_model),
+      config_(checked(config)) {
+  register_module("wte", &wte);
+  register_module("wpe", &wpe);
+  for (int64_t i = 0; i < config_.layers; ++i) {
+    blocks.push_back(std::make_unique<GPTBlock>(config_, gen));
+    register_module("blocks." + std::to_string(i), blocks.back().get());
+  }
+  register_module("ln_f", &ln_f);
+  init_gpt_weights(*this, config_.init_std, gen);
+}
+
+Tensor GPT::embed(const Tensor& ids, int64_t start) const {
+  check<ShapeError>(ids.dim() == 2, "gpt: expected token ids [batch, len], got ", shape_str(ids.shape()));
+  const int64_t T = ids.size(1);
+  check<ValueError>(start + T <= config_.context, "gpt: positions ", start, "..", start + T - 1,
+                    " exceed the model's context of ", config_.context, " tokens");
+  Tensor pos = arange(double(start), double(start + T), 1.0, TensorOptions(DType::i64, ids.device()));
+  return wte.forward(ids) + wpe.forward(pos);   // [B, T, d] + [T, d]
+}
+
+Tensor GPT::head(const Tensor& x) const {
+  // One GEMM over all positions: the embedding's gradient is then one [V, d] product, not a
+  // per-sequence batch of them summed afterwards.
+  Shape out = x.shape();
+  out.back() = config_.vocab;
+  return matmul(ln_f.forward(x).reshape({-1, config_.d_model()}), wte.weight, false, true).reshape(out);
+}
+
+Tensor GPT::forward(const Tensor& ids) const {
+  Tensor x = embed(ids, 0);
+  for (const auto& b : blocks) x = b->forward(x);
+  return head(x);
+}
+
+Tensor GPT::loss(const Tensor& ids, const Tensor& targets) const {
+  Tensor logits = forward(ids);
+  return cross_entropy(logits.reshape({-1, config_.vocab}), targets.reshape({-1}));
+}
+
+KVCache GPT::make_cache(int64_t batch, int64_t capacity, DType dtype) const {
+  return KVCache(config_.attention, config_.layers, batch, capacity > 0 ? capacity : config_.context, dtype,
+                 wte.weight.device());
+}
+
+Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
+  check<ShapeError>(ids.dim() == 2 && ids.size(0) == cache.batch(), "gpt: expected ids [", cache.batch(),
+                    ", len] for a cache of ", cache.batch(), " sequences, got ", shape_str(ids.shape()));
+  Tensor x = embed(ids, cache.length());
+  for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_cached(x, cache, int64_t(l));
+  cache.advance(ids.size(1));
+  return head(x);
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,82 @@
+// GPT as the study's official language-model code defines it (GPT-2 style): token and learned
+// absolute position embeddings, pre-LN blocks (LayerNorm eps 1e-5) of causal attention with any
+// projection- and head-sharing variant (QKV, Q-K=V, Q=K-V, Q=K=V, GQA-g, MQA, Q-GQA-g, Q-MQA)
+// and an exact-GELU MLP, residual dropout after each sublayer, a final LayerNorm and an output
+// layer tied to the token embedding. Every Linear has a bias; weights and embeddings start
+// N(0, 0.02), biases 0. Decoding runs the same weights incrementally over a KVCache.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "nn/kv_cache.h"
+#include "nn/layers.h"
+
+namespace qkv::nn {
+
+struct GPTConfig {
+  int64_t vocab = 50304;     // GPT-2's 50257 padded to a multiple of 64
+  int64_t context = 1024;    // positions the model has embeddings for
+  int64_t layers = 12;
+  int64_t ffn = 0;           // MLP width; 0: 4 d_model
+  double dropout = 0.1;      // residual dropout
+  double init_std = 0.02;
+  AttentionConfig attention; // d_model, heads, kv_heads, sharing (always causal, no 2D scores)
+
+  int64_t d_model() const { return attention.d_model; }
+  int64_t ffn_width() const { return ffn > 0 ? ffn : 4 * attention.d_model; }
+  void validate() const;     // ValueError naming the bad field
+};
+
+// Closed forms, no model built: parameters (tied head counted once) and multiply-accumulates of
+// one forward pass over a sequence of n tokens (PAPER.md: projections p n d^2, scores and
+// mixing 2 n^2 d, output n d^2, MLP 2 n d d_ff, LM head n d V), per sequence.
+int64_t gpt_parameter_count(const GPTConfig& c);
+int64_t gpt_attention_parameter_count(const GPTConfig& c);   // one layer: projections and W_o
+struct GPTMacs {
+  int64_t projections = 0, attention = 0, output = 0, mlp = 0, head = 0;
+  int64_t total() const { return projections + attention + output + mlp + head; }
+};
+GPTMacs gpt_macs(const GPTConfig& c, int64_t n);
+
+class GPTBlock : public Module {
+ public:
+  GPTBlock(const GPTConfig& c, Generator* gen);
+  Tensor forward(const Tensor& x) const;
+  Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t layer) const;
+  LayerNorm ln1;
+  Attention attn;
+  LayerNorm ln2;
+  Linear fc, proj;
+  Dropout drop;
+
+ private:
+  Tensor mlp(const Tensor& x) const;
+};
+
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTConfig& config, Generator* gen = nullptr);
+  // ids [B, T] (int64, T <= context) -> logits [B, T, vocab].
+  Tensor forward(const Tensor& ids) const;
+  // Mean cross-entropy of the next-token logits against targets [B, T]; targets of -100 add
+  // nothing.
+  Tensor loss(const Tensor& ids, const Tensor& targets) const;
+  // A cache for `batch` sequences of up to `capacity` positions (0: the context), on the
+  // model's device.
+  KVCache make_cache(int64_t batch, int64_t capacity = 0, DType dtype = DType::f32) const;
+  // The next positions of the sequences in `cache`: ids [B, T] -> logits [B, T, vocab]; the
+  // cache then holds them too. Prefill is the first call; decoding feeds one token at a time.
+  Tensor forward_cached(const Tensor& ids, KVCache& cache) const;
+  const GPTConfig& config() const { return config_; }
+
+  Embedding wte, wpe;
+  std::vector<std::unique_ptr<GPTBlock>> blocks;
+  LayerNorm ln_f;
+
+ private:
+  Tensor embed(const Tensor& ids, int64_t start) const;
+  Tensor head(const Tensor& x) const;
+  GPTConfig config_;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,164 @@
+// GPT: parameter counts and MACs against the paper's closed forms, the tied output layer,
+// decoding over the KV cache against the full forward pass for every variant, and the cache's
+// bytes as the allocator counts them.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/autograd.h"
+#include "nn/models/gpt.h"
+#include "tensor/allocator.h"
+
+using namespace qkv;
+using namespace qkv::nn;
+
+namespace {
+
+struct LmVariant {
+  const char* name;
+  Sharing sharing;
+  int64_t kv_heads;   // 0: MHA
+};
+// The eight variants of the language-model study, with 4 heads (GQA-2).
+const LmVariant kVariants[] = {{"QKV", Sharing::qkv, 0},     {"Q-K=V", Sharing::q_kv, 0},  {"Q=K-V", Sharing::qk_v, 0},
+                               {"Q=K=V", Sharing::all, 0},   {"GQA-2", Sharing::qkv, 2},   {"MQA", Sharing::qkv, 1},
+                               {"Q-GQA-2", Sharing::q_kv, 2}, {"Q-MQA", Sharing::q_kv, 1}};
+
+GPTConfig tiny(const LmVariant& v) {
+  GPTConfig c;
+  c.vocab = 97;
+  c.context = 24;
+  c.layers = 2;
+  c.dropout = 0.0;
+  c.attention.d_model = 32;
+  c.attention.heads = 4;
+  c.attention.kv_heads = v.kv_heads;
+  c.attention.sharing = v.sharing;
+  return c;
+}
+
+GPTConfig paper_300m(Sharing s, int64_t kv_heads = 0) {
+  GPTConfig c;
+  c.vocab = 50304;
+  c.context = 2048;
+  c.layers = 20;
+  c.ffn = 4096;
+  c.attention.d_model = 1024;
+  c.attention.heads = 16;
+  c.attention.kv_heads = kv_heads;
+  c.attention.sharing = s;
+  return c;
+}
+
+Tensor random_ids(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
+  Generator g(seed);
+  std::vector<int64_t> ids(size_t(B * T));
+  Tensor u = uniform({B * T}, 0.0, double(vocab), {}, &g);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = std::min<int64_t>(vocab - 1, int64_t(u.data<float>()[i]));
+  return from_vector(ids, {B, T});
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  Tensor x = a.contiguous(), y = b.contiguous();
+  double m = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) m = std::max(m, std::fabs(double(x.data<float>()[i]) - y.data<float>()[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("gpt: the closed-form parameter count equals the model's for every variant") {
+  for (const auto& v : kVariants) {
+    CAPTURE(v.name);
+    Generator g(1);
+    GPT model(tiny(v), &g);
+    CHECK(model.num_parameters() == gpt_parameter_count(tiny(v)));
+  }
+}
+
+TEST_CASE("gpt: the paper's 300M parameter counts and GMACs at 2048 tokens") {
+  CHECK(gpt_parameter_count(paper_300m(Sharing::qkv)) == 305534976);
+  CHECK(gpt_parameter_count(paper_300m(Sharing::q_kv)) == 284542976);
+  CHECK(gpt_parameter_count(paper_300m(Sharing::qk_v)) == 284542976);
+  CHECK(gpt_parameter_count(paper_300m(Sharing::all)) == 263550976);
+  // PAPER.md: 792.69 / 749.74 / 706.79 GMACs for QKV / two projections / Q=K=V.
+  CHECK(std::llround(gpt_macs(paper_300m(Sharing::qkv), 2048).total() / 1e7) == 79269);
+  CHECK(std::llround(gpt_macs(paper_300m(Sharing::q_kv), 2048).total() / 1e7) == 74974);
+  CHECK(std::llround(gpt_macs(paper_300m(Sharing::all), 2048).total() / 1e7) == 70679);
+}
+
+TEST_CASE("gpt: the output layer is the token embedding, and both of its uses get gradient") {
+  LmVariant v = kVariants[0];
+  Generator g(2);
+  GPT model(tiny(v), &g);
+  const auto names = model.named_parameters();
+  int wte = 0;
+  for (const auto& [name, p] : names) wte += name == "wte.weight";
+  CHECK(wte == 1);
+  Tensor ids = random_ids(2, 8, 97, 3);
+  model.loss(ids, random_ids(2, 8, 97, 4)).backward();
+  // A token that never appears in the input still gets gradient through the output layer.
+  Tensor grad = model.wte.weight.grad();
+  REQUIRE(grad.defined());
+  double row_norm = 0;
+  for (int64_t i = 0; i < 32; ++i) row_norm += std::fabs(grad.contiguous().data<float>()[96 * 32 + i]);
+  CHECK(row_norm > 0);
+}
+
+TEST_CASE("gpt: prefill plus one-token decoding over the KV cache equals the full forward pass") {
+  for (const auto& v : kVariants) {
+    CAPTURE(v.name);
+    Generator g(5);
+    GPT model(tiny(v), &g);
+    model.eval();
+    NoGradGuard no_grad;
+    const int64_t B = 2, T = 20, prompt = 7;
+    Tensor ids = random_ids(B, T, 97, 6);
+    Tensor full = model.forward(ids);   // [B, T, V]
+    KVCache cache = model.make_cache(B);
+    Tensor logits = model.forward_cached(ids.narrow(1, 0, prompt), cache);
+    CHECK(max_abs_diff(logits, full.narrow(1, 0, prompt)) < 1e-5);
+    for (int64_t t = prompt; t < T; ++t) {
+      Tensor step = model.forward_cached(ids.narrow(1, t, 1), cache);
+      CHECK(max_abs_diff(step, full.narrow(1, t, 1)) < 1e-5);
+    }
+    CHECK(cache.length() == T);
+    CHECK_THROWS_AS(model.forward_cached(ids, cache), ValueError);   // past the context
+  }
+}
+
+TEST_CASE("gpt: a bfloat16 cache decodes close to the float32 forward pass") {
+  Generator g(7);
+  GPT model(tiny(kVariants[1]), &g);
+  model.eval();
+  NoGradGuard no_grad;
+  Tensor ids = random_ids(1, 12, 97, 8);
+  Tensor full = model.forward(ids);
+  KVCache cache = model.make_cache(1, 0, DType::bf16);
+  model.forward_cached(ids.narrow(1, 0, 6), cache);
+  Tensor step = model.forward_cached(ids.narrow(1, 6, 1), cache);
+  CHECK(max_abs_diff(step, full.narrow(1, 6, 1)) < 5e-2);
+}
+
+TEST_CASE("kv cache: bytes from the allocator equal the closed form; K=V stores one tensor") {
+  for (const auto& v : kVariants) {
+    CAPTURE(v.name);
+    GPTConfig c = tiny(v);
+    c.attention.causal = true;
+    for (DType dt : {DType::f32, DType::bf16}) {
+      const size_t before = memory_stats(kCPU).current;
+      {
+        KVCache cache(c.attention, c.layers, 3, 16, dt);
+        const int64_t expected = KVCache::bytes_per_token(c.attention, c.layers, dt) * 3 * 16;
+        CHECK(cache.bytes() == expected);
+        CHECK(int64_t(memory_stats(kCPU).current - before) == expected);
+        CHECK(cache.stores_values() == !ties_k_and_v(v.sharing));
+      }
+      CHECK(memory_stats(kCPU).current == before);
+    }
+  }
+  GPTConfig qkv = tiny(kVariants[0]), q_mqa = tiny(kVariants[7]);
+  // 4 heads: K=V halves the cache, one KV head divides it by 4 more.
+  CHECK(KVCache::bytes_per_token(qkv.attention, 2, DType::f32) == 2 * 4 * 8 * 4 * 2);
+  CHECK(KVCache::bytes_per_token(q_mqa.attention, 2, DType::f32) == 1 * 1 * 8 * 4 * 2);
+}

@@ -1,0 +1,657 @@
+// Tests of the language-model data layer: token shards (round trip, every corrupt-file error,
+// the rolling writer), text sources (text pieces that encode like the whole, JSONL plain / gzip /
+// zstd and their errors), `data prepare` (on files written here and on tiny-shakespeare under
+// $QKV_DATA) and TokenBatches (coverage, determinism, resuming, per-document padding).
+#include <doctest/doctest.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "tensor/error.h"
+#include "train/data/bpe.h"
+#include "train/data/token_dataset.h"
+#include "train/data/text_sources.h"
+
+using namespace qkv;
+using namespace qkv::train::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path data_dir() {
+  const char* env = std::getenv("QKV_DATA");
+  return (env && *env) ? fs::path(env) : fs::path(QKV_DEFAULT_DATA_DIR);
+}
+fs::path tokenizer_dir() { return data_dir() / "gpt2-tokenizer"; }
+
+const Gpt2Tokenizer& gpt2() {
+  static const Gpt2Tokenizer tok = Gpt2Tokenizer::load(tokenizer_dir());
+  return tok;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path = fs::temp_directory_path() / cat("qkvlab-tokendata-", ::getpid(), "-", counter++);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const fs::path& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary);
+  out << s;
+}
+
+void write_gzip(const fs::path& p, const std::string& s) {
+  gzFile f = gzopen(p.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, s.data(), unsigned(s.size())) == int(s.size()));
+  gzclose(f);
+}
+
+std::string zstd_bytes(const std::string& s) {
+  std::string out(ZSTD_compressBound(s.size()), '\0');
+  const size_t n = ZSTD_compress(out.data(), out.size(), s.data(), s.size(), 3);
+  REQUIRE(!ZSTD_isError(n));
+  out.resize(n);
+  return out;
+}
+
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "<no error of the expected type thrown>";
+}
+
+void check_contains(const std::string& message, std::initializer_list<std::string> parts) {
+  for (const std::string& p : parts) CHECK_MESSAGE(message.find(p) != std::string::npos, "'", p, "' not in: ", message);
+}
+
+std::vector<int32_t> shard_tokens(const fs::path& p) {
+  const TokenShard s = read_token_shard(p);
+  return {s.tokens().begin(), s.tokens().end()};
+}
+
+// A dataset folder written by hand: each split's shards and a dataset.json listing them.
+void write_dataset(const fs::path& dir, const std::map<std::string, std::vector<std::vector<int32_t>>>& splits,
+                   int64_t vocab, int32_t eot) {
+  nlohmann::json js = nlohmann::json::object();
+  for (const auto& [name, shards] : splits) {
+    nlohmann::json list = nlohmann::json::array();
+    int64_t total = 0;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const fs::path p = token_shard_path(dir / name, int64_t(i));
+      write_token_shard(p, shards[i], vocab);
+      list.push_back({{"file", p.filename().string()}, {"tokens", shards[i].size()}});
+      total += int64_t(shards[i].size());
+    }
+    js[name] = {{"tokens", total}, {"shards", list}};
+  }
+  const nlohmann::json info = {{"tokenizer", {{"vocab_size", vocab}, {"eot", eot}}}, {"splits", js}};
+  write_file(dir / "dataset.json", info.dump(2));
+}
+
+// Rows of a [B, T] int64 tensor.
+std::vector<std::vector<int64_t>> rows(const Tensor& t) {
+  const std::vector<int64_t> v = t.to_vector<int64_t>();
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t b = 0; b < t.size(0); ++b)
+    out.emplace_back(v.begin() + b * t.size(1), v.begin() + (b + 1) * t.size(1));
+  return out;
+}
+
+}  // namespace
+
+// ---- shards -----------------------------------------------------------------------------------
+
+TEST_CASE("token shards: write and read back") {
+  TempDir tmp;
+  const std::vector<int32_t> tokens = {0, 1, 50256, 65535 % 50257, 42, 7};
+  write_token_shard(tmp.path / "a.bin", tokens, 50257);
+  const TokenShard s = read_token_shard(tmp.path / "a.bin");
+  CHECK(s.size() == 6);
+  CHECK(s.vocab_size() == 50257);
+  CHECK(shard_tokens(tmp.path / "a.bin") == tokens);
+  CHECK(s[2] == 50256);
+  CHECK(fs::file_size(tmp.path / "a.bin") == 32 + 2 * tokens.size());
+  CHECK(read_file(tmp.path / "a.bin").substr(0, 8) == std::string("QKVTOKS\0", 8));
+  write_token_shard(tmp.path / "empty.bin", {}, 10);
+  CHECK(read_token_shard(tmp.path / "empty.bin").size() == 0);
+  write_token_shard(tmp.path / "full.bin", std::vector<int32_t>{65535, 0}, 65536);
+  CHECK(shard_tokens(tmp.path / "full.bin") == std::vector<int32_t>{65535, 0});
+  // Moving a shard keeps the mapping alive.
+  TokenShard moved = read_token_shard(tmp.path / "a.bin");
+  TokenShard other = std::move(moved);
+  CHECK(other.size() == 6);
+  CHECK(other[5] == 7);
+  // Nothing but the shards is left behind.
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path)) files += e.is_regular_file();
+  CHECK(files == 3);
+  check_contains(error_of<ValueError>([&] { write_token_shard(tmp.path / "b.bin", std::vector<int32_t>{1, 10}, 10); }),
+                 {"token 10", "position 1", "[0, 10)"});
+  check_contains(error_of<ValueError>([&] { write_token_shard(tmp.path / "b.bin", std::vector<int32_t>{1}, 70000); }),
+                 {"vocab size 70000"});
+  CHECK(!fs::exists(tmp.path / "b.bin"));
+}
+
+TEST_CASE("token shards: each corrupt file gives an IOError naming the file and the field") {
+  TempDir tmp;
+  const fs::path good = tmp.path / "good.bin", bad = tmp.path / "bad.bin";
+  write_token_shard(good, std::vector<int32_t>{1, 2, 3, 50, 4}, 100);
+  const std::string bytes = read_file(good);
+  auto corrupt = [&](std::string b) {
+    write_file(bad, b);
+    return error_of<IOError>([&] { read_token_shard(bad); });
+  };
+  auto patched = [&](size_t offset, const void* v, size_t n) {
+    std::string b = bytes;
+    std::memcpy(b.data() + offset, v, n);
+    return corrupt(b);
+  };
+  const std::string name = bad.string();
+  check_contains(error_of<IOError>([&] { read_token_shard(tmp.path / "missing.bin"); }),
+                 {(tmp.path / "missing.bin").string(), "cannot open"});
+  check_contains(corrupt(bytes.substr(0, 10)), {name, "truncated", "header", "10"});
+  check_contains(patched(0, "QKVTOKZ", 7), {name, "bad magic", "QKVTOKZ"});
+  const uint32_t v2 = 2, h8 = 8, h31 = 31, vocab0 = 0, vocab_big = 70000;
+  check_contains(patched(8, &v2, 4), {name, "unknown version 2", "field version"});
+  check_contains(patched(12, &h8, 4), {name, "header size 8", "field header_size"});
+  check_contains(patched(12, &h31, 4), {name, "field header_size"});
+  check_contains(patched(24, &vocab0, 4), {name, "vocab size 0", "field vocab_size"});
+  check_contains(patched(24, &vocab_big, 4), {name, "vocab size 70000", "field vocab_size"});
+  check_contains(corrupt(bytes.substr(0, bytes.size() - 2)), {name, "truncated", "field token_count", "5 tokens"});
+  check_contains(corrupt(bytes.substr(0, bytes.size() - 1)), {name, "truncated", "field token_count"});
+  check_contains(corrupt(bytes + "xyz"), {name, "3 trailing bytes", "field token_count"});
+  const uint64_t count9 = 9;
+  check_contains(patched(16, &count9, 8), {name, "truncated", "9 tokens"});
+  const uint16_t t100 = 100;
+  check_contains(patched(32 + 2 * 3, &t100, 2), {name, "token 100 at index 3", "vocab size 100", "field vocab_size"});
+  const uint32_t vocab50 = 50;   // token 50 at index 3 is now out of range
+  check_contains(patched(24, &vocab50, 4), {name, "token 50 at index 3", "field vocab_size"});
+  CHECK(read_token_shard(good).size() == 5);
+}
+
+TEST_CASE("token shards: the writer rolls over every N tokens") {
+  TempDir tmp;
+  const fs::path prefix = tmp.path / "train";
+  std::vector<int32_t> all;
+  {
+    TokenShardWriter w(prefix, 1000, 10);
+    for (int32_t chunk : {7, 7, 7, 4}) {
+      std::vector<int32_t> t;
+      for (int32_t i = 0; i < chunk; ++i) t.push_back(int32_t(all.size()) + i);
+      w.append(t);
+      all.insert(all.end(), t.begin(), t.end());
+    }
+    CHECK(w.shards().size() == 2);   // the third is still open
+    check_contains(error_of<ValueError>([&] { w.append(std::vector<int32_t>{5, 1000}); }),
+                   {"token 1000", "position 26", "[0, 1000)"});
+    CHECK(w.tokens() == 25);
+    w.finish();
+    w.finish();
+    REQUIRE(w.shards().size() == 3);
+    CHECK(w.shards()[0].path == tmp.path / "train_000000.bin");
+    CHECK(w.shards()[2].path == tmp.path / "train_000002.bin");
+    CHECK(w.shards()[2].tokens == 5);
+  }
+  std::vector<int32_t> back;
+  for (int i = 0; i < 3; ++i) {
+    const auto t = shard_tokens(token_shard_path(prefix, i));
+    CHECK(int64_t(t.size()) == (i < 2 ? 10 : 5));
+    back.insert(back.end(), t.begin(), t.end());
+  }
+  CHECK(back == all);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path)) files += e.is_regular_file();
+  CHECK(files == 3);
+
+  // Abandoned before finish(): completed shards stay, the open one's temporary file goes.
+  {
+    TokenShardWriter w(tmp.path / "val", 1000, 4);
+    w.append(std::vector<int32_t>{1, 2, 3, 4, 5, 6});
+  }
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(tmp.path)) names.insert(e.path().filename().string());
+  CHECK(names == std::set<std::string>{"train_000000.bin", "train_000001.bin", "train_000002.bin", "val_000000.bin"});
+  CHECK(error_of<ValueError>([&] { TokenShardWriter(prefix, 10, 0); }).find("at least 1") != std::string::npos);
+}
+
+// ---- text sources -----------------------------------------------------------------------------
+
+TEST_CASE("text sources: format and compression from the file name") {
+  CHECK(text_source_kind("a.txt").format == TextFormat::text);
+  CHECK(text_source_kind("a.txt").compression == Compression::none);
+  CHECK(text_source_kind("a.jsonl").format == TextFormat::jsonl);
+  CHECK(text_source_kind("dir/a.JSONL.GZ").format == TextFormat::jsonl);
+  CHECK(text_source_kind("a.jsonl.gz").compression == Compression::gzip);
+  CHECK(text_source_kind("a.jsonl.zst").compression == Compression::zstd);
+  CHECK(text_source_kind("a.ndjson.zstd").format == TextFormat::jsonl);
+  CHECK(text_source_kind("a.txt.zst").format == TextFormat::text);
+  CHECK(text_source_kind("input").format == TextFormat::text);
+}
+
+TEST_CASE("text sources: a text document in pieces encodes like the whole") {
+  TempDir tmp;
+  const std::string corpus = read_file(fs::path(QKV_SOURCE_DIR) / "tests" / "tokenizer" / "corpus.txt");
+  std::string text;
+  for (int i = 0; i < 6; ++i) text += corpus + (i % 2 ? "\n" : "  \n\n") + "日本語の文。\n中文。\n";
+  write_file(tmp.path / "doc.txt", text);
+  write_gzip(tmp.path / "doc.txt.gz", text);
+  write_file(tmp.path / "doc.txt.zst", zstd_bytes(text));
+  for (const std::string name : {"doc.txt", "doc.txt.gz", "doc.txt.zst"}) {
+    for (size_t chunk : {size_t(64), size_t(1000), size_t(1) << 20}) {
+      INFO(name, " in pieces of ", chunk);
+      DocumentReader r(tmp.path / name, chunk);
+      TextPiece p;
+      std::string joined;
+      std::vector<int32_t> ids;
+      int pieces = 0;
+      while (r.next(p)) {
+        CHECK(p.starts_document == (pieces == 0));
+        joined += p.text;
+        gpt2().encode_ordinary_into(p.text, ids);
+        ++pieces;
+      }
+      CHECK(joined == text);
+      CHECK(ids == gpt2().encode_ordinary(text));
+      CHECK(r.documents() == 1);
+      CHECK(r.consumed() == int64_t(fs::file_size(tmp.path / name)));
+      if (chunk == 64) CHECK(pieces > 50);
+    }
+  }
+  // An empty file is one empty document.
+  write_file(tmp.path / "empty.txt", "");
+  DocumentReader r(tmp.path / "empty.txt");
+  TextPiece p;
+  CHECK(r.next(p));
+  CHECK(p.starts_document);
+  CHECK(p.text.empty());
+  CHECK(!r.next(p));
+}
+
+TEST_CASE("text sources: safe cuts never split a pre-token") {
+  CHECK(safe_text_cut("ab cd", 10) == 2);
+  CHECK(safe_text_cut("ab  cd", 10) == 0);      // a run of spaces
+  CHECK(safe_text_cut("ab\n\ncd", 10) == 0);
+  CHECK(safe_text_cut("ab\ncd", 10) == 2);
+  CHECK(safe_text_cut("é\n日", 10) == 2);        // multi-byte neighbours
+  CHECK(safe_text_cut("a\xC2\xA0 b", 10) == 0);  // no-break space beside it
+  CHECK(safe_text_cut("a \xC2\x85", 10) == 0);   // NEL after it
+  CHECK(safe_text_cut("x y z", 2) == 1);
+}
+
+TEST_CASE("text sources: JSONL plain, gzip and zstd") {
+  TempDir tmp;
+  const std::string jsonl =
+      "{\"text\": \"first doc\", \"id\": 1}\n\n{\"text\": \"second\\nline <|endoftext|> caf\\u00e9\"}\r\n"
+      "   \n{\"meta\": {\"a\": 1}, \"text\": \"\"}\n{\"text\": \"no newline at the end\"}";
+  const std::vector<std::string> want = {"first doc", "second\nline <|endoftext|> café", "", "no newline at the end"};
+  write_file(tmp.path / "d.jsonl", jsonl);
+  write_gzip(tmp.path / "d.jsonl.gz", jsonl);
+  write_file(tmp.path / "d.jsonl.zst", zstd_bytes(jsonl));
+  for (const std::string name : {"d.jsonl", "d.jsonl.gz", "d.jsonl.zst"}) {
+    INFO(name);
+    DocumentReader r(tmp.path / name);
+    std::vector<std::string> got;
+    TextPiece p;
+    while (r.next(p)) {
+      CHECK(p.starts_document);
+      got.push_back(p.text);
+    }
+    CHECK(got == want);
+    CHECK(r.documents() == 4);
+    CHECK(r.line() == 6);
+  }
+
+  auto jsonl_error = [&](const std::string& content) {
+    write_file(tmp.path / "bad.jsonl", content);
+    return error_of<IOError>([&] {
+      DocumentReader r(tmp.path / "bad.jsonl");
+      TextPiece p;
+      while (r.next(p)) {
+      }
+    });
+  };
+  const std::string bad = (tmp.path / "bad.jsonl").string();
+  check_contains(jsonl_error("{\"text\": \"a\"}\n{\"text\": \"b\"}\n{\"text\": oops}\n"), {bad + ":3", "malformed JSON"});
+  check_contains(jsonl_error("{\"text\": \"a\"}\n{\"body\": \"b\"}\n"), {bad + ":2", "no \"text\" field"});
+  check_contains(jsonl_error("{\"text\": 12}\n"), {bad + ":1", "\"text\" is number", "expected a string"});
+  check_contains(jsonl_error("[\"text\"]\n"), {bad + ":1", "expected a JSON object", "array"});
+  check_contains(jsonl_error("{\"text\": \"a\"}\n{\"text\": \"b\""), {bad + ":2", "malformed JSON"});
+
+  // Broken compressed files.
+  const std::string gz = read_file(tmp.path / "d.jsonl.gz"), zst = read_file(tmp.path / "d.jsonl.zst");
+  auto read_all = [&](const fs::path& p) {
+    return error_of<IOError>([&] {
+      DocumentReader r(p);
+      TextPiece piece;
+      while (r.next(piece)) {
+      }
+    });
+  };
+  write_file(tmp.path / "cut.jsonl.gz", gz.substr(0, gz.size() / 2));
+  check_contains(read_all(tmp.path / "cut.jsonl.gz"), {(tmp.path / "cut.jsonl.gz").string(), "gzip"});
+  write_file(tmp.path / "cut.jsonl.zst", zst.substr(0, zst.size() - 5));
+  check_contains(read_all(tmp.path / "cut.jsonl.zst"), {(tmp.path / "cut.jsonl.zst").string(), "truncated zstd"});
+  write_file(tmp.path / "junk.jsonl.zst", "this is not zstd at all");
+  check_contains(read_all(tmp.path / "junk.jsonl.zst"), {(tmp.path / "junk.jsonl.zst").string(), "zstd"});
+  check_contains(read_all(tmp.path / "missing.jsonl"), {(tmp.path / "missing.jsonl").string(), "cannot open"});
+  check_contains(read_all(tmp.path / "missing.jsonl.gz"), {(tmp.path / "missing.jsonl.gz").string(), "cannot open"});
+  check_contains(read_all(tmp.path / "missing.txt.zst"), {(tmp.path / "missing.txt.zst").string(), "cannot open"});
+}
+
+// ---- data prepare -----------------------------------------------------------------------------
+
+TEST_CASE("data prepare: text and JSONL (plain, gzip, zstd) into train/val shards") {
+  TempDir tmp;
+  const std::vector<std::string> docs = {"A first document.\nWith two lines.", "second <|endoftext|> doc", "",
+                                         "Fourth: café, 日本語, 123."};
+  std::string jsonl;
+  for (const std::string& d : docs) jsonl += nlohmann::json({{"text", d}}).dump() + "\n";
+  write_file(tmp.path / "plain.txt", "Plain text file.\n\nIts own document.\n");
+  write_file(tmp.path / "a.jsonl", jsonl);
+  write_gzip(tmp.path / "b.jsonl.gz", jsonl);
+  write_file(tmp.path / "c.jsonl.zst", zstd_bytes(jsonl));
+
+  PrepareOptions o;
+  o.inputs = {tmp.path / "plain.txt", tmp.path / "a.jsonl", tmp.path / "b.jsonl.gz", tmp.path / "c.jsonl.zst"};
+  o.out = tmp.path / "out";
+  o.tokenizer = tokenizer_dir();
+  o.val_fraction = 0.25;
+  o.shard_tokens = 16;
+  o.progress = false;
+  const PrepareResult r = prepare_dataset(o);
+
+  std::vector<int32_t> want;
+  auto add_doc = [&](const std::string& d) {
+    want.push_back(gpt2().eot());
+    gpt2().encode_ordinary_into(d, want);
+  };
+  add_doc("Plain text file.\n\nIts own document.\n");
+  for (int i = 0; i < 3; ++i)
+    for (const std::string& d : docs) add_doc(d);
+  const int64_t total = int64_t(want.size()), val = std::llround(double(total) * 0.25);
+  CHECK(r.documents == 13);
+  CHECK(r.train.tokens == total - val);
+  CHECK(r.val.tokens == val);
+  std::vector<int32_t> got;
+  for (const auto* split : {&r.train, &r.val}) {
+    for (size_t i = 0; i < split->shards.size(); ++i) {
+      const auto t = shard_tokens(split->shards[i].path);
+      CHECK(int64_t(t.size()) == split->shards[i].tokens);
+      CHECK(int64_t(t.size()) <= 16);
+      if (i + 1 < split->shards.size()) CHECK(t.size() == 16);
+      got.insert(got.end(), t.begin(), t.end());
+    }
+  }
+  CHECK(got == want);
+  CHECK(r.train.shards[0].path == o.out / "train_000000.bin");
+  CHECK(r.val.shards[0].path == o.out / "val_000000.bin");
+
+  const nlohmann::json info = nlohmann::json::parse(read_file(o.out / "dataset.json"));
+  CHECK(info["documents"] == 13);
+  CHECK(info["tokens"] == total);
+  CHECK(info["tokenizer"]["vocab_size"] == 50257);
+  CHECK(info["tokenizer"]["eot"] == 50256);
+  CHECK(info["splits"]["train"]["tokens"] == total - val);
+  CHECK(info["splits"]["val"]["shards"].size() == r.val.shards.size());
+  CHECK(info["inputs"].size() == 4);
+  CHECK(info["inputs"][2]["compression"] == "gzip");
+  CHECK(info["inputs"][3]["compression"] == "zstd");
+  CHECK(info["inputs"][1]["format"] == "jsonl");
+  CHECK(info["inputs"][1]["documents"] == 4);
+  const DatasetInfo back = read_dataset_info(o.out);
+  CHECK(back.split("train").tokens == total - val);
+  check_contains(error_of<ValueError>([&] { back.split("test"); }), {"no split 'test'", "train, val"});
+
+  // prepare_once: up to date, so nothing is rewritten; a changed input prepares again.
+  const auto stamp = fs::last_write_time(o.out / "train_000000.bin");
+  CHECK(prepare_once(o, nullptr) == o.out);
+  CHECK(fs::last_write_time(o.out / "train_000000.bin") == stamp);
+  // Again with one input and bigger shards: the stale shards of the first run go.
+  o.inputs = {tmp.path / "plain.txt"};
+  o.shard_tokens = 1000;
+  prepare_once(o, nullptr);
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(o.out)) names.insert(e.path().filename().string());
+  CHECK(names == std::set<std::string>{"dataset.json", "train_000000.bin", "val_000000.bin"});
+
+  // Errors before any work.
+  PrepareOptions e = o;
+  e.inputs = {tmp.path / "nope.txt"};
+  check_contains(error_of<IOError>([&] { prepare_dataset(e); }), {(tmp.path / "nope.txt").string(), "not found"});
+  e = o;
+  e.val_fraction = 1;
+  check_contains(error_of<ValueError>([&] { prepare_dataset(e); }), {"--val-fraction", "[0, 1)"});
+  e = o;
+  e.inputs = {tmp.path};
+  check_contains(error_of<IOError>([&] { prepare_dataset(e); }), {"not a regular file"});
+  e = o;
+  e.tokenizer = tmp.path / "no-tokenizer";
+  check_contains(error_of<IOError>([&] { prepare_dataset(e); }), {"encoder.json"});
+  e = o;
+  e.inputs = {tmp.path / "a.jsonl"};
+  write_file(tmp.path / "a.jsonl", jsonl + "{\"text\": 5}\n");
+  check_contains(error_of<IOError>([&] { prepare_dataset(e); }), {(tmp.path / "a.jsonl").string() + ":5"});
+}
+
+TEST_CASE("data prepare: tiny-shakespeare is its BPE ids after one end-of-text") {
+  const fs::path input = data_dir() / "tinyshakespeare" / "input.txt";
+  REQUIRE_MESSAGE(fs::exists(input), input.string(), " is missing (set QKV_DATA to the data folder)");
+  TempDir tmp;
+  PrepareOptions o;
+  o.inputs = {input};
+  o.out = tmp.path;
+  o.tokenizer = tokenizer_dir();
+  o.progress = false;
+  const PrepareResult r = prepare_dataset(o);
+  std::vector<int32_t> want = {gpt2().eot()};
+  gpt2().encode_ordinary_into(read_file(input), want);
+  CHECK(want.size() == 338026);
+  CHECK(r.train.tokens == 304223);
+  CHECK(r.val.tokens == 33803);
+  std::vector<int32_t> got = shard_tokens(r.train.shards.at(0).path);
+  const auto v = shard_tokens(r.val.shards.at(0).path);
+  got.insert(got.end(), v.begin(), v.end());
+  CHECK(got == want);
+}
+
+// ---- batches ----------------------------------------------------------------------------------
+
+TEST_CASE("token batches: packed windows cover every window once per epoch, reproducibly") {
+  TempDir tmp;
+  // Tokens 0..999 in three shards of uneven size: windows straddle shard boundaries.
+  std::vector<std::vector<int32_t>> shards(3);
+  for (int32_t i = 0; i < 1000; ++i) shards[i < 300 ? 0 : i < 700 ? 1 : 2].push_back(i);
+  write_dataset(tmp.path, {{"train", shards}, {"val", {{1, 2, 3}}}}, 1000, 999);
+  TokenBatchOptions o;
+  o.batch = 5;
+  o.context = 7;
+  o.seed = 11;
+  TokenBatches b(tmp.path, "train", o);
+  CHECK(b.tokens() == 1000);
+  CHECK(b.windows_per_epoch() == 142);   // (1000 - 1) / 7
+
+  std::vector<int64_t> starts;
+  while (starts.size() < 142 * 2) {
+    Tensor x, y;
+    b.next(x, y);
+    CHECK(x.dtype() == DType::i64);
+    CHECK(x.shape() == Shape{5, 7});
+    CHECK(y.shape() == Shape{5, 7});
+    const auto xs = rows(x), ys = rows(y);
+    for (size_t r = 0; r < xs.size(); ++r) {
+      CHECK(xs[r][0] % 7 == 0);
+      for (int64_t j = 0; j < 7; ++j) {
+        CHECK(xs[r][size_t(j)] == xs[r][0] + j);
+        CHECK(ys[r][size_t(j)] == xs[r][0] + j + 1);
+      }
+      starts.push_back(xs[r][0]);
+    }
+  }
+  std::vector<int64_t> e0(starts.begin(), starts.begin() + 142), e1(starts.begin() + 142, starts.begin() + 284);
+  std::vector<int64_t> all;
+  for (int64_t w = 0; w < 142; ++w) all.push_back(w * 7);
+  CHECK(e0 != all);   // shuffled
+  CHECK(e0 != e1);    // reshuffled per epoch
+  std::sort(e0.begin(), e0.end());
+  std::sort(e1.begin(), e1.end());
+  CHECK(e0 == all);
+  CHECK(e1 == all);
+  CHECK(b.cursor() == TokenCursor{2, 1});   // 57 batches of 5: two epochs of 142 and one more
+
+  // Same seed, same order; another seed, another order; no shuffle, file order.
+  TokenBatches same(tmp.path, "train", o);
+  o.seed = 12;
+  TokenBatches other(tmp.path, "train", o);
+  o.shuffle = false;
+  TokenBatches plain(tmp.path, "train", o);
+  Tensor x1, y1, x2, y2, x3, y3;
+  same.next(x1, y1);
+  other.next(x2, y2);
+  plain.next(x3, y3);
+  std::vector<int64_t> same_firsts;
+  for (const auto& r : rows(x1)) same_firsts.push_back(r[0]);
+  CHECK(same_firsts == std::vector<int64_t>(starts.begin(), starts.begin() + 5));
+  CHECK(x1.to_vector<int64_t>() != x2.to_vector<int64_t>());
+  std::vector<int64_t> firsts;
+  for (const auto& r : rows(x3)) firsts.push_back(r[0]);
+  CHECK(firsts == std::vector<int64_t>{0, 7, 14, 21, 28});
+}
+
+TEST_CASE("token batches: seek(cursor) resumes exactly the same batches") {
+  TempDir tmp;
+  std::vector<int32_t> t;
+  for (int32_t i = 0; i < 500; ++i) t.push_back(i % 45 == 0 ? 999 : (i * 37) % 997);   // 12 documents
+  write_dataset(tmp.path, {{"train", {t}}}, 1000, 999);
+  for (LmSampling sampling : {LmSampling::packed, LmSampling::per_document}) {
+    TokenBatchOptions o;
+    o.batch = 3;
+    o.context = 16;
+    o.sampling = sampling;
+    o.seed = 5;
+    TokenBatches a(tmp.path, "train", o);
+    // Run past an epoch boundary (31 windows / 12 documents per epoch), saving a cursor midway.
+    TokenCursor saved;
+    std::vector<std::vector<int64_t>> after;
+    for (int step = 0; step < 30; ++step) {
+      if (step == 13) saved = a.cursor();
+      Tensor x, y;
+      a.next(x, y);
+      if (step >= 13) {
+        after.push_back(x.to_vector<int64_t>());
+        after.push_back(y.to_vector<int64_t>());
+      }
+    }
+    CHECK(a.cursor().epoch >= 1);
+    TokenBatches b(tmp.path, "train", o);
+    b.seek(saved);
+    CHECK(b.cursor() == saved);
+    for (size_t k = 0; k < after.size(); k += 2) {
+      Tensor x, y;
+      b.next(x, y);
+      CHECK(x.to_vector<int64_t>() == after[k]);
+      CHECK(y.to_vector<int64_t>() == after[k + 1]);
+    }
+    CHECK(b.cursor() == a.cursor());
+  }
+  TokenBatches c(tmp.path, "train", TokenBatchOptions{});
+  check_contains(error_of<ValueError>([&] { c.seek({0, c.windows_per_epoch()}); }), {"index", "outside"});
+  check_contains(error_of<ValueError>([&] { c.seek({-1, 0}); }), {"epoch"});
+}
+
+TEST_CASE("token batches: per-document samples are padded and their padding ignored") {
+  TempDir tmp;
+  const int32_t E = 999;
+  // Documents: [E 1 2 3], [E 4..13] (longer than a sample), [E] (empty), [E 20]; and a val split
+  // that starts in the middle of a document.
+  std::vector<int32_t> stream = {E, 1, 2, 3, E, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, E, E, 20};
+  write_dataset(tmp.path, {{"train", {std::vector<int32_t>(stream.begin(), stream.begin() + 7),
+                                      std::vector<int32_t>(stream.begin() + 7, stream.end())}},
+                           {"val", {{5, 6, E, 7}}}},
+                1000, E);
+  TokenBatchOptions o;
+  o.batch = 4;
+  o.context = 6;
+  o.sampling = LmSampling::per_document;
+  o.shuffle = false;
+  TokenBatches b(tmp.path, "train", o);
+  CHECK(b.windows_per_epoch() == 4);
+  CHECK(b.eot() == E);
+  Tensor x, y;
+  b.next(x, y);
+  const int64_t I = kIgnoreTarget;
+  using Rows = std::vector<std::vector<int64_t>>;
+  CHECK(rows(x) == Rows{{E, 1, 2, 3, E, E}, {E, 4, 5, 6, 7, 8}, {E, E, E, E, E, E}, {E, 20, E, E, E, E}});
+  CHECK(rows(y) == Rows{{1, 2, 3, E, I, I}, {4, 5, 6, 7, 8, 9}, {E, I, I, I, I, I}, {20, E, I, I, I, I}});
+
+  o.loss_on_padding = true;
+  TokenBatches p(tmp.path, "train", o);
+  p.next(x, y);
+  CHECK(rows(y) == Rows{{1, 2, 3, E, E, E}, {4, 5, 6, 7, 8, 9}, {E, E, E, E, E, E}, {20, E, E, E, E, E}});
+
+  o.loss_on_padding = false;
+  o.batch = 2;
+  TokenBatches v(tmp.path, "val", o);
+  CHECK(v.windows_per_epoch() == 2);
+  v.next(x, y);
+  CHECK(rows(x) == Rows{{5, 6, E, E, E, E}, {E, 7, E, E, E, E}});
+  CHECK(rows(y) == Rows{{6, E, I, I, I, I}, {7, E, I, I, I, I}});
+}
+
+TEST_CASE("token batches: errors name the dataset, split and shard") {
+  TempDir tmp;
+  check_contains(error_of<IOError>([&] { TokenBatches(tmp.path, "train", TokenBatchOptions{}); }),
+                 {(tmp.path / "dataset.json").string(), "cannot open"});
+  write_dataset(tmp.path, {{"train", {{1, 2, 3, 4, 5}}}}, 10, 9);
+  check_contains(error_of<ValueError>([&] { TokenBatches(tmp.path, "val", TokenBatchOptions{}); }),
+                 {"no split 'val'", "train"});
+  TokenBatchOptions o;
+  o.context = 8;
+  check_contains(error_of<ValueError>([&] { TokenBatches(tmp.path, "train", o); }),
+                 {"split 'train'", "5 tokens", "context + 1 = 9"});
+  o.context = 0;
+  check_contains(error_of<ValueError>([&] { TokenBatches(tmp.path, "train", o); }), {"context must be at least 1"});
+  // dataset.json and the shard disagree.
+  write_token_shard(tmp.path / "train_000000.bin", std::vector<int32_t>{1, 2, 3}, 10);
+  check_contains(error_of<IOError>([&] { TokenBatches(tmp.path, "train", TokenBatchOptions{}); }),
+                 {"train_000000.bin", "holds 3 tokens", "lists 5"});
+  fs::remove(tmp.path / "train_000000.bin");
+  check_contains(error_of<IOError>([&] { TokenBatches(tmp.path, "train", TokenBatchOptions{}); }),
+                 {"train_000000.bin", "cannot open"});
+  write_file(tmp.path / "dataset.json", "{\"tokenizer\": {\"vocab_size\": 10}}");
+  check_contains(error_of<IOError>([&] { TokenBatches(tmp.path, "train", TokenBatchOptions{}); }),
+                 {"dataset.json", "tokenizer.eot"});
+  write_file(tmp.path / "dataset.json",
+             "{\"tokenizer\": {\"vocab_size\": 10, \"eot\": 9}, \"splits\": {\"train\": {\"tokens\": 1, "
+             "\"shards\": [{\"file\": \"../x.bin\", \"tokens\": 1}]}}}");
+  check_contains(error_of<IOError>([&] { TokenBatches(tmp.path, "train", TokenBatchOptions{}); }),
+                 {"dataset.json", "splits.train.shards[0].file"});
+}

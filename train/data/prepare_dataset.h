@@ -1,0 +1,62 @@
+// Prepared language-model datasets: `qkvlab data prepare` turns text sources into token shards
+// plus a dataset.json that describes them, and TokenBatches reads that description back.
+//
+// Every document is encoded with GPT-2's BPE (its "<|endoftext|>" spelled out as ordinary text)
+// and preceded by the end-of-text token, as llm.c does, giving one token stream over all inputs
+// in order. The last `val_fraction` of that stream (cut at a token boundary) becomes the val
+// split, the rest the train split: shards DIR/train_000000.bin, ..., DIR/val_000000.bin, ...
+// dataset.json is written last and atomically; shards it does not list are stale leftovers of an
+// earlier run and are removed.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "train/data/token_shard.h"
+
+namespace qkv::train::data {
+
+struct PrepareOptions {
+  std::vector<std::filesystem::path> inputs;   // text / JSONL files, plain, .gz or .zst
+  std::filesystem::path out;                   // created when missing
+  std::filesystem::path tokenizer;             // folder with encoder.json and vocab.bpe
+  double val_fraction = 0.1;                   // in [0, 1)
+  int64_t shard_tokens = 100'000'000;
+  int threads = 2;                             // encoding threads
+  bool progress = true;                        // progress bar (terminal) or lines on `log`
+};
+
+struct PreparedSplit {
+  int64_t tokens = 0;
+  std::vector<ShardFile> shards;
+};
+
+struct PrepareResult {
+  int64_t documents = 0, bytes = 0;
+  PreparedSplit train, val;
+  double seconds = 0;
+};
+
+// Validates everything (inputs exist, options in range, the tokenizer loads) before writing.
+PrepareResult prepare_dataset(const PrepareOptions& options, std::FILE* log = stdout);
+
+// options.out when its dataset.json already records this preparation (the same input paths,
+// sizes and modification times, tokenizer folder, val fraction and shard size) and its shards
+// are present; otherwise prepares it first. Returns options.out.
+std::filesystem::path prepare_once(const PrepareOptions& options, std::FILE* log = stdout);
+
+// dataset.json, as read back.
+struct DatasetInfo {
+  std::filesystem::path dir;
+  int64_t vocab_size = 0;
+  int32_t eot = 0;
+  // split name -> its shards (paths inside dir), in stream order
+  std::vector<std::pair<std::string, PreparedSplit>> splits;
+  const PreparedSplit& split(const std::string& name) const;   // ValueError naming the known splits
+};
+// IOError naming dataset.json and the field when it is missing or malformed.
+DatasetInfo read_dataset_info(const std::filesystem::path& dir);
+
+}  // namespace qkv::train::data
