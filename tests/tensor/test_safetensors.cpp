@@ -7,18 +7,14 @@
 
 #include "autograd/autograd.h"
 #include "tensor/safetensors.h"
+#include "tests/support/test_support.h"
 
 using namespace qkv;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / ("qkvlab-st-" + std::to_string(::getpid()))) { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using test::TempDir;
 
 // A safetensors file assembled byte by byte from the format description: 8-byte little-endian
 // header length, the JSON header, the data section.

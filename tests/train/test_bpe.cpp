@@ -20,6 +20,7 @@
 
 #include "tensor/error.h"
 #include "train/data/bpe.h"
+#include "tests/support/test_support.h"
 
 using namespace qkv;
 using qkv::train::data::Gpt2Tokenizer;
@@ -27,10 +28,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path data_dir() {
-  const char* env = std::getenv("QKV_DATA");
-  return (env && *env) ? fs::path(env) : fs::path(QKV_DEFAULT_DATA_DIR);
-}
+using test::data_dir;
+using test::read_file;
+using test::write_file;
+using test::TempDir;
 
 const Gpt2Tokenizer& gpt2() {
   static const Gpt2Tokenizer tok = [] {
@@ -41,31 +42,6 @@ const Gpt2Tokenizer& gpt2() {
   }();
   return tok;
 }
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE_MESSAGE(bool(in), "cannot open ", p.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_file(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary);
-  out << s;
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / cat("qkvlab-bpe-", ::getpid(), "-", counter++);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
 
 template <class E, class F>
 std::string error_of(F&& f) {

@@ -14,6 +14,7 @@
 #include "train/experiment/experiment.h"
 #include "train/experiment/overrides.h"
 #include "train/experiment/run_dir.h"
+#include "tests/support/test_support.h"
 
 using namespace qkv;
 using namespace qkv::train::experiment;
@@ -21,26 +22,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using test::TempDir;
+
 const std::string kSynthetic = std::string(QKV_SOURCE_DIR) + "/experiments/synthetic/";
 const std::vector<std::string> kTasks = {"reverse", "sort", "sub", "swap", "copy"};
 const std::vector<std::string> kSixVariants = {"QKV", "Q=K-V", "(Q=K-V)+", "Q-K=V", "Q=K=V", "(Q=K=V)+"};
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int count = 0;
-    path = fs::temp_directory_path() / cat("qkvlab-config-", ::getpid(), "-", count++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  // Writes `text` to a file in the folder and returns its path.
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path p = path / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
-};
 
 // The message of the ConfigError that `f` throws; fails the test when it throws nothing.
 std::string error_of(const std::function<void()>& f) {

@@ -24,6 +24,7 @@
 
 #include "train/data/image_dataset.h"
 #include "train/data/image_loader.h"
+#include "tests/support/test_support.h"
 
 using namespace qkv;
 using namespace qkv::train;
@@ -31,22 +32,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path data_dir() {
-  const char* env = std::getenv("QKV_DATA");
-  return (env && *env) ? fs::path(env) : fs::path(QKV_DEFAULT_DATA_DIR);
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / cat("qkvlab-imagedata-", ::getpid(), "-", counter++);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
+using test::data_dir;
+using test::TempDir;
 
 // The message of the IOError that f throws, or a marker that matches no expectation.
 template <class F>

@@ -9,17 +9,15 @@
 #include "train/report/attention_maps.h"
 #include "train/report/table.h"
 #include "train/synthetic_run.h"
+#include "tests/support/test_support.h"
 
 using namespace qkv;
 using namespace qkv::train;
 namespace fs = std::filesystem;
 
 namespace {
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("qkvlab-runner-" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
+
+using test::TempDir;
 const std::string kSource = QKV_SOURCE_DIR;
 }  // namespace
 

@@ -22,6 +22,7 @@
 #include "train/data/bpe.h"
 #include "train/data/token_dataset.h"
 #include "train/data/text_sources.h"
+#include "tests/support/test_support.h"
 
 using namespace qkv;
 using namespace qkv::train::data;
@@ -29,39 +30,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path data_dir() {
-  const char* env = std::getenv("QKV_DATA");
-  return (env && *env) ? fs::path(env) : fs::path(QKV_DEFAULT_DATA_DIR);
-}
+using test::data_dir;
+using test::read_file;
+using test::write_file;
+using test::TempDir;
+
 fs::path tokenizer_dir() { return data_dir() / "gpt2-tokenizer"; }
 
 const Gpt2Tokenizer& gpt2() {
   static const Gpt2Tokenizer tok = Gpt2Tokenizer::load(tokenizer_dir());
   return tok;
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / cat("qkvlab-tokendata-", ::getpid(), "-", counter++);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_file(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary);
-  out << s;
 }
 
 void write_gzip(const fs::path& p, const std::string& s) {

@@ -61,7 +61,7 @@ void generate_text(const GenerateOptions& o) {
   if (o.tokens > room)
     std::fprintf(stderr, "generate: %lld tokens requested, %lld fit in the context after the prompt\n",
                  static_cast<long long>(o.tokens), static_cast<long long>(room));
-  std::fprintf(stderr, "%s, step checkpoint %s\n", o.run.c_str(), checkpoint->filename().string().c_str());
+  std::fprintf(stderr, "%s, checkpoint %s\n", o.run.c_str(), checkpoint->filename().string().c_str());
   std::fputs(o.prompt.c_str(), stdout);
   generate(model, prompt, std::min(o.tokens, room), s, tokenizer.eot(), [&](int64_t id) {
     const int32_t one = int32_t(id);

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <climits>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -39,7 +40,7 @@ constexpr const char* kPattern =
 // Words up to this many bytes are merged by the direct loop and cached.
 constexpr size_t kDirectMaxBytes = 64;
 constexpr size_t kCacheShards = 64;
-constexpr size_t kCacheShardLimit = 1 << 14;   // entries per shard before it is cleared
+constexpr size_t kCacheShardLimit = 1 << 12;   // entries per shard before it is cleared (~256k words)
 
 struct ByteTable {
   std::array<char32_t, 256> to_unicode{};

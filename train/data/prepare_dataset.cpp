@@ -53,7 +53,8 @@ class PrepareProgress {
       : out_(out), enabled_(enabled && out), tty_(out && ::isatty(::fileno(out)) != 0), total_(total_bytes),
         start_(Clock::now()), last_(start_) {}
 
-  void update(int64_t bytes, int64_t tokens, bool force = false) {
+  // bytes: of the input files (compressed as on disk); text: decompressed text so far.
+  void update(int64_t bytes, int64_t text, int64_t tokens, bool force = false) {
     if (!enabled_ || !tty_) return;
     const auto now = Clock::now();
     if (!force && now - last_ < std::chrono::milliseconds(100)) return;
@@ -61,10 +62,10 @@ class PrepareProgress {
     const double t = std::chrono::duration<double>(now - start_).count();
     const double rate = t > 0 ? double(bytes) / t : 0;
     const int width = 24, filled = total_ > 0 ? int(width * std::min<int64_t>(bytes, total_) / total_) : width;
-    std::fprintf(out_, "\rdata prepare [%s%s] %.1f/%.1f MB %.1f MB/s %s tokens ETA %s  ",
+    std::fprintf(out_, "\rdata prepare [%s%s] %.1f/%.1f MB, text %.1f MB/s, %s tokens, ETA %s  ",
                  std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(),
-                 double(bytes) / 1e6, double(total_) / 1e6, rate / 1e6, thousands(tokens).c_str(),
-                 format_duration(rate > 0 ? double(total_ - bytes) / rate : NAN).c_str());
+                 double(bytes) / 1e6, double(total_) / 1e6, t > 0 ? double(text) / 1e6 / t : 0.0,
+                 thousands(tokens).c_str(), format_duration(rate > 0 ? double(total_ - bytes) / rate : NAN).c_str());
     std::fflush(out_);
   }
   void line(const std::string& text) {
@@ -229,12 +230,13 @@ PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) {
       encode_batch(tok, pieces, ids, o.threads);
       for (const auto& v : ids) stream.append(v);
       pieces.clear();
-      progress.update(bytes_before + reader.consumed(), stream.count());
+      progress.update(bytes_before + reader.consumed(), result.text_bytes, stream.count());
     };
     size_t batch_bytes = 0;
     TextPiece piece;
     while (reader.next(piece)) {
       batch_bytes += piece.text.size();
+      result.text_bytes += int64_t(piece.text.size());
       pieces.push_back(std::move(piece));
       piece = TextPiece{};
       if (batch_bytes >= kBatchBytes || pieces.size() >= 4096) {
@@ -308,10 +310,10 @@ PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) {
   }
 
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  progress.update(total_bytes, total, true);
+  progress.update(total_bytes, result.text_bytes, total, true);
   char size[64];
-  std::snprintf(size, sizeof size, "%.1f MB in %.1f s (%.1f MB/s)", double(total_bytes) / 1e6, result.seconds,
-                double(total_bytes) / 1e6 / std::max(result.seconds, 1e-9));
+  std::snprintf(size, sizeof size, "%.1f MB of text in %.1f s (%.1f MB/s)", double(result.text_bytes) / 1e6,
+                result.seconds, double(result.text_bytes) / 1e6 / std::max(result.seconds, 1e-9));
   progress.line(cat("data prepare: ", o.inputs.size(), " input(s), ", thousands(result.documents), " document(s), ", size,
                     " -> ", thousands(total), " tokens: train ", thousands(result.train.tokens), " in ",
                     result.train.shards.size(), " shard(s), val ", thousands(result.val.tokens), " in ",

@@ -34,7 +34,8 @@ struct PreparedSplit {
 };
 
 struct PrepareResult {
-  int64_t documents = 0, bytes = 0;
+  int64_t documents = 0;
+  int64_t bytes = 0, text_bytes = 0;   // input files as on disk; the text they decompress to
   PreparedSplit train, val;
   double seconds = 0;
 };
