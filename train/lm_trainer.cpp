@@ -229,8 +229,10 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   }
   std::FILE* log_file = std::fopen(log.string().c_str(), "a");
   check<IOError>(log_file != nullptr, "cannot open ", log.string());
-  if (result.resumed_from > 0) std::fprintf(log_file, "resumed from step %lld\n", static_cast<long long>(s.step));
   Progress progress(o.label, o.steps, o.log_every, stdout, log_file);
+  progress.resume_at(s.step);
+  if (o.peak_flops > 0) progress.message(cat("MFU against a peak of ", int64_t(o.peak_flops / 1e9), " GFLOP/s"));
+  if (result.resumed_from > 0) progress.message(cat("resumed from step ", result.resumed_from));
 
   int64_t T = 0, tokens_timed = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -262,7 +264,6 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     s.tokens += step_tokens;
     s.log_loss_sum += step_loss;
     ++s.log_count;
-    progress.update(s.step, step_loss, lr);
     if (s.step % o.log_every == 0 || s.step == o.steps) {
       const auto now = std::chrono::steady_clock::now();
       const double secs = std::chrono::duration<double>(now - last_log).count();
@@ -270,21 +271,30 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       nlohmann::json j{{"step", s.step},       {"loss", s.log_loss_sum / double(s.log_count)},
                        {"lr", lr},             {"grad_norm", norm},
                        {"skipped", s.skipped}, {"tokens_per_s", tps}};
-      if (o.peak_flops > 0) j["mfu"] = tps * lm_train_flops_per_token(model, T) / o.peak_flops;
+      std::string note = cat(int64_t(tps), " tok/s");
+      if (o.peak_flops > 0) {
+        j["mfu"] = tps * lm_train_flops_per_token(model, T) / o.peak_flops;
+        char mfu[32];
+        std::snprintf(mfu, sizeof mfu, " MFU %.1f%%", 100 * j["mfu"].get<double>());
+        note += mfu;
+      }
+      progress.set_note(note);
       append_line(metrics, j);
       s.log_loss_sum = 0;
       s.log_count = 0;
       last_log = now;
       tokens_at_last_log = tokens_timed;
     }
+    progress.update(s.step, step_loss, lr);
     if (s.step % o.eval_every == 0 || s.step == o.steps) {
       const auto eval_start = std::chrono::steady_clock::now();
       const double v = evaluate_lm(model, val, o.eval_batches);
       model.train();
       append_line(metrics, {{"step", s.step}, {"val_loss", v}, {"val_ppl", std::exp(v)}});
       result.evals.push_back({s.step, v});
-      std::fprintf(log_file, "step %lld: val loss %.4f, ppl %.2f\n", static_cast<long long>(s.step), v, std::exp(v));
-      std::fflush(log_file);
+      char line[96];
+      std::snprintf(line, sizeof line, "step %lld: val loss %.4f, ppl %.2f", static_cast<long long>(s.step), v, std::exp(v));
+      progress.message(line);
       s.gen = gen.state();
       s.cursor = train.cursor();
       s.metrics_bytes = file_size_or_zero(metrics);
