@@ -112,8 +112,6 @@ nlohmann::json run_lm(const experiment::Run& run, const experiment::RunDir& dir,
   std::unique_ptr<LRSchedule> schedule;
   if (c.schedule.name == experiment::ScheduleName::constant) schedule = std::make_unique<ConstantLR>(c.optim.lr);
   else schedule = std::make_unique<CosineWarmup>(c.optim.lr, warmup, steps, c.schedule.min_lr);
-  check<ValueError>(c.schedule.name != experiment::ScheduleName::multistep,
-                    "schedule.name multistep counts epochs; language-model runs count steps (use cosine or constant)");
 
   LmTrainOptions o;
   o.steps = steps;
@@ -124,11 +122,7 @@ nlohmann::json run_lm(const experiment::Run& run, const experiment::RunDir& dir,
                     tb.batch, " windows of ", c.model.context, " tokens; lower train.eval_batch_size or model.context");
   o.keep_checkpoints = c.train.keep_checkpoints;
   o.log_every = c.train.log_every;
-  o.lr = c.optim.lr;
-  o.beta1 = c.optim.beta1;
-  o.beta2 = c.optim.beta2;
-  o.eps = c.optim.eps;
-  o.weight_decay = c.optim.weight_decay;
+  o.adam = adam_options(c.optim);
   o.clip = c.optim.clip;
   o.skip_grad_norm = c.train.skip_grad_norm;
   o.peak_flops = c.train.peak_tflops > 0 ? c.train.peak_tflops * 1e12 : measure_gemm_flops(device);

@@ -26,12 +26,7 @@ struct LmOptimizer {
 
   LmOptimizer(const NamedTensors& params, const LmTrainOptions& o) : all(params) {
     for (const auto& p : params) (p.second.dim() >= 2 ? decayed : plain).push_back(p);
-    AdamOptions a;
-    a.lr = o.lr;
-    a.beta1 = o.beta1;
-    a.beta2 = o.beta2;
-    a.eps = o.eps;
-    a.weight_decay = o.weight_decay;
+    AdamOptions a = o.adam;
     decay = std::make_unique<AdamW>(decayed, a);
     a.weight_decay = 0;
     no_decay = std::make_unique<AdamW>(plain, a);

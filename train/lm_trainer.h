@@ -16,6 +16,7 @@
 
 #include "nn/models/gpt.h"
 #include "train/data/token_batches.h"
+#include "train/optim/adam.h"
 #include "train/optim/schedule.h"
 
 namespace qkv::train {
@@ -27,7 +28,7 @@ struct LmTrainOptions {
   int64_t eval_batches = 10;
   int64_t keep_checkpoints = 2;
   int64_t log_every = 10;
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+  AdamOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};   // weight decay applies to matrices and embeddings
   double clip = 1.0;                 // 0: no clipping
   double skip_grad_norm = 0;         // 0: never skip
   double peak_flops = 0;             // FLOP/s for MFU; 0: MFU not reported

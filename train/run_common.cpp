@@ -11,16 +11,21 @@ namespace qkv::train {
 
 using experiment::Config;
 
+AdamOptions adam_options(const experiment::OptimConfig& o) {
+  AdamOptions a;
+  a.lr = o.lr;
+  a.beta1 = o.beta1;
+  a.beta2 = o.beta2;
+  a.eps = o.eps;
+  a.weight_decay = o.weight_decay;
+  return a;
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const experiment::OptimConfig& o, const NamedTensors& params) {
   switch (o.name) {
     case experiment::OptimName::adam:
     case experiment::OptimName::adamw: {
-      AdamOptions a;
-      a.lr = o.lr;
-      a.beta1 = o.beta1;
-      a.beta2 = o.beta2;
-      a.eps = o.eps;
-      a.weight_decay = o.weight_decay;
+      const AdamOptions a = adam_options(o);
       if (o.name == experiment::OptimName::adam) return std::make_unique<Adam>(params, a);
       return std::make_unique<AdamW>(params, a);
     }

@@ -8,12 +8,15 @@
 #include "nn/attention.h"
 #include "train/experiment/run_dir.h"
 #include "train/experiment/sweep.h"
+#include "train/optim/adam.h"
 #include "train/optim/optimizer.h"
 #include "train/optim/schedule.h"
 #include "train/trainer.h"
 
 namespace qkv::train {
 
+// Adam/AdamW settings of optim.* (lr, betas, eps, weight decay).
+AdamOptions adam_options(const experiment::OptimConfig& o);
 std::unique_ptr<Optimizer> make_optimizer(const experiment::OptimConfig& o, const NamedTensors& params);
 // Schedules count optimizer steps; multistep milestones are given in epochs.
 std::unique_ptr<LRSchedule> make_schedule(const experiment::Config& c, int64_t steps_per_epoch);

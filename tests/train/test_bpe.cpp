@@ -20,6 +20,7 @@
 
 #include "tensor/error.h"
 #include "train/data/bpe.h"
+#include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
 
 using namespace qkv;
@@ -32,6 +33,8 @@ using test::data_dir;
 using test::read_file;
 using test::write_file;
 using test::TempDir;
+using test::check_contains;
+using test::error_of;
 
 const Gpt2Tokenizer& gpt2() {
   static const Gpt2Tokenizer tok = [] {
@@ -43,19 +46,6 @@ const Gpt2Tokenizer& gpt2() {
   return tok;
 }
 
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no error of the expected type thrown>";
-}
-
-void check_contains(const std::string& message, std::initializer_list<std::string> parts) {
-  for (const std::string& p : parts) CHECK_MESSAGE(message.find(p) != std::string::npos, "'", p, "' not in: ", message);
-}
 
 std::string utf8(char32_t c) {
   std::string s;

@@ -542,3 +542,22 @@ TEST_CASE("config: RunDir writes config and meta, and detects complete runs") {
   CHECK_THROWS_AS(RunDir(dir.path, "a/b", "x"), ValueError);
   CHECK_THROWS_AS(RunDir(dir.path, "a", "../x"), ValueError);
 }
+
+TEST_CASE("config: language-model experiments load, and their cross-key rules name the key") {
+  for (const char* file : {"shakespeare.yaml", "gpt-300m.yaml", "gpt-1.2b.yaml"}) {
+    CAPTURE(file);
+    const auto e = load_experiment(std::string(QKV_SOURCE_DIR) + "/experiments/lm/" + file);
+    CHECK(e.config.task.kind == "lm");
+    CHECK(e.config.model.kind == "gpt");
+    CHECK(e.runs.size() >= 6);
+  }
+  const std::string lm = std::string(QKV_SOURCE_DIR) + "/experiments/lm/shakespeare.yaml";
+  check_mentions(error_of([&] { load_experiment(lm, "", {"optim.name=adam"}); }), {"optim.name", "adamw for task.kind lm"});
+  check_mentions(error_of([&] { load_experiment(lm, "", {"lm.text=[]"}); }), {"lm.text", "lm.tokens"});
+  check_mentions(error_of([&] { load_experiment(lm, "", {"lm.tokens=prepared"}); }), {"lm.tokens", "empty when lm.text"});
+  check_mentions(error_of([&] { load_experiment(lm, "", {"sweep.variants=[(Q=K=V)+]"}); }),
+                 {"model.pos2d", "non-causal"});
+  check_mentions(error_of([&] { load_experiment(lm, "", {"schedule.warmup_steps=500"}); }),
+                 {"schedule.warmup_steps", "fewer than train.steps"});
+  check_mentions(error_of([&] { load_experiment(lm, "", {"sweep.variants=[GQA-3]"}); }), {"kv_heads"});
+}

@@ -24,6 +24,7 @@
 
 #include "train/data/image_dataset.h"
 #include "train/data/image_loader.h"
+#include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
 
 using namespace qkv;
@@ -34,20 +35,12 @@ namespace {
 
 using test::data_dir;
 using test::TempDir;
+using test::check_contains;
 
 // The message of the IOError that f throws, or a marker that matches no expectation.
 template <class F>
 std::string io_error(F&& f) {
-  try {
-    f();
-  } catch (const IOError& e) {
-    return e.what();
-  }
-  return "<no IOError thrown>";
-}
-
-void expect_parts(const std::string& message, std::initializer_list<std::string> parts) {
-  for (const std::string& p : parts) CHECK_MESSAGE(message.find(p) != std::string::npos, "'", p, "' not in: ", message);
+  return test::error_of<IOError>(std::forward<F>(f));
 }
 
 std::vector<int64_t> histogram(const ImageDataset& d) {
@@ -381,23 +374,23 @@ TEST_CASE("idx: plain and gzip files written here, and every header and size err
     write_file(t.path / "train-labels-idx1-ubyte", lab);
     return io_error([&] { load_idx_dataset(t.path.string(), Split::train, "bad"); });
   };
-  expect_parts(load_with(idx_file(0x804, {3, 2, 2}, iota_bytes(12)), labels),
+  check_contains(load_with(idx_file(0x804, {3, 2, 2}, iota_bytes(12)), labels),
                {"train-images-idx3-ubyte", "bad magic 0x00000804", "expected 0x00000803"});
-  expect_parts(load_with(images, idx_file(0x803, {3}, {1, 2, 3})),
+  check_contains(load_with(images, idx_file(0x803, {3}, {1, 2, 3})),
                {"train-labels-idx1-ubyte", "bad magic 0x00000803", "expected 0x00000801"});
-  expect_parts(load_with(idx_file(0x803, {3, 2, 2}, iota_bytes(11)), labels),
+  check_contains(load_with(idx_file(0x803, {3, 2, 2}, iota_bytes(11)), labels),
                {"train-images-idx3-ubyte", "truncated", "expected 28 bytes, got 27"});
-  expect_parts(load_with(std::vector<uint8_t>(images.begin(), images.begin() + 6), labels),
+  check_contains(load_with(std::vector<uint8_t>(images.begin(), images.begin() + 6), labels),
                {"train-images-idx3-ubyte", "truncated header", "expected at least 8 bytes, got 6"});
-  expect_parts(load_with(idx_file(0x803, {3, 2, 2}, iota_bytes(13)), labels),
+  check_contains(load_with(idx_file(0x803, {3, 2, 2}, iota_bytes(13)), labels),
                {"train-images-idx3-ubyte", "expected 28 bytes, got 29"});
-  expect_parts(load_with(images, idx_file(0x801, {2}, {1, 2})),
+  check_contains(load_with(images, idx_file(0x801, {2}, {1, 2})),
                {"3 images", "2 labels", "train-labels-idx1-ubyte"});
-  expect_parts(load_with(images, idx_file(0x801, {3}, {1, 10, 2})),
+  check_contains(load_with(images, idx_file(0x801, {3}, {1, 10, 2})),
                {"train-labels-idx1-ubyte", "label 10 of example 1", "expected 0..9"});
 
   TempDir empty_dir;
-  expect_parts(io_error([&] { load_idx_dataset(empty_dir.path.string(), Split::test, "none"); }),
+  check_contains(io_error([&] { load_idx_dataset(empty_dir.path.string(), Split::test, "none"); }),
                {"t10k-images-idx3-ubyte", "t10k-images-idx3-ubyte.gz", "looked for"});
 
   TempDir corrupt;   // a gzip header followed by bytes that are not a deflate stream
@@ -405,7 +398,7 @@ TEST_CASE("idx: plain and gzip files written here, and every header and size err
   for (int i = 0; i < 64; ++i) gz.push_back(uint8_t(0xff - i));
   write_file(corrupt.path / "train-images-idx3-ubyte.gz", gz);
   write_file(corrupt.path / "train-labels-idx1-ubyte", labels);
-  expect_parts(io_error([&] { load_idx_dataset(corrupt.path.string(), Split::train, "corrupt"); }),
+  check_contains(io_error([&] { load_idx_dataset(corrupt.path.string(), Split::train, "corrupt"); }),
                {"train-images-idx3-ubyte.gz"});
 }
 
@@ -439,26 +432,26 @@ TEST_CASE("cifar: CIFAR-100 file written here: coarse and fine labels, HWC pixel
   CHECK(mismatches == 0);
 
   write_file(d.path / "test.bin", records({{1, 11}, {3, 100}}));
-  expect_parts(io_error([&] { load_cifar100(d.path.string(), Split::test); }),
+  check_contains(io_error([&] { load_cifar100(d.path.string(), Split::test); }),
                {"test.bin", "record 1 has label 100, expected 0..99"});
   write_file(d.path / "test.bin", records({{20, 5}}));
-  expect_parts(io_error([&] { load_cifar100(d.path.string(), Split::test, true); }),
+  check_contains(io_error([&] { load_cifar100(d.path.string(), Split::test, true); }),
                {"test.bin", "record 0 has label 20, expected 0..19"});
   std::vector<uint8_t> cut = records(labels);
   cut.resize(cut.size() - 100);
   write_file(d.path / "test.bin", cut);
-  expect_parts(io_error([&] { load_cifar100(d.path.string(), Split::test); }),
+  check_contains(io_error([&] { load_cifar100(d.path.string(), Split::test); }),
                {"test.bin", "truncated", "expected 9222 bytes", "got 9122"});
 
   TempDir empty_dir;
-  expect_parts(io_error([&] { load_cifar100(empty_dir.path.string(), Split::train); }), {"missing file", "train.bin"});
-  expect_parts(io_error([&] { load_cifar10(empty_dir.path.string(), Split::train); }),
+  check_contains(io_error([&] { load_cifar100(empty_dir.path.string(), Split::train); }), {"missing file", "train.bin"});
+  check_contains(io_error([&] { load_cifar10(empty_dir.path.string(), Split::train); }),
                {"data_batch_1.bin", "data_batch_5.bin"});
-  expect_parts(io_error([&] { load_cifar10(empty_dir.path.string(), Split::test); }), {"test_batch.bin"});
+  check_contains(io_error([&] { load_cifar10(empty_dir.path.string(), Split::test); }), {"test_batch.bin"});
   std::vector<uint8_t> ten(3073, 7);
   ten[0] = 10;
   write_file(empty_dir.path / "data_batch_3.bin", ten);
-  expect_parts(io_error([&] { captured_stdout([&] { load_cifar10(empty_dir.path.string(), Split::train); }); }),
+  check_contains(io_error([&] { captured_stdout([&] { load_cifar10(empty_dir.path.string(), Split::train); }); }),
                {"data_batch_3.bin", "record 0 has label 10, expected 0..9"});
 }
 
@@ -510,29 +503,29 @@ TEST_CASE("tinyimagenet: folders written here: grayscale JPEG, image size, malfo
   const auto broken = load_tinyimagenet(root.string(), Split::train);
   REQUIRE(broken->size() == 5);
   std::vector<uint8_t> buf(64 * 64 * 3);
-  expect_parts(io_error([&] { broken->read(3, buf.data()); }), {"n002_1.JPEG", "32x32, expected 64x64"});
-  expect_parts(io_error([&] { broken->read(4, buf.data()); }), {"n002_2.JPEG", "cannot decode"});
+  check_contains(io_error([&] { broken->read(3, buf.data()); }), {"n002_1.JPEG", "32x32, expected 64x64"});
+  check_contains(io_error([&] { broken->read(4, buf.data()); }), {"n002_2.JPEG", "cannot decode"});
   LoaderOptions o;
   o.batch_size = 1, o.shuffle = false, o.workers = 2;
   ImageLoader loader(broken, o);
   ImageBatch b;
   for (int k = 0; k < 3; ++k) REQUIRE(loader.next(b));
-  expect_parts(io_error([&] { loader.next(b); }), {"n002_1.JPEG"});
+  check_contains(io_error([&] { loader.next(b); }), {"n002_1.JPEG"});
 
   write_text(root / "val/val_annotations.txt", annotations + "val_1.JPEG\tn001\n");
-  expect_parts(io_error([&] { load_tinyimagenet(root.string(), Split::test); }),
+  check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::test); }),
                {"val_annotations.txt:3", "expected 6 tab-separated fields"});
   write_text(root / "val/val_annotations.txt", "val_0.JPEG\tn002\t0\t0\t63\t63\nval_1.JPEG\tn999\t1\t2\t30\t40\n");
-  expect_parts(io_error([&] { load_tinyimagenet(root.string(), Split::test); }),
+  check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::test); }),
                {"val_annotations.txt:2", "n999", "not in wnids.txt"});
   write_text(root / "val/val_annotations.txt", "val_7.JPEG\tn002\t0\t0\t63\t63\n");
-  expect_parts(io_error([&] { load_tinyimagenet(root.string(), Split::test); }),
+  check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::test); }),
                {"val_annotations.txt:1", "missing image", "val_7.JPEG"});
   write_text(root / "wnids.txt", "n001\nn002\nn003\n");
-  expect_parts(io_error([&] { load_tinyimagenet(root.string(), Split::train); }),
+  check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::train); }),
                {"missing folder", "train/n003/images"});
   fs::remove(root / "wnids.txt");
-  expect_parts(io_error([&] { load_tinyimagenet(root.string(), Split::train); }), {"missing file", "wnids.txt"});
+  check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::train); }), {"missing file", "wnids.txt"});
 }
 
 // ---- datasets in memory ---------------------------------------------------------------------
@@ -778,7 +771,7 @@ TEST_CASE("loader: an exception in read() surfaces from next() on the caller's t
     ImageBatch b;
     for (int k = 0; k < 3; ++k) REQUIRE(loader.next(b));
     CHECK(b.labels.to_vector<int64_t>().front() == 20);
-    expect_parts(io_error([&] { loader.next(b); }), {"broken example 37"});
+    check_contains(io_error([&] { loader.next(b); }), {"broken example 37"});
     REQUIRE(loader.next(b));   // the loader goes on with the next batch
     CHECK(b.labels.to_vector<int64_t>().front() == 40);
   }

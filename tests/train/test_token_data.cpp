@@ -22,6 +22,7 @@
 #include "train/data/bpe.h"
 #include "train/data/token_dataset.h"
 #include "train/data/text_sources.h"
+#include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
 
 using namespace qkv;
@@ -34,6 +35,8 @@ using test::data_dir;
 using test::read_file;
 using test::write_file;
 using test::TempDir;
+using test::check_contains;
+using test::error_of;
 
 fs::path tokenizer_dir() { return data_dir() / "gpt2-tokenizer"; }
 
@@ -57,19 +60,6 @@ std::string zstd_bytes(const std::string& s) {
   return out;
 }
 
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no error of the expected type thrown>";
-}
-
-void check_contains(const std::string& message, std::initializer_list<std::string> parts) {
-  for (const std::string& p : parts) CHECK_MESSAGE(message.find(p) != std::string::npos, "'", p, "' not in: ", message);
-}
 
 std::vector<int32_t> shard_tokens(const fs::path& p) {
   const TokenShard s = read_token_shard(p);

@@ -244,6 +244,10 @@ const Schema<Config>& Config::schema() {
             at.fail("model.pos2d", "true", "false: the (+) variants' 2D scores are for non-causal tasks only");
           if (c.lm.text.empty() && c.lm.tokens.empty())
             at.fail("lm.text", "[]", "a list of text files, or lm.tokens naming a prepared token folder");
+          if (c.optim.name != OptimName::adamw)
+            at.fail("optim.name", enum_name(c.optim.name), "adamw for task.kind lm");
+          if (c.schedule.name == ScheduleName::multistep)
+            at.fail("schedule.name", "multistep", "cosine or constant for task.kind lm (it counts steps, not epochs)");
           if (c.schedule.warmup_steps >= c.train.steps)
             at.fail("schedule.warmup_steps", c.schedule.warmup_steps, cat("fewer than train.steps = ", c.train.steps));
         }
