@@ -1,8 +1,9 @@
 // GPT training-step benchmark at GPT-2 124M shapes (12 layers, d_model 768, 12 heads, vocab
 // 50257, 1024 positions, dropout 0): ms per step (forward, cross-entropy, backward, AdamW step,
-// zero_grad) of nn::GPT in qkvlab and, when installed, of the same model in PyTorch
-// (bench/torch_gpt_step.py) in the same run, with the ratio; qkvlab's achieved GFLOP/s against
-// the machine's float32 GEMM peak, measured in this run through qkvlab's matmul.
+// zero_grad; median and best of --steps) of nn::GPT in qkvlab and, when installed, of the same
+// model in PyTorch (bench/torch_step.py gpt) in the same run, with the ratio; qkvlab's achieved
+// GFLOP/s (6 x parameters x tokens + 12 x layers x seq^2 x d_model per sequence) against the
+// machine's float32 GEMM peak, measured in this run through qkvlab's matmul.
 //
 //   bench_gpt [--steps N] [--variant QKV|Q=K-V|Q-K=V|Q=K=V|GQA-g|MQA|Q-GQA-g|Q-MQA]
 //             [--batch 4] [--seq 64] [--vocab 50257] [--no-torch]
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
+#include "bench/torch_runner.h"
 #include "nn/models/gpt.h"
 #include "train/experiment/variant.h"
 #include "train/optim/adam.h"
@@ -25,10 +27,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+struct StepTime {
+  double median_ms = -1, best_ms = -1;   // negative: not measured
+};
 
 nn::GPTConfig gpt_config(const std::string& variant_name, int64_t vocab) {
   const auto v = train::experiment::parse_variant(variant_name);
@@ -59,11 +60,11 @@ double gemm_peak_gflops(int64_t n, int reps) {
   return 2.0 * double(n) * double(n) * double(n) / (best * 1e6);
 }
 
-// Median ms of a training step of the GPT on random tokens.
-double qkvlab_step_ms(const nn::GPTConfig& c, int64_t B, int64_t T, int steps) {
+// Median and best ms of a training step of the GPT on random tokens.
+StepTime qkvlab_step_ms(const nn::GPTConfig& c, int64_t B, int64_t T, int steps) {
   Generator gen(0);
   nn::GPT model(c, &gen);
-  train::AdamW opt(model.named_parameters(), {.lr = 1e-4});
+  train::AdamW opt(model.named_parameters(), {.lr = 1e-4, .weight_decay = 0.01});   // torch.optim.AdamW's decay
   Tensor ids = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
   Tensor targets = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
   auto step = [&] {
@@ -79,35 +80,23 @@ double qkvlab_step_ms(const nn::GPTConfig& c, int64_t B, int64_t T, int steps) {
     step();
     t.push_back(ms_since(t0));
   }
-  return median(t);
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t[0]};
 }
 
 struct TorchResult {
-  double ms = -1;     // negative: not measured
-  std::string note;   // "PyTorch 1.13.0, 2 threads", or why it did not run
+  StepTime time;
+  std::string note;   // "PyTorch 1.13.0, 2 threads, ... parameters", or why it did not run
 };
 
-// Runs bench/torch_gpt_step.py (next to this file) with Debian's /usr/bin/python3.
+// Runs bench/torch_step.py's GPT with Debian's /usr/bin/python3.
 TorchResult torch_step_ms(const std::string& args) {
-  const auto script = std::filesystem::path(__FILE__).parent_path() / "torch_gpt_step.py";
-  const std::string cmd = cat("/usr/bin/python3 ", script.string(), " ", args, " --threads ", omp_get_max_threads(),
-                              " 2>/dev/null");
   TorchResult r;
-  std::FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {-1, "cannot start /usr/bin/python3"};
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int rc = pclose(p);
-  try {
-    const auto j = nlohmann::json::parse(out);
-    if (rc != 0 || !j.contains("ms_per_step")) return {-1, j.value("error", "PyTorch run failed")};
-    r.ms = j["ms_per_step"].get<double>();
-    r.note = cat("PyTorch ", j["torch"].get<std::string>(), ", ", j["threads"].get<int>(), " threads, ",
-                 j["parameters"].get<int64_t>(), " parameters");
-  } catch (const std::exception&) {
-    r.note = "PyTorch not available (/usr/bin/python3 with python3-torch)";
-  }
+  const auto j = bench::run_torch_script("torch_step.py", "gpt " + args, r.note);
+  if (!j) return r;
+  r.time = {(*j)["ms_per_step"].get<double>(), (*j)["best_ms"].get<double>()};
+  r.note = cat("PyTorch ", (*j)["torch"].get<std::string>(), ", ", (*j)["threads"].get<int>(), " threads, ",
+               (*j)["parameters"].get<int64_t>(), " parameters");
   return r;
 }
 
@@ -119,7 +108,7 @@ int main(int argc, char** argv) {
   std::string variant = "QKV";
   int64_t batch = 4, seq = 64, vocab = 50257;
   bool no_torch = false;
-  app.add_option("--steps", steps, "timed steps (median reported)")->check(CLI::Range(1, 1000));
+  app.add_option("--steps", steps, "timed steps of each (median and best reported)")->check(CLI::Range(1, 1000));
   app.add_option("--variant", variant, "attention variant: QKV, Q=K-V, Q-K=V, Q=K=V, GQA-g, MQA, Q-GQA-g, Q-MQA");
   app.add_option("--batch", batch, "sequences per step")->check(CLI::Range(1, 4096));
   app.add_option("--seq", seq, "tokens per sequence (at most the 1024 positions)")->check(CLI::Range(1, 1024));
@@ -139,22 +128,24 @@ int main(int argc, char** argv) {
                 (long long)c.layers, (long long)c.d_model(), (long long)c.attention.heads, (long long)c.vocab,
                 v.name.c_str(), (long long)params, (long long)batch, (long long)seq, omp_get_max_threads());
     const double peak = gemm_peak_gflops(2048, 3);
-    const double ours = qkvlab_step_ms(c, batch, seq, steps);
+    const StepTime ours = qkvlab_step_ms(c, batch, seq, steps);
     const TorchResult torch =
-        no_torch ? TorchResult{-1, "skipped"}
+        no_torch ? TorchResult{{}, "skipped"}
                  : torch_step_ms(cat("--vocab ", c.vocab, " --context ", c.context, " --layers ", c.layers,
                                      " --d-model ", c.d_model(), " --heads ", c.attention.heads, " --kv-heads ",
-                                     c.attention.kv_heads, " --sharing ", v.sharing, " --batch ", batch, " --seq ", seq,
-                                     " --steps ", std::max(3, steps / 2)));
-    const double gflops = flops / (ours * 1e6);
-    std::printf("qkvlab   %10.1f ms/step\n", ours);
-    if (torch.ms > 0)
-      std::printf("PyTorch  %10.1f ms/step   (%s)\nspeedup  %10.2fx  (PyTorch ms / qkvlab ms)\n", torch.ms,
-                  torch.note.c_str(), torch.ms / ours);
+                                     c.attention.kv_heads, " --sharing ", v.sharing, " --batch ", batch, " --length ", seq,
+                                     " --steps ", steps, " --warmup 2"));
+    const double gflops = flops / (ours.median_ms * 1e6);
+    std::printf("%-8s %12s %12s\n", "", "median ms", "best ms");
+    std::printf("%-8s %12.1f %12.1f\n", "qkvlab", ours.median_ms, ours.best_ms);
+    if (torch.time.median_ms > 0)
+      std::printf("%-8s %12.1f %12.1f   (%s)\nspeedup  %11.2fx %11.2fx  (PyTorch ms / qkvlab ms)\n", "PyTorch",
+                  torch.time.median_ms, torch.time.best_ms, torch.note.c_str(), torch.time.median_ms / ours.median_ms,
+                  torch.time.best_ms / ours.best_ms);
     else
-      std::printf("PyTorch  %10s           (%s)\n", "-", torch.note.c_str());
+      std::printf("%-8s %12s %12s   (%s)\n", "PyTorch", "-", "-", torch.note.c_str());
     std::printf("FLOPs/step %.3g = 6 x params x tokens + 12 x layers x seq^2 x d_model x batch\n", flops);
-    std::printf("qkvlab   %10.1f GFLOP/s = %.0f%% of the measured float32 GEMM peak %.1f GFLOP/s "
+    std::printf("qkvlab   %.1f GFLOP/s at the median step = %.0f%% of the measured float32 GEMM peak %.1f GFLOP/s "
                 "(2048^3 matmul, best of 3)\n",
                 gflops, 100.0 * gflops / peak, peak);
   } catch (const std::exception& e) {

@@ -9,14 +9,13 @@
 
 namespace qkv::bench {
 
-TorchTiming time_torch_step(const std::string& args) {
-  const std::string cmd = cat("/usr/bin/python3 ", QKV_SOURCE_DIR, "/bench/torch_step.py ", args, " --threads ",
+std::optional<nlohmann::json> run_torch_script(const std::string& script, const std::string& args, std::string& why) {
+  const std::string cmd = cat("/usr/bin/python3 ", QKV_SOURCE_DIR, "/bench/", script, " ", args, " --threads ",
                               omp_get_max_threads(), " 2>/dev/null");
-  TorchTiming t;
   std::FILE* p = popen(cmd.c_str(), "r");
   if (!p) {
-    t.note = "cannot start /usr/bin/python3";
-    return t;
+    why = "cannot start /usr/bin/python3";
+    return std::nullopt;
   }
   std::string out;
   char buf[512];
@@ -24,15 +23,20 @@ TorchTiming time_torch_step(const std::string& args) {
   const int rc = pclose(p);
   try {
     auto j = nlohmann::json::parse(out);
-    if (rc != 0 || !j.contains("ms_per_step")) {
-      t.note = j.value("error", "PyTorch run failed");
-      return t;
-    }
-    t.ms = j["ms_per_step"].get<double>();
-    t.note = cat("PyTorch ", j["torch"].get<std::string>(), ", ", j["threads"].get<int>(), " threads");
+    if (rc == 0 && j.contains("ms_per_step")) return j;
+    why = j.value("error", "PyTorch run failed");
   } catch (const std::exception&) {
-    t.note = "PyTorch not available (/usr/bin/python3 with python3-torch)";
+    why = "PyTorch not available (/usr/bin/python3 with python3-torch)";
   }
+  return std::nullopt;
+}
+
+TorchTiming time_torch_step(const std::string& args) {
+  TorchTiming t;
+  const auto j = run_torch_script("torch_step.py", args, t.note);
+  if (!j) return t;
+  t.ms = (*j)["ms_per_step"].get<double>();
+  t.note = cat("PyTorch ", (*j)["torch"].get<std::string>(), ", ", (*j)["threads"].get<int>(), " threads");
   return t;
 }
 

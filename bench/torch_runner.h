@@ -1,6 +1,8 @@
 // Runs bench/torch_step.py (the same model in PyTorch, built by tests/parity/torch_models.py)
 // and returns its median milliseconds per training step, or a note on why it could not run.
 #pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace qkv::bench {
@@ -12,5 +14,10 @@ struct TorchTiming {
 
 // `args`: torch_step.py's arguments after the script name, e.g. "vit --d-model 64 ...".
 TorchTiming time_torch_step(const std::string& args);
+
+// Runs bench/<script> with Debian's /usr/bin/python3, the machine's thread count and `args`, and
+// returns the JSON object it prints with "ms_per_step"; nullopt with `why` set when PyTorch is
+// missing or the script fails.
+std::optional<nlohmann::json> run_torch_script(const std::string& script, const std::string& args, std::string& why);
 
 }  // namespace qkv::bench

@@ -4,6 +4,8 @@ the benchmarks that print PyTorch beside qkvlab. Prints one JSON line: {"ms_per_
 
   torch_step.py encoder --d-model 64 --layers 2 --heads 4 --length 64 --batch 128 --threads 2
   torch_step.py vit --d-model 64 --layers 4 --heads 4 --patch 7 --image 28 --batch 128 --threads 2
+  torch_step.py gpt --vocab 50257 --context 1024 --layers 12 --d-model 768 --heads 12 --length 64 \
+                    --batch 4 --sharing QKV --kv-heads 0 --steps 5 --threads 2
 Exit 77 when PyTorch is not installed.
 """
 import argparse
@@ -24,7 +26,11 @@ import torch_models  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["encoder", "vit"])
+    ap.add_argument("model", choices=["encoder", "vit", "gpt"])
+    ap.add_argument("--context", type=int, default=1024)
+    ap.add_argument("--sharing", default="QKV")
+    ap.add_argument("--kv-heads", type=int, default=0)
+    ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--patch", type=int, default=7)
     ap.add_argument("--image", type=int, default=28)
     ap.add_argument("--channels", type=int, default=1)
@@ -46,6 +52,12 @@ def main():
         model = torch_models.Encoder(cfg)
         inputs = torch.randint(0, a.vocab, (a.batch, a.length))
         targets = torch.randint(0, a.vocab, (a.batch, a.length))
+    elif a.model == "gpt":
+        cfg = {"vocab": a.vocab, "context": a.context, "layers": a.layers, "d_model": a.d_model, "heads": a.heads,
+               "kv_heads": a.kv_heads, "sharing": a.sharing, "ffn": 4 * a.d_model}
+        model = torch_models.GPT(cfg)
+        inputs = torch.randint(0, a.vocab, (a.batch, a.length))
+        targets = torch.randint(0, a.vocab, (a.batch, a.length))
     else:
         cfg = {"image_height": a.image, "image_width": a.image, "channels": a.channels, "patch": a.patch,
                "classes": 10, "layers": a.layers, "d_model": a.d_model, "heads": a.heads, "sharing": "QKV",
@@ -53,7 +65,7 @@ def main():
         model = torch_models.ViT(cfg)
         inputs = torch.randn(a.batch, a.channels, a.image, a.image)
         targets = torch.randint(0, 10, (a.batch,))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4 if a.model == "gpt" else 1e-3)
 
     def step():
         logits = model(inputs)
@@ -62,7 +74,7 @@ def main():
         loss.backward()
         opt.step()
 
-    for _ in range(3):
+    for _ in range(a.warmup):
         step()
     times = []
     for _ in range(a.steps):
@@ -71,7 +83,8 @@ def main():
         times.append(time.perf_counter() - t)
     times.sort()
     print(json.dumps({"ms_per_step": 1000 * times[len(times) // 2], "best_ms": 1000 * times[0],
-                      "threads": torch.get_num_threads(), "torch": torch.__version__}))
+                      "threads": torch.get_num_threads(), "torch": torch.__version__,
+                      "parameters": sum(p.numel() for p in model.parameters())}))
 
 
 if __name__ == "__main__":

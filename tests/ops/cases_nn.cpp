@@ -12,6 +12,8 @@ OpCase case_matmul() {
                {"both transposed", {real({4, 3}), real({2, 4})}, MatmulAttrs{true, true}},
                {"batched", {real({2, 3, 4}), real({2, 4, 2})}, MatmulAttrs{}},
                {"broadcast batch", {real({2, 1, 3, 4}), real({3, 4, 2})}, MatmulAttrs{}},
+               {"batches x one weight", {real({2, 3, 4}), real({4, 5})}, MatmulAttrs{}},
+               {"batches x one weight^T", {real({2, 3, 4}), real({5, 4})}, MatmulAttrs{false, true}},
                {"matrix-vector", {real({3, 4}), real({4, 1})}, MatmulAttrs{}},
                {"row-vector", {real({1, 4}), real({4, 3})}, MatmulAttrs{}}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {

@@ -224,3 +224,46 @@ class ViT(nn.Module):
         for b in self.blocks:
             x = b(x)
         return self.head(self.norm(x)[:, 0])
+
+
+class GPTBlock(nn.Module):
+    """qkvlab's nn::GPTBlock: pre-LN causal attention and an exact-GELU MLP, residuals around both."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.ln1 = nn.LayerNorm(d, eps=1e-5)
+        self.attn = Attention(d, cfg["heads"], cfg.get("kv_heads", 0), cfg["sharing"], causal=True)
+        self.ln2 = nn.LayerNorm(d, eps=1e-5)
+        self.fc, self.proj = nn.Linear(d, cfg["ffn"]), nn.Linear(cfg["ffn"], d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.proj(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    """qkvlab's nn::GPT: token and learned position embeddings, GPT blocks, final LayerNorm, the
+    output layer tied to the token embedding; N(0, 0.02) weights and embeddings, zero biases."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.wte, self.wpe = nn.Embedding(cfg["vocab"], d), nn.Embedding(cfg["context"], d)
+        self.blocks = nn.ModuleList(GPTBlock(cfg) for _ in range(cfg["layers"]))
+        self.ln_f = nn.LayerNorm(d, eps=1e-5)
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if ".ln" in name or name.startswith("ln_f"):
+                    continue
+                if name.endswith(".bias"):
+                    p.zero_()
+                else:
+                    p.normal_(0.0, 0.02)
+
+    def forward(self, ids):
+        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
+        for b in self.blocks:
+            x = b(x)
+        return self.ln_f(x) @ self.wte.weight.t()
+
