@@ -214,7 +214,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     // The records after the checkpoint are rewritten by the resumed steps.
     check<IOError>(file_size_or_zero(metrics) >= s.metrics_bytes, metrics.string(), " is shorter than checkpoint ",
                    state_path.string(), " recorded (", s.metrics_bytes, " bytes)");
-    fs::resize_file(metrics, s.metrics_bytes);
+    if (fs::exists(metrics)) fs::resize_file(metrics, s.metrics_bytes);
     result.resumed_from = s.step;
   } else {
     fs::create_directories(o.dir);

@@ -1,5 +1,7 @@
 // qkvlab: the command-line entry point.
+#include <filesystem>
 #include <iostream>
+#include <new>
 
 #include "tensor/error.h"
 #include "train/cli/commands.h"
@@ -21,6 +23,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const qkv::Error& e) {
     std::cerr << "qkvlab: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {   // e.g. a folder that cannot be created
+    std::cerr << "qkvlab: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "qkvlab: error: out of memory\n";
     return 1;
   }
   return 0;
