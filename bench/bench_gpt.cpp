@@ -17,6 +17,7 @@
 
 #include "bench/torch_runner.h"
 #include "nn/models/gpt.h"
+#include "train/lm_run.h"
 #include "train/experiment/variant.h"
 #include "train/optim/adam.h"
 
@@ -44,20 +45,6 @@ nn::GPTConfig gpt_config(const std::string& variant_name, int64_t vocab) {
   c.attention.kv_heads = v.kv_groups;
   c.attention.sharing = nn::parse_sharing(v.sharing);
   return c;
-}
-
-// Best GFLOP/s of an n^3 float32 matmul through qkvlab's matmul op.
-double gemm_peak_gflops(int64_t n, int reps) {
-  Generator gen(1);
-  Tensor a = randn({n, n}, {}, &gen), b = randn({n, n}, {}, &gen);
-  matmul(a, b);   // warm-up: allocator, threads
-  double best = 1e30;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    Tensor c = matmul(a, b);
-    best = std::min(best, ms_since(t0));
-  }
-  return 2.0 * double(n) * double(n) * double(n) / (best * 1e6);
 }
 
 // Median and best ms of a training step of the GPT on random tokens.
@@ -127,7 +114,7 @@ int main(int argc, char** argv) {
                 "vocab %lld, %s, %lld parameters, batch %lld x %lld tokens, %d threads\n",
                 (long long)c.layers, (long long)c.d_model(), (long long)c.attention.heads, (long long)c.vocab,
                 v.name.c_str(), (long long)params, (long long)batch, (long long)seq, omp_get_max_threads());
-    const double peak = gemm_peak_gflops(2048, 3);
+    const double peak = train::measure_gemm_flops(kCPU, 2048, 3) / 1e9;
     const StepTime ours = qkvlab_step_ms(c, batch, seq, steps);
     const TorchResult torch =
         no_torch ? TorchResult{{}, "skipped"}

@@ -23,9 +23,9 @@ std::filesystem::path lm_token_folder(const experiment::Config& c, const std::fi
 // (IOError naming the key and the path looked for).
 void check_lm_inputs(const experiment::Config& c);
 
-// Float32 GEMM FLOP/s of the device, timed on a 1024^3 matmul (best of a few): the peak MFU is
-// measured against when train.peak_tflops is 0.
-double measure_gemm_flops(const Device& device);
+// Float32 GEMM FLOP/s of the device, timed on an n^3 matmul (best of `reps` after a warm-up):
+// the peak MFU is measured against when train.peak_tflops is 0, and bench_gpt's reference.
+double measure_gemm_flops(const Device& device, int64_t n = 1024, int reps = 4);
 
 // `resume`: continue from the run's newest checkpoint, when it has one.
 nlohmann::json run_lm(const experiment::Run& run, const experiment::RunDir& dir, const std::filesystem::path& out,

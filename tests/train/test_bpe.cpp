@@ -21,6 +21,7 @@
 #include "tensor/error.h"
 #include "train/data/bpe.h"
 #include "tests/support/error_checks.h"
+#include "tests/support/gpt2_tokenizer.h"
 #include "tests/support/test_support.h"
 
 using namespace qkv;
@@ -36,16 +37,7 @@ using test::TempDir;
 using test::check_contains;
 using test::error_of;
 
-const Gpt2Tokenizer& gpt2() {
-  static const Gpt2Tokenizer tok = [] {
-    const fs::path dir = data_dir() / "gpt2-tokenizer";
-    INFO("GPT-2 tokenizer files expected in ", dir.string(), " (set QKV_DATA to the data folder)");
-    REQUIRE(fs::exists(dir / "encoder.json"));
-    return Gpt2Tokenizer::load(dir);
-  }();
-  return tok;
-}
-
+using test::gpt2;
 
 std::string utf8(char32_t c) {
   std::string s;

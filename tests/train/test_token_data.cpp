@@ -23,6 +23,7 @@
 #include "train/data/token_dataset.h"
 #include "train/data/text_sources.h"
 #include "tests/support/error_checks.h"
+#include "tests/support/gpt2_tokenizer.h"
 #include "tests/support/test_support.h"
 
 using namespace qkv;
@@ -40,10 +41,7 @@ using test::error_of;
 
 fs::path tokenizer_dir() { return data_dir() / "gpt2-tokenizer"; }
 
-const Gpt2Tokenizer& gpt2() {
-  static const Gpt2Tokenizer tok = Gpt2Tokenizer::load(tokenizer_dir());
-  return tok;
-}
+using test::gpt2;
 
 void write_gzip(const fs::path& p, const std::string& s) {
   gzFile f = gzopen(p.c_str(), "wb");
