@@ -30,7 +30,7 @@ double qkvlab_ms(const Shape4& s, const std::string& variant, int steps) {
   c.ffn_hidden = 2 * s.d_model;
   Generator gen(0);
   nn::Encoder model(c, &gen);
-  train::AdamW opt(model.named_parameters(), {});
+  optim::AdamW opt(model.named_parameters(), {});
   const int64_t B = 128;
   Tensor ids = cast(uniform({B, s.length}, 0, 10, DType::f64, &gen), DType::i64);
   Tensor targets = cast(uniform({B, s.length}, 0, 10, DType::f64, &gen), DType::i64);

@@ -17,8 +17,8 @@
 
 #include "bench/torch_runner.h"
 #include "nn/models/gpt.h"
-#include "train/lm_run.h"
-#include "train/experiment/variant.h"
+#include "train/loops/mfu.h"
+#include "lab/experiment/variant.h"
 #include "train/optim/adam.h"
 
 using namespace qkv;
@@ -33,7 +33,7 @@ struct StepTime {
 };
 
 nn::GPTConfig gpt_config(const std::string& variant_name, int64_t vocab) {
-  const auto v = train::experiment::parse_variant(variant_name);
+  const auto v = experiment::parse_variant(variant_name);
   check<ValueError>(!v.pos2d, "bench_gpt: ", v.name, " adds 2D positional scores, which are for non-causal tasks");
   nn::GPTConfig c;
   c.vocab = vocab;
@@ -51,7 +51,7 @@ nn::GPTConfig gpt_config(const std::string& variant_name, int64_t vocab) {
 StepTime qkvlab_step_ms(const nn::GPTConfig& c, int64_t B, int64_t T, int steps) {
   Generator gen(0);
   nn::GPT model(c, &gen);
-  train::AdamW opt(model.named_parameters(), {.lr = 1e-4, .weight_decay = 0.01});   // torch.optim.AdamW's decay
+  optim::AdamW opt(model.named_parameters(), {.lr = 1e-4, .weight_decay = 0.01});   // torch.optim.AdamW's decay
   Tensor ids = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
   Tensor targets = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
   auto step = [&] {
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     const nn::GPTConfig c = gpt_config(variant, vocab);
-    const auto v = train::experiment::parse_variant(variant);
+    const auto v = experiment::parse_variant(variant);
     const int64_t params = nn::gpt_parameter_count(c), tokens = batch * seq;
     // FLOPs per step: 6 N tokens (forward 2 N + backward 4 N per token, N = parameters with the
     // tied embedding once) plus the attention scores and mixing, 12 L T^2 d per sequence.
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
                 "vocab %lld, %s, %lld parameters, batch %lld x %lld tokens, %d threads\n",
                 (long long)c.layers, (long long)c.d_model(), (long long)c.attention.heads, (long long)c.vocab,
                 v.name.c_str(), (long long)params, (long long)batch, (long long)seq, omp_get_max_threads());
-    const double peak = train::measure_gemm_flops(kCPU, 2048, 3) / 1e9;
+    const double peak = loops::measure_gemm_flops(kCPU, 2048, 3) / 1e9;
     const StepTime ours = qkvlab_step_ms(c, batch, seq, steps);
     const TorchResult torch =
         no_torch ? TorchResult{{}, "skipped"}

@@ -41,7 +41,7 @@ double median(std::vector<double> v) {
 double step_ms(const std::string& variant, int steps) {
   Generator gen(0);
   nn::ViT model(vit(variant), &gen);
-  train::AdamW opt(model.named_parameters(), {});
+  optim::AdamW opt(model.named_parameters(), {});
   Tensor x = randn({128, 1, 28, 28}, {}, &gen);
   Tensor y = cast(uniform({128}, 0, 10, DType::f64, &gen), DType::i64);
   std::vector<double> t;
@@ -58,19 +58,19 @@ double step_ms(const std::string& variant, int steps) {
 
 // One MNIST epoch through the loader: total seconds and seconds spent waiting for batches.
 std::pair<double, double> mnist_epoch(const std::string& variant, const std::string& data) {
-  auto train = train::load_idx_dataset(data + "/mnist", train::Split::train, "mnist");
-  auto [mean, std] = train::channel_stats(*train);
-  train::LoaderOptions o;
+  auto train = data::load_idx_dataset(data + "/mnist", data::Split::train, "mnist");
+  auto [mean, std] = data::channel_stats(*train);
+  data::LoaderOptions o;
   o.batch_size = 128;
   o.mean = mean;
   o.std = std;
-  train::ImageLoader loader(train, o);
+  data::ImageLoader loader(train, o);
   Generator gen(0);
   nn::ViT model(vit(variant), &gen);
-  train::AdamW opt(model.named_parameters(), {});
+  optim::AdamW opt(model.named_parameters(), {});
   loader.start_epoch(0);
   const auto t0 = std::chrono::steady_clock::now();
-  train::ImageBatch b;
+  data::ImageBatch b;
   while (loader.next(b)) {
     Tensor loss = cross_entropy(model.forward(b.images), b.labels);
     opt.zero_grad();

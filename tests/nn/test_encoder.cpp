@@ -4,7 +4,7 @@
 #include "train/data/synthetic.h"
 #include "train/optim/adam.h"
 #include "train/optim/schedule.h"
-#include "train/trainer.h"
+#include "train/loops/epoch_loop.h"
 
 using namespace qkv;
 
@@ -23,23 +23,23 @@ nn::EncoderConfig small(nn::Sharing s, int64_t pos2d = 0) {
 }  // namespace
 
 TEST_CASE("synthetic tasks produce the paper's targets") {
-  using train::SyntheticTask;
+  using data::SyntheticTask;
   const std::vector<int64_t> x{4, 3, 9, 8, 1, 7};
-  CHECK(train::synthetic_target(SyntheticTask::swap, x, 10) == std::vector<int64_t>{8, 1, 7, 4, 3, 9});
-  CHECK(train::synthetic_target(SyntheticTask::reverse, x, 10) == std::vector<int64_t>{7, 1, 8, 9, 3, 4});
-  CHECK(train::synthetic_target(SyntheticTask::sort, x, 10) == std::vector<int64_t>{1, 3, 4, 7, 8, 9});
-  CHECK(train::synthetic_target(SyntheticTask::sub, x, 10) == std::vector<int64_t>{5, 6, 0, 1, 8, 2});
-  CHECK(train::synthetic_target(SyntheticTask::copy, x, 10) == x);
-  auto splits = train::make_synthetic_splits(SyntheticTask::sort, 8, 10, 100, 10, 20, 3);
+  CHECK(data::synthetic_target(SyntheticTask::swap, x, 10) == std::vector<int64_t>{8, 1, 7, 4, 3, 9});
+  CHECK(data::synthetic_target(SyntheticTask::reverse, x, 10) == std::vector<int64_t>{7, 1, 8, 9, 3, 4});
+  CHECK(data::synthetic_target(SyntheticTask::sort, x, 10) == std::vector<int64_t>{1, 3, 4, 7, 8, 9});
+  CHECK(data::synthetic_target(SyntheticTask::sub, x, 10) == std::vector<int64_t>{5, 6, 0, 1, 8, 2});
+  CHECK(data::synthetic_target(SyntheticTask::copy, x, 10) == x);
+  auto splits = data::make_synthetic_splits(SyntheticTask::sort, 8, 10, 100, 10, 20, 3);
   CHECK(splits.train.inputs.shape() == Shape{100, 8});
   CHECK(amax(splits.train.inputs).item<int64_t>() == 9);
   CHECK(-amax(-splits.train.inputs).item<int64_t>() == 0);
-  auto again = train::make_synthetic_splits(SyntheticTask::sort, 8, 10, 100, 10, 20, 3);
+  auto again = data::make_synthetic_splits(SyntheticTask::sort, 8, 10, 100, 10, 20, 3);
   CHECK(splits.test.targets.to_vector<int64_t>() == again.test.targets.to_vector<int64_t>());
   CHECK(splits.train.inputs.to_vector<int64_t>() != splits.test.inputs.slice(0, 0, 100).to_vector<int64_t>());
-  CHECK_THROWS_WITH_AS(train::make_synthetic(SyntheticTask::swap, 4, 7, 10, *std::make_unique<Generator>(0)),
+  CHECK_THROWS_WITH_AS(data::make_synthetic(SyntheticTask::swap, 4, 7, 10, *std::make_unique<Generator>(0)),
                        doctest::Contains("even length"), ValueError);
-  CHECK_THROWS_AS(train::parse_synthetic_task("shuffle"), ValueError);
+  CHECK_THROWS_AS(data::parse_synthetic_task("shuffle"), ValueError);
 }
 
 TEST_CASE("the encoder maps [B, T] tokens to [B, T, classes] logits for every variant") {
@@ -60,21 +60,21 @@ TEST_CASE("the encoder maps [B, T] tokens to [B, T, classes] logits for every va
 }
 
 TEST_CASE("a small encoder learns the reverse task with the trainer") {
-  auto data = train::make_synthetic_splits(train::SyntheticTask::reverse, 8, 10, 4096, 256, 256, 1);
+  auto data = data::make_synthetic_splits(data::SyntheticTask::reverse, 8, 10, 4096, 256, 256, 1);
   Generator gen(0);
   nn::Encoder model(small(nn::Sharing::qkv), &gen);
-  train::AdamOptions ao;
+  optim::AdamOptions ao;
   ao.lr = 3e-3;
-  train::Adam opt(model.named_parameters(), ao);
-  train::TrainOptions o;
+  optim::Adam opt(model.named_parameters(), ao);
+  loops::TrainOptions o;
   o.epochs = 6;
   o.batch_size = 64;
   o.clip = 5;
   o.log_every = 1000;
   const int64_t steps = o.epochs * 4096 / 64;
-  train::CosineWarmup schedule(ao.lr, steps / 20, steps);
+  optim::CosineWarmup schedule(ao.lr, steps / 20, steps);
   auto forward = [&](const Tensor& ids) { return model.forward(ids); };
-  train::TrainResult r = train::fit(model, forward, opt, schedule, {data.train.inputs, data.train.targets},
+  loops::TrainResult r = loops::fit(model, forward, opt, schedule, {data.train.inputs, data.train.targets},
                                     {data.val.inputs, data.val.targets}, {data.test.inputs, data.test.targets}, o);
   CHECK(r.steps == steps);
   CHECK(r.epochs.size() == 6);

@@ -55,10 +55,10 @@ void dump(const VariantSpec& v, int index, const std::string& dir) {
   Tensor logits = model.forward(ids);
   Tensor loss = cross_entropy(logits.reshape({-1, 10}), targets.reshape({-1}));
   loss.backward();
-  train::AdamOptions o;
+  optim::AdamOptions o;
   o.lr = 1e-2;
   o.weight_decay = 0.1;
-  train::AdamW opt(model.named_parameters(), o);
+  optim::AdamW opt(model.named_parameters(), o);
   opt.step();
   out.emplace_back("ids", ids);
   out.emplace_back("targets", targets);

@@ -8,12 +8,12 @@
 
 namespace qkv::test {
 
-inline const train::data::Gpt2Tokenizer& gpt2() {
-  static const train::data::Gpt2Tokenizer tok = [] {
+inline const data::Gpt2Tokenizer& gpt2() {
+  static const data::Gpt2Tokenizer tok = [] {
     const std::filesystem::path dir = data_dir() / "gpt2-tokenizer";
     INFO("GPT-2 tokenizer files expected in ", dir.string(), " (set QKV_DATA to the data folder)");
     REQUIRE(std::filesystem::exists(dir / "encoder.json"));
-    return train::data::Gpt2Tokenizer::load(dir);
+    return data::Gpt2Tokenizer::load(dir);
   }();
   return tok;
 }

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     std::ostringstream ss;
     ss << in.rdbuf();
     const std::string text = ss.str();
-    const auto tok = qkv::train::data::Gpt2Tokenizer::load(dir);
+    const auto tok = qkv::data::Gpt2Tokenizer::load(dir);
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<int32_t> ids = ordinary ? tok.encode_ordinary(text) : tok.encode(text);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -25,7 +25,7 @@
 #include "tests/support/test_support.h"
 
 using namespace qkv;
-using qkv::train::data::Gpt2Tokenizer;
+using qkv::data::Gpt2Tokenizer;
 namespace fs = std::filesystem;
 
 namespace {
@@ -50,7 +50,7 @@ std::string utf8(char32_t c) {
 // A token's spelling in encoder.json / vocab.bpe: each byte as its GPT-2 alphabet character.
 std::string spell(const std::string& bytes) {
   std::string s;
-  for (char b : bytes) s += utf8(train::data::gpt2_byte_to_unicode(uint8_t(b)));
+  for (char b : bytes) s += utf8(data::gpt2_byte_to_unicode(uint8_t(b)));
   return s;
 }
 

@@ -1,4 +1,4 @@
-// Tests of the experiment configuration layer (train/experiment/): the shipped experiment files at
+// Tests of the experiment configuration layer (lab/experiment/): the shipped experiment files at
 // every scale, strict parsing and its messages (file, line, key, value, expected form), variant
 // names, overrides and their precedence, sweep expansion and run ids, the YAML round trip, and
 // run folders with completeness detection.
@@ -11,13 +11,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "train/experiment/experiment.h"
-#include "train/experiment/overrides.h"
-#include "train/experiment/run_dir.h"
+#include "lab/experiment/experiment.h"
+#include "lab/experiment/overrides.h"
+#include "lab/experiment/run_dir.h"
 #include "tests/support/test_support.h"
 
 using namespace qkv;
-using namespace qkv::train::experiment;
+using namespace qkv::experiment;
 namespace fs = std::filesystem;
 
 namespace {

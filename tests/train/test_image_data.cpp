@@ -28,7 +28,7 @@
 #include "tests/support/test_support.h"
 
 using namespace qkv;
-using namespace qkv::train;
+using namespace qkv::data;
 namespace fs = std::filesystem;
 
 namespace {

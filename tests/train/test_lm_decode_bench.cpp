@@ -2,7 +2,7 @@
 // a K=V variant's cache is half of QKV's, and the allocator's peak covers the cache.
 #include <doctest/doctest.h>
 
-#include "train/lm_decode_bench.h"
+#include "lab/infer/decode_bench.h"
 
 using namespace qkv;
 
@@ -23,15 +23,15 @@ nn::GPTConfig tiny(nn::Sharing sharing) {
 TEST_CASE("lm decode bench: cache bytes, the K=V half, and the peak") {
   const int64_t batch = 2, context = 24;
   const nn::GPTConfig qkv = tiny(nn::Sharing::qkv), kv = tiny(nn::Sharing::q_kv);
-  const auto full = train::bench_decode(qkv, batch, context, 5, 6, DType::f32);
+  const auto full = infer::bench_decode(qkv, batch, context, 5, 6, DType::f32);
   CHECK(full.cache_bytes == nn::KVCache::bytes_per_token(qkv.attention, qkv.layers, DType::f32) * batch * context);
   CHECK(full.peak_bytes >= full.cache_bytes);
   CHECK(full.prefill_ms > 0);
   CHECK(full.decode_tokens_per_s > 0);
-  const auto tied = train::bench_decode(kv, batch, context, 5, 6, DType::f32);
+  const auto tied = infer::bench_decode(kv, batch, context, 5, 6, DType::f32);
   CHECK(2 * tied.cache_bytes == full.cache_bytes);
   CHECK(tied.peak_bytes >= tied.cache_bytes);
-  const auto half = train::bench_decode(qkv, batch, context, 5, 6, DType::bf16);
+  const auto half = infer::bench_decode(qkv, batch, context, 5, 6, DType::bf16);
   CHECK(2 * half.cache_bytes == full.cache_bytes);
-  CHECK_THROWS_AS(train::bench_decode(qkv, batch, context, 20, 5, DType::f32), ValueError);   // past the cache
+  CHECK_THROWS_AS(infer::bench_decode(qkv, batch, context, 20, 5, DType::f32), ValueError);   // past the cache
 }

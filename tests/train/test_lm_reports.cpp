@@ -2,12 +2,13 @@
 // files as `qkvlab params / flops / cache` read them, and token sampling.
 #include <doctest/doctest.h>
 
-#include "train/experiment/experiment.h"
-#include "train/lm_generate.h"
-#include "train/report/lm_reports.h"
+#include "lab/experiment/experiment.h"
+#include "lab/infer/generate.h"
+#include "lab/report/lm_reports.h"
 
 using namespace qkv;
-using namespace qkv::train;
+using namespace qkv::report;
+using namespace qkv::infer;
 
 namespace {
 const std::string kSource = QKV_SOURCE_DIR;

@@ -9,10 +9,11 @@
 
 #include "tests/support/test_support.h"
 #include "train/data/token_dataset.h"
-#include "train/lm_trainer.h"
+#include "train/loops/lm_loop.h"
 
 using namespace qkv;
-using namespace qkv::train;
+using namespace qkv::loops;
+using qkv::optim::CosineWarmup;
 namespace fs = std::filesystem;
 
 namespace {

@@ -15,7 +15,7 @@
 #include "train/optim/sgd.h"
 
 using namespace qkv;
-using namespace qkv::train;
+using namespace qkv::optim;
 
 namespace {
 

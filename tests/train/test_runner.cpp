@@ -5,14 +5,14 @@
 #include <filesystem>
 #include <fstream>
 
-#include "train/experiment/experiment.h"
-#include "train/report/attention_maps.h"
-#include "train/report/table.h"
-#include "train/synthetic_run.h"
+#include "lab/experiment/experiment.h"
+#include "lab/report/attention_maps.h"
+#include "lab/report/table.h"
+#include "lab/tasks/synthetic.h"
 #include "tests/support/test_support.h"
 
 using namespace qkv;
-using namespace qkv::train;
+using namespace qkv::tasks;
 namespace fs = std::filesystem;
 
 namespace {

@@ -27,7 +27,7 @@
 #include "tests/support/test_support.h"
 
 using namespace qkv;
-using namespace qkv::train::data;
+using namespace qkv::data;
 namespace fs = std::filesystem;
 
 namespace {

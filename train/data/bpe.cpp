@@ -24,7 +24,7 @@
 
 #include "tensor/error.h"
 
-namespace qkv::train::data {
+namespace qkv::data {
 
 namespace {
 
@@ -458,4 +458,4 @@ const std::string& Gpt2Tokenizer::token_bytes(int32_t id) const {
 int32_t Gpt2Tokenizer::eot() const { return impl_->eot; }
 int64_t Gpt2Tokenizer::vocab_size() const { return int64_t(impl_->id_to_bytes.size()); }
 
-}  // namespace qkv::train::data
+}  // namespace qkv::data

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-namespace qkv::train::data {
+namespace qkv::data {
 
 class Gpt2Tokenizer {
  public:
@@ -60,4 +60,4 @@ class Gpt2Tokenizer {
 // vocab.bpe (printable Latin-1 bytes stand for themselves, the rest map to U+0100 and up).
 char32_t gpt2_byte_to_unicode(uint8_t byte);
 
-}  // namespace qkv::train::data
+}  // namespace qkv::data

@@ -8,7 +8,7 @@
 
 #include "train/data/image_dataset.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
 namespace {
 
@@ -119,4 +119,4 @@ std::shared_ptr<ImageDataset> load_cifar100(const std::string& root, Split split
   return load_files({path}, format, cat("cifar100", coarse_labels ? "-coarse" : "", train ? "/train" : "/test"));
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::data

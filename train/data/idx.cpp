@@ -11,7 +11,7 @@
 
 #include "train/data/image_dataset.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
 namespace {
 
@@ -145,4 +145,4 @@ std::shared_ptr<ImageDataset> load_idx_dataset(const std::string& root, Split sp
   return std::make_shared<MemoryImageDataset>(full_name, std::move(images), std::move(labels), classes);
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::data

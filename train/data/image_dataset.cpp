@@ -9,7 +9,7 @@
 
 #include "tensor/philox.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
 namespace {
 
@@ -95,4 +95,4 @@ std::pair<std::shared_ptr<ImageDataset>, std::shared_ptr<ImageDataset>> split_ho
           std::make_shared<SubsetDataset>(data, std::move(val), name + ":val")};
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::data

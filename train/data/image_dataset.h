@@ -12,7 +12,7 @@
 
 #include "tensor/tensor.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
 class ImageDataset {
  public:
@@ -94,4 +94,4 @@ std::shared_ptr<ImageDataset> load_cifar100(const std::string& root, Split split
 // and val/images/*.JPEG; the val split serves as test. Grayscale JPEGs are promoted to RGB.
 std::shared_ptr<ImageDataset> load_tinyimagenet(const std::string& root, Split split);
 
-}  // namespace qkv::train
+}  // namespace qkv::data

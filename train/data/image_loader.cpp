@@ -23,7 +23,7 @@
 
 #include "tensor/philox.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
 namespace {
 
@@ -323,4 +323,4 @@ std::pair<std::vector<float>, std::vector<float>> channel_stats(const ImageDatas
   return {mean, sd};
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::data

@@ -13,7 +13,7 @@
 
 #include "train/data/image_dataset.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
 struct LoaderOptions {
   int64_t batch_size = 128;
@@ -56,4 +56,4 @@ class ImageLoader {
 // `max_examples` examples spread across it.
 std::pair<std::vector<float>, std::vector<float>> channel_stats(const ImageDataset& data, int64_t max_examples = 10000);
 
-}  // namespace qkv::train
+}  // namespace qkv::data

@@ -1,6 +1,6 @@
 #include "train/data/loader_batches.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
 LoaderBatches::LoaderBatches(std::shared_ptr<const ImageDataset> data, LoaderOptions options, Device device)
     : loader_(data, std::move(options)), examples_(data->size()), device_(device) {}
@@ -13,4 +13,4 @@ bool LoaderBatches::next(Tensor& inputs, Tensor& targets) {
   return true;
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::data

@@ -1,9 +1,9 @@
 // The image loader as a trainer BatchSource: batches from worker threads, moved to the device.
 #pragma once
 #include "train/data/image_loader.h"
-#include "train/trainer.h"
+#include "train/data/batches.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
 class LoaderBatches : public BatchSource {
  public:
@@ -20,4 +20,4 @@ class LoaderBatches : public BatchSource {
   Device device_;
 };
 
-}  // namespace qkv::train
+}  // namespace qkv::data

@@ -24,9 +24,9 @@
 #include "tensor/error.h"
 #include "train/data/bpe.h"
 #include "train/data/text_sources.h"
-#include "train/progress.h"
+#include "tensor/format.h"
 
-namespace qkv::train::data {
+namespace qkv::data {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -34,17 +34,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr size_t kBatchBytes = size_t(8) << 20;   // text encoded in parallel per round
-
-std::string thousands(int64_t v) {   // 1234567 -> "1,234,567"
-  const std::string digits = std::to_string(v);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    const size_t left = digits.size() - i;
-    if (i > 0 && digits[i - 1] != '-' && left % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 // The progress line: a bar over the input bytes on a terminal, one line per input otherwise.
 class PrepareProgress {
@@ -65,7 +54,7 @@ class PrepareProgress {
     std::fprintf(out_, "\rdata prepare [%s%s] %.1f/%.1f MB, text %.1f MB/s, %s tokens, ETA %s  ",
                  std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(),
                  double(bytes) / 1e6, double(total_) / 1e6, t > 0 ? double(text) / 1e6 / t : 0.0,
-                 thousands(tokens).c_str(), format_duration(rate > 0 ? double(total_ - bytes) / rate : NAN).c_str());
+                 with_commas(tokens).c_str(), format_duration(rate > 0 ? double(total_ - bytes) / rate : NAN).c_str());
     std::fflush(out_);
   }
   void line(const std::string& text) {
@@ -256,8 +245,8 @@ PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) {
                       {"bytes", bytes},
                       {"documents", reader.documents()},
                       {"tokens", tokens}});
-    progress.line(cat("data prepare: ", path.string(), ": ", thousands(reader.documents()), " document(s), ",
-                      thousands(tokens), " tokens"));
+    progress.line(cat("data prepare: ", path.string(), ": ", with_commas(reader.documents()), " document(s), ",
+                      with_commas(tokens), " tokens"));
   }
   result.bytes = total_bytes;
 
@@ -314,9 +303,9 @@ PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) {
   char size[64];
   std::snprintf(size, sizeof size, "%.1f MB of text in %.1f s (%.1f MB/s)", double(result.text_bytes) / 1e6,
                 result.seconds, double(result.text_bytes) / 1e6 / std::max(result.seconds, 1e-9));
-  progress.line(cat("data prepare: ", o.inputs.size(), " input(s), ", thousands(result.documents), " document(s), ", size,
-                    " -> ", thousands(total), " tokens: train ", thousands(result.train.tokens), " in ",
-                    result.train.shards.size(), " shard(s), val ", thousands(result.val.tokens), " in ",
+  progress.line(cat("data prepare: ", o.inputs.size(), " input(s), ", with_commas(result.documents), " document(s), ", size,
+                    " -> ", with_commas(total), " tokens: train ", with_commas(result.train.tokens), " in ",
+                    result.train.shards.size(), " shard(s), val ", with_commas(result.val.tokens), " in ",
                     result.val.shards.size(), " shard(s); ", (o.out / "dataset.json").string()));
   return result;
 }
@@ -394,4 +383,4 @@ DatasetInfo read_dataset_info(const fs::path& dir) {
   return info;
 }
 
-}  // namespace qkv::train::data
+}  // namespace qkv::data

@@ -16,7 +16,7 @@
 
 #include "train/data/token_shard.h"
 
-namespace qkv::train::data {
+namespace qkv::data {
 
 struct PrepareOptions {
   std::vector<std::filesystem::path> inputs;   // text / JSONL files, plain, .gz or .zst
@@ -60,4 +60,4 @@ struct DatasetInfo {
 // IOError naming dataset.json and the field when it is missing or malformed.
 DatasetInfo read_dataset_info(const std::filesystem::path& dir);
 
-}  // namespace qkv::train::data
+}  // namespace qkv::data

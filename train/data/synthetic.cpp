@@ -4,7 +4,7 @@
 
 #include "autograd/ops.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
 SyntheticTask parse_synthetic_task(const std::string& name) {
   if (name == "reverse") return SyntheticTask::reverse;
@@ -66,4 +66,4 @@ SyntheticSplits make_synthetic_splits(SyntheticTask task, int64_t length, int64_
   return s;
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::data

@@ -10,7 +10,7 @@
 #include "tensor/random.h"
 #include "tensor/tensor.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
 enum class SyntheticTask { reverse, sort, sub, swap, copy };
 SyntheticTask parse_synthetic_task(const std::string& name);   // throws ValueError listing the tasks
@@ -33,4 +33,4 @@ struct SyntheticSplits { SequenceData train, val, test; };
 SyntheticSplits make_synthetic_splits(SyntheticTask task, int64_t length, int64_t vocab, int64_t train_size,
                                       int64_t val_size, int64_t test_size, uint64_t seed);
 
-}  // namespace qkv::train
+}  // namespace qkv::data

@@ -15,7 +15,7 @@
 
 #include "tensor/error.h"
 
-namespace qkv::train::data {
+namespace qkv::data {
 
 namespace fs = std::filesystem;
 
@@ -319,4 +319,4 @@ bool DocumentReader::next_jsonl(TextPiece& piece) {
   }
 }
 
-}  // namespace qkv::train::data
+}  // namespace qkv::data

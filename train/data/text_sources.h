@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-namespace qkv::train::data {
+namespace qkv::data {
 
 enum class TextFormat { text, jsonl };
 enum class Compression { none, gzip, zstd };
@@ -87,4 +87,4 @@ class DocumentReader {
 // looks past it, so text[0, p) and text[p, end) encode to the ids of the whole.
 size_t safe_text_cut(std::string_view text, size_t limit, size_t floor = 1);
 
-}  // namespace qkv::train::data
+}  // namespace qkv::data

@@ -15,7 +15,7 @@
 
 #include "train/data/image_dataset.h"
 
-namespace qkv::train {
+namespace qkv::data {
 
 namespace {
 
@@ -183,4 +183,4 @@ std::shared_ptr<ImageDataset> load_tinyimagenet(const std::string& root, Split s
   return split == Split::train ? load_train(dir, wnids) : load_val(dir, wnids);
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::data

@@ -9,7 +9,7 @@
 #include "train/data/image_dataset.h"   // philox_permutation
 #include "train/data/prepare_dataset.h"
 
-namespace qkv::train::data {
+namespace qkv::data {
 
 namespace {
 
@@ -139,4 +139,4 @@ void TokenBatches::next(Tensor& inputs, Tensor& targets) {
   }
 }
 
-}  // namespace qkv::train::data
+}  // namespace qkv::data

@@ -26,7 +26,7 @@
 #include "tensor/tensor.h"
 #include "train/data/token_shard.h"
 
-namespace qkv::train::data {
+namespace qkv::data {
 
 enum class LmSampling { packed, per_document };
 
@@ -85,4 +85,4 @@ class TokenBatches {
   std::vector<int64_t> scratch_;
 };
 
-}  // namespace qkv::train::data
+}  // namespace qkv::data

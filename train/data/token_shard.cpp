@@ -18,7 +18,7 @@
 #include "tensor/atomic_file.h"
 #include "tensor/error.h"
 
-namespace qkv::train::data {
+namespace qkv::data {
 
 namespace fs = std::filesystem;
 
@@ -250,4 +250,4 @@ void TokenShardWriter::finish() {
   if (file_) close_shard();
 }
 
-}  // namespace qkv::train::data
+}  // namespace qkv::data

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace qkv::train::data {
+namespace qkv::data {
 
 inline constexpr char kTokenShardMagic[8] = {'Q', 'K', 'V', 'T', 'O', 'K', 'S', '\0'};
 inline constexpr uint32_t kTokenShardVersion = 1;
@@ -104,4 +104,4 @@ class TokenShardWriter {
 // The name of shard `index` of a prefix: "<prefix>_000042.bin".
 std::filesystem::path token_shard_path(const std::filesystem::path& prefix, int64_t index);
 
-}  // namespace qkv::train::data
+}  // namespace qkv::data

@@ -12,7 +12,7 @@
 
 #include "autograd/ops.h"
 
-namespace qkv::train {
+namespace qkv::optim {
 namespace {
 
 constexpr int64_t kParallelThreshold = 1 << 15;   // elements; below this one thread is faster
@@ -103,4 +103,4 @@ void Adam::update(Tensor& param, const Tensor& grad, ParamState& state) {
 
 AdamW::AdamW(NamedTensors params, AdamOptions options) : Adam("AdamW", std::move(params), options, true) {}
 
-}  // namespace qkv::train
+}  // namespace qkv::optim

@@ -5,7 +5,7 @@
 #pragma once
 #include "train/optim/optimizer.h"
 
-namespace qkv::train {
+namespace qkv::optim {
 
 struct AdamOptions {
   double lr = 1e-3;
@@ -35,4 +35,4 @@ class AdamW : public Adam {
   explicit AdamW(NamedTensors params, AdamOptions options = {});
 };
 
-}  // namespace qkv::train
+}  // namespace qkv::optim

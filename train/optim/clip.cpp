@@ -7,7 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 
-namespace qkv::train {
+namespace qkv::optim {
 namespace {
 
 constexpr int64_t kParallelThreshold = 1 << 15;   // elements; below this one thread is faster
@@ -79,4 +79,4 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
   return norm;
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::optim

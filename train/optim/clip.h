@@ -3,7 +3,7 @@
 #pragma once
 #include "train/optim/optimizer.h"
 
-namespace qkv::train {
+namespace qkv::optim {
 
 // The L2 norm of all defined grads of `params` taken together (accumulated in double). When
 // max_norm / (norm + 1e-6) < 1, every grad is scaled in place by that factor. Returns the norm
@@ -11,4 +11,4 @@ namespace qkv::train {
 // skip the step. max_norm must be > 0 (+inf only measures). Parameters without grad are ignored.
 double clip_grad_norm(const NamedTensors& params, double max_norm);
 
-}  // namespace qkv::train
+}  // namespace qkv::optim

@@ -9,7 +9,7 @@
 
 #include "autograd/grad_mode.h"
 
-namespace qkv::train {
+namespace qkv::optim {
 
 bool is_fusable_cpu(std::initializer_list<Tensor> tensors) {
   const Tensor& first = *tensors.begin();
@@ -158,4 +158,4 @@ std::vector<Optimizer::ParamState> Optimizer::restore_states(const NamedTensors&
   return out;
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::optim

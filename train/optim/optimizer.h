@@ -12,7 +12,7 @@
 
 #include "tensor/tensor.h"
 
-namespace qkv::train {
+namespace qkv::optim {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
@@ -72,4 +72,4 @@ class Optimizer {
   int64_t steps_ = 0;
 };
 
-}  // namespace qkv::train
+}  // namespace qkv::optim

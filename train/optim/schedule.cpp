@@ -7,7 +7,7 @@
 
 #include "tensor/error.h"
 
-namespace qkv::train {
+namespace qkv::optim {
 namespace {
 
 void check_lr(const char* schedule, const char* what, double lr) {
@@ -64,4 +64,4 @@ double MultiStepLR::lr_at(int64_t step) const {
   return base_lr_ * std::pow(gamma_, double(passed));
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::optim

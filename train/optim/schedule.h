@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace qkv::train {
+namespace qkv::optim {
 
 class LRSchedule {
  public:
@@ -47,4 +47,4 @@ class MultiStepLR : public LRSchedule {
   std::vector<int64_t> milestones_;
 };
 
-}  // namespace qkv::train
+}  // namespace qkv::optim

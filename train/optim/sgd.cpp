@@ -10,7 +10,7 @@
 
 #include "autograd/ops.h"
 
-namespace qkv::train {
+namespace qkv::optim {
 namespace {
 
 constexpr int64_t kParallelThreshold = 1 << 15;   // elements; below this one thread is faster
@@ -77,4 +77,4 @@ void SGD::update(Tensor& param, const Tensor& grad, ParamState& state) {
   param.storage()->bump_version();
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::optim

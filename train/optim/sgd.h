@@ -5,7 +5,7 @@
 #pragma once
 #include "train/optim/optimizer.h"
 
-namespace qkv::train {
+namespace qkv::optim {
 
 struct SGDOptions {
   double lr = 1e-2;
@@ -27,4 +27,4 @@ class SGD : public Optimizer {
   SGDOptions options_;
 };
 
-}  // namespace qkv::train
+}  // namespace qkv::optim

@@ -1,0 +1,21 @@
+// The `qkvlab` subcommands. Each registers itself on the CLI11 app and runs when chosen.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <ostream>
+#include <string>
+
+namespace qkv::cli {
+
+void add_ops_command(CLI::App& app);    // qkvlab ops: the op table
+void add_demo_command(CLI::App& app);   // qkvlab demo: train a small MLP, print the loss
+void print_op_table(std::ostream& os);
+void add_run_command(CLI::App& app);    // qkvlab run: experiments from YAML
+void add_data_command(CLI::App& app);   // qkvlab data prepare: text -> GPT-2 token shards
+void add_table_command(CLI::App& app);
+void add_lm_report_commands(CLI::App& app);   // qkvlab params / flops / cache / bench decode
+void add_generate_command(CLI::App& app);     // qkvlab generate: text from a trained run  // qkvlab table: the paper's tables from run folders
+// The tables and figures of the runs under `out`, with the paper's numbers from `paper_dir`.
+std::string default_paper_tables();
+void print_tables(const std::string& out, std::ostream& os, const std::string& paper_dir = default_paper_tables());
+
+}  // namespace qkv::cli

@@ -1,0 +1,92 @@
+// qkvlab generate RUN --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]:
+// text from a trained language-model run — its resolved config.yaml, its newest checkpoint and
+// the GPT-2 tokenizer it was trained with — decoded incrementally over the KV cache.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "tensor/error.h"
+#include "lab/cli/commands.h"
+#include "train/data/bpe.h"
+#include "lab/experiment/config.h"
+#include "lab/infer/generate.h"
+#include "lab/tasks/lm.h"
+#include "train/loops/lm_loop.h"
+
+namespace qkv::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct GenerateOptions {
+  std::string run, prompt, data_root, tokenizer;
+  int64_t tokens = 100;
+  infer::SamplingOptions sampling;
+};
+
+void generate_text(const GenerateOptions& o) {
+  const fs::path run(o.run), config_path = run / "config.yaml";
+  check<IOError>(fs::exists(config_path), "generate: ", o.run, " is not a run folder (no config.yaml); give a folder "
+                 "like runs/lm/shakespeare/QKV/seed0");
+  std::ifstream f(config_path);
+  std::stringstream text;
+  text << f.rdbuf();
+  experiment::Config c = experiment::config_from_yaml(text.str(), config_path.string());
+  check<ValueError>(c.task.kind == "lm", "generate: ", config_path.string(), " is a ", c.task.kind,
+                    " run, not a language model");
+  const auto checkpoint = loops::latest_checkpoint(run);
+  check<IOError>(checkpoint.has_value(), "generate: ", o.run, " has no checkpoint yet (checkpoints/ is written at "
+                 "every validation)");
+  if (!o.data_root.empty()) c.data.root = o.data_root;
+  fs::path tok = o.tokenizer.empty() ? fs::path(c.lm.tokenizer) : fs::path(o.tokenizer);
+  if (o.tokenizer.empty() && tok.is_relative()) tok = fs::path(c.data.root) / tok;
+  const data::Gpt2Tokenizer tokenizer = data::Gpt2Tokenizer::load(tok);
+
+  Generator gen(0);
+  nn::GPT model(tasks::gpt_config(c), &gen);
+  model.load(checkpoint->string());
+  model.eval();
+  std::vector<int64_t> prompt;
+  if (o.prompt.empty()) {
+    prompt.push_back(tokenizer.eot());   // an empty prompt starts a new document
+  } else {
+    for (int32_t id : tokenizer.encode(o.prompt)) prompt.push_back(id);
+  }
+  infer::SamplingOptions s = o.sampling;
+  s.vocab_limit = tokenizer.vocab_size();
+  const int64_t room = model.config().context - int64_t(prompt.size());
+  check<ValueError>(room > 0, "generate: the prompt is ", prompt.size(), " tokens; the model's context is ",
+                    model.config().context);
+  if (o.tokens > room)
+    std::fprintf(stderr, "generate: %lld tokens requested, %lld loops::fit in the context after the prompt\n",
+                 static_cast<long long>(o.tokens), static_cast<long long>(room));
+  std::fprintf(stderr, "%s, checkpoint %s\n", o.run.c_str(), checkpoint->filename().string().c_str());
+  std::fputs(o.prompt.c_str(), stdout);
+  generate(model, prompt, std::min(o.tokens, room), s, tokenizer.eot(), [&](int64_t id) {
+    const int32_t one = int32_t(id);
+    std::fputs(tokenizer.decode(std::span<const int32_t>(&one, 1)).c_str(), stdout);
+    std::fflush(stdout);
+  });
+  std::fputs("\n", stdout);
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto o = std::make_shared<GenerateOptions>();
+  auto* cmd = app.add_subcommand("generate", "Sample text from a trained language-model run");
+  cmd->add_option("run", o->run, "run folder (holds config.yaml and checkpoints/)")->required();
+  cmd->add_option("--prompt", o->prompt, "text to continue (empty: start a new document)");
+  cmd->add_option("--tokens", o->tokens, "tokens to generate (default 100)")->check(CLI::PositiveNumber);
+  cmd->add_option("--temperature", o->sampling.temperature, "softmax temperature; 0 = greedy (default 1)")
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-k", o->sampling.top_k, "sample among the k likeliest tokens; 0 = all (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", o->sampling.seed, "sampling seed (default 0)");
+  cmd->add_option("--data-root", o->data_root, "data.root for the tokenizer, if the run's is not valid here");
+  cmd->add_option("--tokenizer", o->tokenizer, "folder with encoder.json and vocab.bpe (overrides the run's)");
+  cmd->callback([o] { generate_text(*o); });
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,112 @@
+// The language-model commands that read an experiment file without training:
+//   qkvlab params FILE                       parameter counts per variant
+//   qkvlab flops FILE --seq N                multiply-accumulates of a forward pass (the paper's table)
+//   qkvlab cache FILE --context N [--batch B] [--dtype bf16] [--no-measure]
+//                                            KV-cache bytes per variant, computed and measured
+//   qkvlab bench decode FILE [--batch B] [--context N] [--new-tokens K]
+//                                            decode tokens/s and peak memory per variant
+// FILE takes --scale and key=value overrides like `qkvlab run`.
+#include <cstdio>
+#include <iostream>
+
+#include "tensor/error.h"
+#include "lab/cli/commands.h"
+#include "lab/experiment/experiment.h"
+#include "lab/infer/decode_bench.h"
+#include "lab/report/lm_reports.h"
+
+namespace qkv::cli {
+
+namespace {
+
+struct FileOptions {
+  std::vector<std::string> args;   // the file and key=value overrides
+  std::string scale;
+};
+
+void add_file_options(CLI::App* cmd, FileOptions& o) {
+  cmd->add_option("args", o.args, "a language-model experiment file (e.g. experiments/lm/gpt-300m.yaml) and key=value overrides")
+      ->required();
+  cmd->add_option("--scale", o.scale, "a named scale of the file");
+}
+
+std::vector<report::LmVariantModel> models_of(const FileOptions& o) {
+  std::vector<std::string> files, overrides;
+  for (const std::string& a : o.args) (a.find('=') != std::string::npos ? overrides : files).push_back(a);
+  check<ValueError>(files.size() == 1, "expected one experiment file, got ", files.size());
+  return report::lm_variant_models(experiment::load_experiment(files[0], o.scale, overrides));
+}
+
+}  // namespace
+
+void add_lm_report_commands(CLI::App& app) {
+  {
+    auto o = std::make_shared<FileOptions>();
+    auto* cmd = app.add_subcommand("params", "Parameter counts of each attention variant of a language-model experiment");
+    add_file_options(cmd, *o);
+    cmd->callback([o] { std::cout << report::params_report(models_of(*o)); });
+  }
+  {
+    auto o = std::make_shared<FileOptions>();
+    auto seq = std::make_shared<int64_t>(2048);
+    auto* cmd = app.add_subcommand("flops", "Multiply-accumulates of one forward pass per variant (batch 1)");
+    add_file_options(cmd, *o);
+    cmd->add_option("--seq", *seq, "sequence length (default 2048)")->check(CLI::PositiveNumber);
+    cmd->callback([o, seq] { std::cout << report::flops_report(models_of(*o), *seq); });
+  }
+  {
+    auto o = std::make_shared<FileOptions>();
+    auto c = std::make_shared<report::CacheOptions>();
+    auto dtype = std::make_shared<std::string>("bf16");
+    auto no_measure = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("cache", "KV-cache bytes per variant: per token and at a context, computed and "
+                                            "measured from the allocator after a real prefill");
+    add_file_options(cmd, *o);
+    cmd->add_option("--context", c->context, "tokens cached per sequence")->required()->check(CLI::PositiveNumber);
+    cmd->add_option("--batch", c->batch, "sequences (default 1)")->check(CLI::PositiveNumber);
+    cmd->add_option("--dtype", *dtype, "cache storage: bf16 (default), f16 or f32");
+    cmd->add_option("--prefill", c->prefill, "prompt tokens run through the model to fill the cache (default 16)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_flag("--no-measure", *no_measure, "closed form only: build no model");
+    cmd->callback([o, c, dtype, no_measure] {
+      c->dtype = parse_dtype(*dtype);
+      c->measure = !*no_measure;
+      const auto models = models_of(*o);
+      std::cout << report::cache_report(report::cache_rows(models, *c), *c);
+    });
+  }
+  {
+    auto* bench = app.add_subcommand("bench", "Benchmarks of trained-model use");
+    bench->require_subcommand(1);
+    auto o = std::make_shared<FileOptions>();
+    auto batch = std::make_shared<int64_t>(1), context = std::make_shared<int64_t>(512),
+         prompt = std::make_shared<int64_t>(128), tokens = std::make_shared<int64_t>(32);
+    auto dtype = std::make_shared<std::string>("f32");
+    auto* cmd = bench->add_subcommand("decode", "Decode tokens/s and peak memory per variant (random weights)");
+    add_file_options(cmd, *o);
+    cmd->add_option("--batch", *batch, "sequences decoded together (default 1)")->check(CLI::PositiveNumber);
+    cmd->add_option("--context", *context, "cache capacity per sequence (default 512)")->check(CLI::PositiveNumber);
+    cmd->add_option("--prompt", *prompt, "prefilled tokens (default 128)")->check(CLI::PositiveNumber);
+    cmd->add_option("--new-tokens", *tokens, "tokens decoded one at a time (default 32)")->check(CLI::PositiveNumber);
+    cmd->add_option("--dtype", *dtype, "cache storage: f32 (default), bf16 or f16");
+    cmd->callback([o, batch, context, prompt, tokens, dtype] {
+      check<ValueError>(*prompt + *tokens <= *context, "bench decode: --prompt ", *prompt, " + --new-tokens ", *tokens,
+                        " exceed --context ", *context);
+      const DType dt = parse_dtype(*dtype);
+      std::printf("decode: batch %lld, prompt %lld, %lld new tokens, cache of %lld positions (%s)\n\n",
+                  static_cast<long long>(*batch), static_cast<long long>(*prompt), static_cast<long long>(*tokens),
+                  static_cast<long long>(*context), dtype_name(dt));
+      std::printf("| variant | prefill ms | decode tokens/s | cache bytes | peak bytes |\n|---|---:|---:|---:|---:|\n");
+      for (const auto& m : models_of(*o)) {
+        nn::GPTConfig c = m.config;
+        c.context = std::max(c.context, *context);
+        const infer::DecodeBenchResult r = infer::bench_decode(c, *batch, *context, *prompt, *tokens, dt);
+        std::printf("| %s | %.1f | %.1f | %s | %s |\n", m.variant.c_str(), r.prefill_ms, r.decode_tokens_per_s,
+                    with_commas(r.cache_bytes).c_str(), with_commas(r.peak_bytes).c_str());
+        std::fflush(stdout);
+      }
+    });
+  }
+}
+
+}  // namespace qkv::cli

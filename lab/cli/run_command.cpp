@@ -1,0 +1,106 @@
+// qkvlab run FILE... [--scale NAME] [--out DIR] [--dry-run] [key=value ...]
+// Runs experiment files (or suite files listing them): every run of each sweep, skipping runs
+// whose folder already holds a result, so an interrupted suite continues where it stopped;
+// then prints the table of everything under the output folder.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "lab/cli/commands.h"
+#include "lab/experiment/experiment.h"
+#include "lab/tasks/lm.h"
+#include "train/loops/lm_loop.h"
+#include "lab/tasks/run_task.h"
+#include "lab/tasks/vision_data.h"
+
+namespace qkv::cli {
+namespace {
+
+struct RunOptions {
+  std::vector<std::string> args;   // files and key=value overrides, in any order
+  std::string scale;
+  std::string out = "runs";
+  bool dry_run = false;
+  bool resume = false;
+};
+
+bool is_suite(const std::string& path) {
+  try {
+    YAML::Node n = YAML::LoadFile(path);
+    return n.IsMap() && n["suite"];
+  } catch (const YAML::Exception&) {
+    return false;   // load_experiment reports the parse error with its position
+  }
+}
+
+void run(const RunOptions& o) {
+  std::vector<std::string> files, overrides;
+  for (const std::string& a : o.args) (a.find('=') != std::string::npos ? overrides : files).push_back(a);
+  check<ValueError>(!files.empty(), "run: no experiment file given (e.g. qkvlab run experiments/synthetic/suite.yaml)");
+  std::vector<std::string> experiments;
+  for (const std::string& f : files) {
+    if (!is_suite(f)) { experiments.push_back(f); continue; }
+    for (const std::string& e : experiment::load_suite(f).experiments) experiments.push_back(e);
+  }
+  // Load and validate everything before training anything.
+  std::vector<experiment::Experiment> loaded;
+  size_t total = 0, done = 0;
+  for (const std::string& path : experiments) {
+    loaded.push_back(experiment::load_experiment(path, o.scale, overrides));
+    const experiment::Config& c = loaded.back().config;
+    // Fail before training anything when a dataset is missing (features files are checked on use).
+    if (c.task.kind == "vision" || (c.task.kind == "anomaly" && c.data.features != experiment::FeatureSource::file))
+      tasks::dataset_folder(c.data);
+    if (c.task.kind == "lm") tasks::check_lm_inputs(c);
+    for (const auto& r : loaded.back().runs) {
+      ++total;
+      done += experiment::RunDir(o.out, r).complete();
+    }
+  }
+  std::printf("qkvlab run: %zu experiment(s), %zu run(s), %zu already complete, output in %s\n", loaded.size(), total,
+              done, o.out.c_str());
+  if (o.dry_run) {
+    for (const auto& e : loaded)
+      for (const auto& r : e.runs)
+        std::printf("  %s/%s%s\n", e.config.name.c_str(), r.id.c_str(),
+                    experiment::RunDir(o.out, r).complete() ? " (complete)" : "");
+    return;
+  }
+  size_t index = 0;
+  for (const auto& e : loaded)
+    for (const auto& r : e.runs) {
+      ++index;
+      experiment::RunDir dir(o.out, r);
+      if (dir.complete()) continue;
+      std::printf("[%zu/%zu] %s %s\n", index, total, e.config.name.c_str(), r.id.c_str());
+      const auto checkpoint = loops::latest_checkpoint(dir.path());
+      if (checkpoint && !o.resume)
+        std::printf("  starting over; pass --resume to continue from %s\n", checkpoint->filename().string().c_str());
+      dir.start(r.config);
+      const auto result = tasks::run_task(r, dir, o.out, o.resume);
+      if (result.contains("summary"))
+        std::printf("[%zu/%zu] %s %s: %s\n", index, total, e.config.name.c_str(), r.id.c_str(),
+                    result["summary"].get<std::string>().c_str());
+      else
+        std::printf("[%zu/%zu] %s %s: test accuracy %.4f\n", index, total, e.config.name.c_str(), r.id.c_str(),
+                    result["test_accuracy"].get<double>());
+    }
+  print_tables(o.out, std::cout);
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand("run", "Run experiment or suite files (YAML), continuing an interrupted run");
+  cmd->add_option("args", o->args, "experiment/suite files and key=value overrides (e.g. model.d_model=128)")
+      ->required();
+  cmd->add_option("--scale", o->scale, "a named scale of the files (e.g. smoke, paper)");
+  cmd->add_option("--out", o->out, "output folder (default: runs)");
+  cmd->add_flag("--dry-run", o->dry_run, "list the runs without training");
+  cmd->add_flag("--resume", o->resume, "continue unfinished language-model runs from their newest checkpoint");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,104 @@
+// Parsing `key=value` overrides, checking dotted keys against the schema, and assigning them
+// into a configuration tree.
+#include "lab/experiment/overrides.h"
+
+#include "lab/experiment/config.h"
+
+namespace qkv::experiment {
+
+Override parse_override(const std::string& arg) {
+  const Source where{cat("command-line override '", arg, "'")};
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos) fail_at(where, "expected key=value, e.g. model.d_model=128 (no '=' found)");
+  Override o{arg, arg.substr(0, eq), Node{}};
+  if (o.key.empty()) fail_at(where, "expected key=value, e.g. model.d_model=128 (the key is empty)");
+  o.value = parse_yaml(arg.substr(eq + 1), where.origin);  // a syntax error names the argument
+  o.value.set_source(where);
+  return o;
+}
+
+std::vector<std::string> split_key(std::string_view dotted) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    if (parts.size() == 2 && parts[0] == "sweep" && parts[1] == "grid") {
+      parts.emplace_back(dotted.substr(start));
+      return parts;
+    }
+    const size_t dot = dotted.find('.', start);
+    parts.emplace_back(dotted.substr(start, dot == std::string_view::npos ? dot : dot - start));
+    if (dot == std::string_view::npos) return parts;
+    start = dot + 1;
+  }
+}
+
+void check_key(const std::string& dotted, const Source& where) {
+  std::vector<std::string> keys;
+  for (const KeyInfo& k : config_keys()) keys.push_back(k.key);
+  if (dotted.starts_with("sweep.grid.")) {
+    const std::string inner = dotted.substr(11);
+    const KeyInfo* info = find_config_key(inner);
+    if (info && !info->section) return;
+    std::vector<std::string> leaves;
+    for (const KeyInfo& k : config_keys())
+      if (!k.section) leaves.push_back(k.key);
+    const std::string suggestion = closest_key(inner, leaves);
+    if (!suggestion.empty()) fail_at(where, "unknown key '", dotted, "'; did you mean 'sweep.grid.", suggestion, "'?");
+    fail_at(where, "unknown key '", dotted, "': after sweep.grid. comes a schema key such as model.d_model");
+  }
+  if (find_config_key(dotted)) return;
+  const std::string suggestion = closest_key(dotted, keys);
+  if (!suggestion.empty()) fail_at(where, "unknown key '", dotted, "'; did you mean '", suggestion, "'?");
+  fail_at(where, "unknown key '", dotted, "' (describe_schema() lists the valid keys)");
+}
+
+namespace {
+
+void assign(Node& slot, Node value, const Source& where) {
+  if (slot.is_map() && value.is_map()) {
+    for (Entry& e : value.entries) {
+      if (Entry* existing = slot.find(e.key)) {
+        existing->source = e.source;
+        assign(existing->value, std::move(e.value), where);
+      } else {
+        slot.add(e.key, std::move(e.value), e.source);
+      }
+    }
+    return;
+  }
+  slot = std::move(value);
+}
+
+}  // namespace
+
+void set_key(Node& tree, const std::string& dotted, Node value, const Source& where) {
+  const std::vector<std::string> parts = split_key(dotted);
+  Node* at = &tree;
+  std::string walked;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (at->is_null()) *at = Node::map(where);
+    if (!at->is_map())
+      fail_at(where, "cannot set '", dotted, "': '", walked, "' is ", at->describe(), " (from ", at->source.str(),
+              "), not a map");
+    {
+      if (i) walked += ".";
+      walked += parts[i];
+    }
+    Entry* e = at->find(parts[i]);
+    if (!e) {
+      e = &at->entries.emplace_back(Entry{parts[i], where, Node{}});
+      e->value.source = where;
+    } else if (i + 1 == parts.size()) {
+      e->source = where;
+    }
+    at = &e->value;
+  }
+  assign(*at, std::move(value), where);
+}
+
+void apply_override(Node& tree, const Override& o) {
+  check_key(o.key, o.value.source);
+  set_key(tree, o.key, o.value, o.value.source);
+}
+
+}  // namespace qkv::experiment

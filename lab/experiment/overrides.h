@@ -1,0 +1,36 @@
+// Hydra-style overrides: `key=value` arguments (the value is YAML: 128, cuda:0, [0,1]) and the
+// dotted-key assignment into a tree that both they and the scales of an experiment file use.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lab/experiment/node.h"
+
+namespace qkv::experiment {
+
+struct Override {
+  std::string arg;  // as given: "model.d_model=128"
+  std::string key;  // "model.d_model"
+  Node value;       // parsed YAML; its source names the argument
+};
+
+// Splits at the first '=' and parses the value as YAML. ConfigError naming the argument when
+// there is no '=', the key is empty, or the value is not valid YAML.
+Override parse_override(const std::string& arg);
+
+// "sweep.grid.model.d_model" -> {"sweep", "grid", "model.d_model"}: a grid key is one part.
+std::vector<std::string> split_key(std::string_view dotted);
+
+// Throws ConfigError at `where` unless `dotted` is a schema key (leaf or section) or a grid
+// entry "sweep.grid.<leaf key>"; the message suggests the closest valid key.
+void check_key(const std::string& dotted, const Source& where);
+
+// Sets `dotted` in the tree, creating maps on the way. A map value merges into an existing map
+// key by key; anything else replaces what was there. `where` is the source of the assignment.
+void set_key(Node& tree, const std::string& dotted, Node value, const Source& where);
+
+// check_key + set_key for a parsed override.
+void apply_override(Node& tree, const Override& o);
+
+}  // namespace qkv::experiment

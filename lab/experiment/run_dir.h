@@ -1,0 +1,37 @@
+// RunDir: the output folder of one run, <out>/<experiment name>/<run id>/, holding config.yaml
+// (the resolved config), meta.json (version, commit, host, CPU, start time) and, once the run
+// has finished, result.json. A suite that was interrupted skips the runs that are complete.
+#pragma once
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lab/experiment/sweep.h"
+
+namespace qkv::experiment {
+
+class RunDir {
+ public:
+  RunDir(const std::filesystem::path& out, const std::string& experiment, const std::string& run_id);
+  RunDir(const std::filesystem::path& out, const Run& run);  // experiment = run.config.name
+
+  const std::filesystem::path& path() const { return path_; }
+
+  // result.json exists and parses as a JSON object.
+  bool complete() const;
+  // Creates the folder and writes config.yaml and meta.json (both atomically).
+  void start(const Config& resolved) const;
+  // Writes result.json atomically; from then on the run is complete.
+  void write_result(const nlohmann::json& result) const;
+  // The parsed result.json; IOError when it is missing or does not parse.
+  nlohmann::json read_result() const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Where and with what a run ran: qkvlab version, git commit of the source tree ("unknown" when
+// not available), hostname, CPU model, core count, start time (UTC, ISO 8601).
+nlohmann::json run_meta();
+
+}  // namespace qkv::experiment

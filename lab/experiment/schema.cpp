@@ -1,0 +1,40 @@
+// The non-template parts of the schema machinery: messages for unknown keys and for rules that
+// involve several fields.
+#include "lab/experiment/schema.h"
+
+namespace qkv::experiment {
+
+void Located::fail_key(const std::string& key, const std::string& value, const std::string& expected) const {
+  // Walk the dotted key down the tree; stop where it was not written (left at its default).
+  const Node* at = &map_;
+  Source where = map_.source;
+  bool written = true;
+  size_t start = 0;
+  while (written) {
+    const size_t dot = key.find('.', start);
+    const Entry* e = at->is_map() ? at->find(key.substr(start, dot == std::string::npos ? dot : dot - start)) : nullptr;
+    if (!e) {
+      written = false;
+      break;
+    }
+    at = &e->value;
+    where = e->value.source.line > 0 || e->value.source.origin.size() ? e->value.source : e->source;
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  fail_at(where, prefix_ + key, ": ", value, written ? "" : " (the default)", " is not valid: expected ", expected);
+}
+
+void fail_unknown_key(const Entry& e, const std::string& dotted, const std::vector<std::string>& siblings,
+                      const ParseContext& ctx) {
+  std::string suggestion = closest_key(dotted, ctx.keys);
+  if (!suggestion.empty()) fail_at(e.source, "unknown key '", dotted, "'; did you mean '", suggestion, "'?");
+  std::string valid;
+  for (size_t i = 0; i < siblings.size(); ++i) {
+    if (i) valid += ", ";
+    valid += siblings[i];
+  }
+  fail_at(e.source, "unknown key '", dotted, "'; valid keys here: ", valid);
+}
+
+}  // namespace qkv::experiment

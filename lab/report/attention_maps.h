@@ -1,0 +1,17 @@
+// The paper's Fig. 3: attention maps of every variant on one example per task. For each task
+// (row) and variant (column) under a run folder, the first finished run's best checkpoint is
+// loaded and its last layer's head-0 attention probabilities on the first test example are drawn
+// as a heat map (rows: queries, columns: keys). Q=K variants show near-symmetric maps.
+#pragma once
+#include <filesystem>
+
+#include "lab/report/table.h"
+
+namespace qkv::report {
+
+// Writes the grid to `png`, rows and columns in the paper's order when `paper` is given;
+// returns the number of maps drawn (0: nothing to draw, no file written).
+int write_attention_maps(const std::filesystem::path& out, const std::filesystem::path& png,
+                         const PaperTable* paper = nullptr);
+
+}  // namespace qkv::report

@@ -1,0 +1,22 @@
+// The paper's Fig. 2: training loss and validation accuracy by epoch, one line per attention
+// variant (mean over its runs), one pair of panels per task, from the runs' result rows; and
+// the language models' validation-loss curves.
+#pragma once
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace qkv::report {
+
+// Draws the tasks in `tasks` (in that order) found in `results`; returns the number of panels
+// pairs drawn (0: nothing to draw, no file written).
+int write_curves(const std::vector<nlohmann::json>& results, const std::vector<std::string>& tasks,
+                 const std::vector<std::string>& variants, const std::filesystem::path& png);
+
+// The language-model runs' validation loss by evaluation step, one line per variant (mean over
+// its runs), from the result rows' "evals"; returns 0 and writes nothing without any.
+int write_lm_curves(const std::vector<nlohmann::json>& results, const std::vector<std::string>& variants,
+                    const std::filesystem::path& png);
+
+}  // namespace qkv::report

@@ -1,0 +1,41 @@
+// The language-model reports of an experiment file, one row per attention variant of its
+// sweep, without training: parameter counts, multiply-accumulates of a forward pass (the paper's
+// FLOPs table), and the KV cache — bytes per token and at a context, computed from the closed
+// form and measured from the allocator after a real prefill into a cache of that size.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/models/gpt.h"
+#include "tensor/format.h"
+#include "lab/experiment/experiment.h"
+
+namespace qkv::report {
+
+struct LmVariantModel {
+  std::string variant;    // "QKV", "Q-K=V", "GQA-4", ...
+  nn::GPTConfig config;
+};
+// The GPT of each variant in the experiment's sweep (first grid point), in sweep order.
+std::vector<LmVariantModel> lm_variant_models(const experiment::Experiment& e);
+
+std::string params_report(const std::vector<LmVariantModel>& models);
+std::string flops_report(const std::vector<LmVariantModel>& models, int64_t seq);
+
+struct CacheRow {
+  std::string variant;
+  int64_t bytes_per_token = 0;            // one sequence, all layers
+  int64_t computed_bytes = 0;             // x batch x context
+  std::optional<int64_t> measured_bytes;  // allocator delta after a real prefill
+  double reduction = 0;                   // vs the first (QKV) row
+};
+struct CacheOptions {
+  int64_t context = 2048, batch = 1, prefill = 16;
+  DType dtype = DType::bf16;
+  bool measure = true;
+};
+std::vector<CacheRow> cache_rows(const std::vector<LmVariantModel>& models, const CacheOptions& o);
+std::string cache_report(const std::vector<CacheRow>& rows, const CacheOptions& o);
+
+}  // namespace qkv::report

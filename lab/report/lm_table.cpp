@@ -1,0 +1,119 @@
+#include "lab/report/lm_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+namespace qkv::report {
+
+bool is_lm_table(const PaperTable& p) { return std::find(p.columns.begin(), p.columns.end(), "lm") != p.columns.end(); }
+
+std::vector<LmTable> build_lm_tables(const std::vector<nlohmann::json>& results, const PaperTable* paper) {
+  std::map<std::string, std::map<std::string, std::vector<const nlohmann::json*>>> groups;   // experiment -> variant
+  std::vector<std::string> experiments;
+  for (const auto& r : results) {
+    if (r.value("task", "") != "lm" || !r.contains("val_loss")) continue;
+    const std::string e = r.value("experiment", "");
+    if (!groups.count(e)) experiments.push_back(e);
+    groups[e][r["variant"].get<std::string>()].push_back(&r);
+  }
+  std::vector<LmTable> tables;
+  for (const auto& e : experiments) {
+    LmTable t;
+    t.experiment = e;
+    std::vector<std::string> order;
+    if (paper)
+      for (const auto& v : paper->variants)
+        if (groups[e].count(v)) order.push_back(v);
+    for (const auto& [v, runs] : groups[e])
+      if (std::find(order.begin(), order.end(), v) == order.end()) order.push_back(v);
+    for (const auto& v : order) {
+      const auto& runs = groups[e][v];
+      LmRow row;
+      row.variant = v;
+      row.runs = int(runs.size());
+      std::vector<double> ppl;
+      for (const auto* r : runs) {
+        ppl.push_back(std::exp((*r)["val_loss"].get<double>()));
+        row.loss += (*r)["val_loss"].get<double>() / double(runs.size());
+        row.tokens_per_s += r->value("tokens_per_s", 0.0) / double(runs.size());
+        row.cache_reduction = r->value("kv_cache_reduction", 0.0);
+        row.params = r->value("params", int64_t(0));
+      }
+      for (double p : ppl) row.ppl += p / double(ppl.size());
+      for (double p : ppl) row.ppl_std += (p - row.ppl) * (p - row.ppl);
+      row.ppl_std = ppl.size() > 1 ? std::sqrt(row.ppl_std / double(ppl.size() - 1)) : 0.0;
+      t.rows.push_back(row);
+    }
+    tables.push_back(t);
+  }
+  return tables;
+}
+
+namespace {
+std::string fmt(const char* f, double x) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+std::string signed_percent(double x) { return fmt("%+.1f%%", 100 * x); }
+
+const LmRow* find_row(const LmTable& t, const std::string& v) {
+  for (const auto& r : t.rows)
+    if (r.variant == v) return &r;
+  return nullptr;
+}
+
+// Variants from best (lowest) to worst by `value`.
+std::string ranking(std::vector<std::pair<double, std::string>> xs) {
+  std::sort(xs.begin(), xs.end());
+  std::string s;
+  for (const auto& [v, name] : xs) s += (s.empty() ? "" : " < ") + name;
+  return s;
+}
+}  // namespace
+
+std::string lm_markdown(const LmTable& t, const PaperTable* paper) {
+  std::ostringstream s;
+  const std::string title = paper ? paper->title : "Language modeling";
+  s << "### " << title << " — " << t.experiment << "\n\n"
+    << "ours: validation perplexity, mean ± std over runs (n); the paper's 300M numbers in brackets\n\n"
+    << "| variant | val PPL | ΔPPL vs QKV | KV cache reduction | params | train tokens/s |\n|---|---|---|---|---|---|\n";
+  const LmRow* base = find_row(t, "QKV");
+  auto note = [&](const std::string& v, const std::string& col, const char* f, double scale) {
+    auto p = paper ? paper->at(v, col) : std::nullopt;
+    return p ? " [" + fmt(f, *p * scale) + "]" : std::string();
+  };
+  for (const auto& r : t.rows) {
+    s << "| " << r.variant << " | " << fmt("%.2f", r.ppl) << " ± " << fmt("%.2f", r.ppl_std) << " (" << r.runs << ")"
+      << note(r.variant, "val_ppl", "%.2f", 1) << " | "
+      << (base ? signed_percent(r.ppl / base->ppl - 1) : std::string("–")) << note(r.variant, "dppl", "%+.1f%%", 100)
+      << " | " << fmt("%.1f%%", 100 * r.cache_reduction) << note(r.variant, "cache_reduction", "%.1f%%", 100) << " | "
+      << fmt("%.2fM", double(r.params) / 1e6) << " | " << fmt("%.0f", r.tokens_per_s)
+      << note(r.variant, "tokens_per_s", "%.0fk on 8xA100", 1e-3) << " |\n";
+  }
+  std::vector<std::pair<double, std::string>> ours, theirs;
+  for (const auto& r : t.rows) {
+    ours.emplace_back(r.loss, r.variant);
+    if (auto p = paper ? paper->at(r.variant, "val_ppl") : std::nullopt) theirs.emplace_back(*p, r.variant);
+  }
+  s << "\nranking by validation loss, ours:  " << ranking(ours) << "\n";
+  if (!theirs.empty()) s << "ranking by validation PPL, paper: " << ranking(theirs) << "\n";
+  return s.str();
+}
+
+std::string lm_csv(const std::vector<LmTable>& tables, const PaperTable* paper) {
+  std::ostringstream s;
+  s << "experiment,variant,val_ppl,val_ppl_std,runs,val_loss,kv_cache_reduction,params,tokens_per_s,paper_val_ppl\n";
+  for (const auto& t : tables)
+    for (const auto& r : t.rows) {
+      auto p = paper ? paper->at(r.variant, "val_ppl") : std::nullopt;
+      s << t.experiment << "," << r.variant << "," << fmt("%.6g", r.ppl) << "," << fmt("%.6g", r.ppl_std) << ","
+        << r.runs << "," << fmt("%.6g", r.loss) << "," << fmt("%.6g", r.cache_reduction) << "," << r.params << ","
+        << fmt("%.6g", r.tokens_per_s) << "," << (p ? fmt("%.4g", *p) : std::string()) << "\n";
+    }
+  return s.str();
+}
+
+}  // namespace qkv::report

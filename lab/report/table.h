@@ -1,0 +1,50 @@
+// Paper tables rebuilt from run folders: every result.json under an output directory, grouped
+// by task (experiment) and attention variant, as mean +- std over seeds and grid points, with
+// the paper's number beside each of ours (experiments/paper/table<N>.yaml). Markdown for
+// reading, CSV for tools.
+#pragma once
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace qkv::report {
+
+// Every run's result.json below `out` (folders without one are unfinished and skipped).
+std::vector<nlohmann::json> collect_results(const std::filesystem::path& out);
+
+// The paper's numbers: variant -> column -> value, in the file's row and column order.
+struct PaperTable {
+  int number = 0;                     // the paper's table number
+  std::string title;
+  std::vector<std::string> columns;   // tasks, then "avg"
+  std::vector<std::string> average;   // the tasks "Avg" averages
+  std::vector<std::string> variants;
+  std::map<std::string, std::map<std::string, double>> values;
+  std::optional<double> at(const std::string& variant, const std::string& column) const;
+};
+PaperTable load_paper_table(const std::string& path);   // IOError naming the file and key
+// Every table<N>.yaml in `dir`, by number.
+std::vector<PaperTable> load_paper_tables(const std::filesystem::path& dir);
+
+struct Cell {
+  double mean = 0, std = 0;
+  int runs = 0;
+};
+
+struct Table {
+  std::vector<std::string> tasks;      // columns
+  std::vector<std::string> variants;   // rows: the paper's order first, then any others
+  std::map<std::string, std::map<std::string, Cell>> cells;   // variant -> task -> cell
+  std::map<std::string, double> average;   // variant -> mean of its task means over the averaged tasks
+};
+
+// Groups results by (task, variant) over `metric` (e.g. "test_accuracy"). With a paper table,
+// only its tasks are kept and "Avg" covers its averaged tasks; without, every task counts.
+Table build_table(const std::vector<nlohmann::json>& results, const std::string& metric, const PaperTable* paper);
+std::string to_markdown(const Table& t, const PaperTable* paper, const std::string& title);
+std::string to_csv(const Table& t, const PaperTable* paper);
+
+}  // namespace qkv::report

@@ -1,0 +1,160 @@
+#include "train/loops/epoch_loop.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tensor/safetensors.h"
+#include "train/optim/clip.h"
+#include "train/loops/progress.h"
+
+namespace qkv::loops {
+
+using data::BatchSource;
+using data::LabelledData;
+using data::TensorBatches;
+using optim::LRSchedule;
+using optim::Optimizer;
+using optim::clip_grad_norm;
+
+namespace {
+
+// Loss and correct count of one batch; logits [..., C] flattened against targets [...].
+struct BatchStats { Tensor loss; int64_t correct = 0, count = 0; };
+BatchStats batch_stats(const Tensor& logits, const Tensor& targets) {
+  const int64_t C = logits.size(-1);
+  Tensor flat = logits.reshape({-1, C}), t = targets.reshape({-1});
+  BatchStats s;
+  s.loss = cross_entropy(flat, t);
+  s.count = t.numel();
+  s.correct = sum(cast(eq(argmax(flat.detach(), 1), t), DType::i64)).item<int64_t>();
+  return s;
+}
+
+class MetricsLog {
+ public:
+  explicit MetricsLog(const std::string& path) {
+    if (path.empty()) return;
+    out_.open(path, std::ios::app);
+    check<IOError>(bool(out_), path, ": cannot open the metrics log for appending");
+  }
+  void write(const nlohmann::json& record) {
+    if (!out_.is_open()) return;
+    out_ << record.dump() << "\n";
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+}  // namespace
+
+EvalResult evaluate(nn::Module& model, const Forward& forward, BatchSource& data) {
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  double loss_sum = 0;
+  int64_t correct = 0, count = 0;
+  data.start_epoch(0);
+  Tensor inputs, targets;
+  while (data.next(inputs, targets)) {
+    BatchStats s = batch_stats(forward(inputs), targets);
+    loss_sum += s.loss.item<double>() * double(s.count);
+    correct += s.correct;
+    count += s.count;
+  }
+  model.train(was_training);
+  check<ValueError>(count > 0, "evaluate: empty dataset");
+  return {loss_sum / double(count), double(correct) / double(count)};
+}
+
+EvalResult evaluate(nn::Module& model, const Forward& forward, const LabelledData& data, int64_t batch_size) {
+  TensorBatches batches(data, batch_size, false);
+  return evaluate(model, forward, batches);
+}
+
+TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer, const LRSchedule& schedule,
+                BatchSource& train, BatchSource& val, BatchSource& test, const TrainOptions& o) {
+  check<ValueError>(train.examples() > 0 && val.examples() > 0 && test.examples() > 0,
+                    "fit: train, validation and test sets must be non-empty");
+  check<ValueError>(o.epochs >= 1, "fit: epochs must be positive");
+  const int64_t total = train.batches_per_epoch() * o.epochs;
+  MetricsLog log(o.metrics_path);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> text_log(nullptr, std::fclose);
+  if (!o.log_path.empty()) {
+    text_log.reset(std::fopen(o.log_path.c_str(), "a"));
+    check<IOError>(text_log != nullptr, o.log_path, ": cannot open the training log for appending");
+  }
+  Progress progress(o.label, total, o.log_every, stdout, text_log.get());
+  TrainResult result;
+  std::map<std::string, Tensor> best_weights;
+  result.best_val_accuracy = -1;
+  const auto start = std::chrono::steady_clock::now();
+  const double wait_before = train.wait_seconds();
+  int64_t step = 0;
+  for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
+    model.train();
+    train.start_epoch(epoch - 1);
+    double epoch_loss = 0;
+    int64_t epoch_examples = 0;
+    Tensor inputs, targets;
+    while (train.next(inputs, targets)) {
+      const double lr = schedule.lr_at(step);
+      optimizer.set_lr(lr);
+      BatchStats s = batch_stats(forward(inputs), targets);
+      optimizer.zero_grad();
+      s.loss.backward();
+      const double norm = o.clip > 0 ? clip_grad_norm(optimizer.params(), o.clip) : 0.0;
+      optimizer.step();
+      const double loss = s.loss.item<double>();
+      epoch_loss += loss * double(inputs.size(0));
+      epoch_examples += inputs.size(0);
+      ++step;
+      progress.update(step, loss, lr);
+      if (step % o.log_every == 0)
+        log.write({{"epoch", epoch}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
+                   {"it_per_s", progress.steps_per_second()}});
+    }
+    EvalResult v = evaluate(model, forward, val);
+    result.epochs.push_back({epoch, epoch_loss / double(std::max<int64_t>(epoch_examples, 1)), v.loss, v.accuracy});
+    log.write({{"epoch", epoch}, {"train_loss", result.epochs.back().train_loss}, {"val_loss", v.loss},
+               {"val_accuracy", v.accuracy}});
+    if (v.accuracy > result.best_val_accuracy) {
+      result.best_val_accuracy = v.accuracy;
+      result.best_epoch = epoch;
+      if (!o.checkpoint_path.empty()) model.save(o.checkpoint_path, {{"epoch", std::to_string(epoch)}});
+      else for (auto& [name, t] : model.state_dict()) best_weights[name] = t.clone();
+    }
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.steps = step;
+  result.steps_per_second = double(step) / result.seconds;
+  result.data_wait_seconds = train.wait_seconds() - wait_before;
+  // The test set sees the best-validation weights.
+  if (!o.checkpoint_path.empty()) model.load(o.checkpoint_path);
+  else model.load_state_dict(best_weights);
+  EvalResult t = evaluate(model, forward, test);
+  result.test_accuracy = t.accuracy;
+  result.test_loss = t.loss;
+  log.write({{"best_epoch", result.best_epoch}, {"best_val_accuracy", result.best_val_accuracy},
+             {"test_accuracy", t.accuracy}, {"test_loss", t.loss}, {"seconds", result.seconds},
+             {"data_wait_seconds", result.data_wait_seconds}});
+  progress.finish(cat("best val acc ", result.best_val_accuracy, " (epoch ", result.best_epoch, "), test acc ",
+                      t.accuracy));
+  return result;
+}
+
+TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer, const LRSchedule& schedule,
+                const LabelledData& train, const LabelledData& val, const LabelledData& test,
+                const TrainOptions& o) {
+  check<ValueError>(o.batch_size >= 1, "fit: batch_size must be positive");
+  TensorBatches tr(train, o.batch_size, true, o.shuffle_seed), va(val, o.eval_batch_size, false),
+      te(test, o.eval_batch_size, false);
+  return fit(model, forward, optimizer, schedule, tr, va, te, o);
+}
+
+}  // namespace qkv::loops

@@ -1,0 +1,62 @@
+// The training loop shared by the classification tasks: per-token (synthetic tasks, logits
+// [B, T, C] against targets [B, T]), per-example (vision, [B, C] against [B]) and per-set
+// (anomaly: [B, n] scores against the odd element's index) alike, since all flatten to rows of
+// logits. Epochs over a shuffled training set, an optimizer step with
+// global-norm clipping and a per-step learning-rate schedule, validation after every epoch, the
+// best-validation weights checkpointed and evaluated on the test set at the end. Metrics go to
+// a JSONL file, one object per line.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "nn/module.h"
+#include "train/data/batches.h"
+#include "train/optim/optimizer.h"
+#include "train/optim/schedule.h"
+
+namespace qkv::loops {
+
+struct TrainOptions {
+  int64_t epochs = 1;
+  int64_t batch_size = 128;
+  int64_t eval_batch_size = 512;
+  double clip = 0;                  // global gradient-norm clip; 0: none
+  int64_t log_every = 50;           // steps between progress lines / metric records
+  uint64_t shuffle_seed = 0;
+  std::string checkpoint_path;      // best-validation weights (safetensors); empty: kept in memory
+  std::string metrics_path;         // JSONL metrics; empty: none
+  std::string log_path;             // plain-text progress log; empty: none
+  std::string label = "train";      // progress line prefix
+};
+
+struct EpochRecord {
+  int64_t epoch = 0;
+  double train_loss = 0, val_loss = 0, val_accuracy = 0;
+};
+
+struct TrainResult {
+  double best_val_accuracy = 0;
+  int64_t best_epoch = 0;
+  double test_accuracy = 0, test_loss = 0;
+  double seconds = 0, steps_per_second = 0;
+  double data_wait_seconds = 0;     // training time spent waiting for batches
+  int64_t steps = 0;
+  std::vector<EpochRecord> epochs;
+};
+
+struct EvalResult { double loss = 0, accuracy = 0; };
+
+using Forward = std::function<Tensor(const Tensor& inputs)>;   // inputs batch -> logits
+
+// Mean cross-entropy and accuracy over one pass of `data` in eval mode, without a graph.
+EvalResult evaluate(nn::Module& model, const Forward& forward, data::BatchSource& data);
+EvalResult evaluate(nn::Module& model, const Forward& forward, const data::LabelledData& data, int64_t batch_size);
+
+TrainResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, const optim::LRSchedule& schedule,
+                data::BatchSource& train, data::BatchSource& val, data::BatchSource& test, const TrainOptions& options);
+// The same over tensors in memory: training batches shuffled by options.shuffle_seed.
+TrainResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, const optim::LRSchedule& schedule,
+                const data::LabelledData& train, const data::LabelledData& val, const data::LabelledData& test,
+                const TrainOptions& options);
+
+}  // namespace qkv::loops

@@ -1,0 +1,65 @@
+// The language-model training loop: optimizer steps over micro-batches of token windows with
+// gradient accumulation, AdamW with weight decay on matrices only, a per-step learning-rate
+// schedule, global-norm clipping, skipping a step whose gradient norm exceeds a threshold,
+// validation loss and perplexity every eval_every steps, tokens/s and MFU.
+//
+// Every validation also writes a checkpoint: the model's safetensors and a training-state file
+// (optimizer moments, step, the dropout generator's Philox counter, the data cursor, the
+// metrics file's length), each written atomically, the state file last, the newest K kept.
+// Resuming from it continues bit-identically: the same batches, dropout masks and updates, so
+// the loss curve equals an uninterrupted run's.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/models/gpt.h"
+#include "train/data/token_batches.h"
+#include "train/optim/adam.h"
+#include "train/optim/schedule.h"
+
+namespace qkv::loops {
+
+struct LmTrainOptions {
+  int64_t steps = 100;
+  int64_t grad_accum = 1;
+  int64_t eval_every = 50;
+  int64_t eval_batches = 10;
+  int64_t keep_checkpoints = 2;
+  int64_t log_every = 10;
+  optim::AdamOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};   // weight decay applies to matrices and embeddings
+  double clip = 1.0;                 // 0: no clipping
+  double skip_grad_norm = 0;         // 0: never skip
+  double peak_flops = 0;             // FLOP/s for MFU; 0: MFU not reported
+  std::filesystem::path dir;         // run folder: checkpoints/, metrics.jsonl, train.log
+  bool resume = false;               // continue from the newest checkpoint in dir, if any
+  int64_t stop_after = 0;            // return after this many steps of this call (0: run to the end)
+  std::string label = "lm";
+};
+
+struct LmEval {
+  int64_t step = 0;
+  double val_loss = 0;
+};
+
+struct LmTrainResult {
+  bool finished = false;             // reached `steps` (false after stop_after)
+  int64_t steps = 0, skipped_steps = 0, resumed_from = 0;
+  double final_val_loss = 0, best_val_loss = 0;
+  double tokens_per_second = 0, mfu = 0, seconds = 0;
+  std::vector<LmEval> evals;         // of this call
+};
+
+// Mean cross-entropy over `batches` batches from the start of `data` (order fixed), in eval
+// mode (no dropout); the model is left in eval mode.
+double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches);
+
+// `gen` is the generator the model's dropout draws from; its counter is checkpointed.
+LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train, data::TokenBatches& val,
+                       const optim::LRSchedule& schedule, const LmTrainOptions& o);
+
+// The newest complete checkpoint's model file in `run_dir`, if any.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir);
+
+}  // namespace qkv::loops
