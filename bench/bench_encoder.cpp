@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   std::string variant = "QKV";
   bool no_torch = false;
   app.add_option("--steps", steps, "timed steps (median reported)")->check(CLI::Range(1, 1000));
-  app.add_option("--variant", variant, "attention sharing: QKV, Q=K-V, Q-K=V, Q=K=V");
+  app.add_option("--variant", variant, "projection sharing: " + nn::sharing_names());
   app.add_flag("--no-torch", no_torch, "skip the PyTorch comparison");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
       const bench::TorchTiming torch =
           no_torch ? bench::TorchTiming{-1, "skipped"}
                    : bench::time_torch_step(cat("encoder --d-model ", s.d_model, " --length ", s.length,
-                                                " --batch 128 --layers 2 --heads 4 --steps ", std::max(3, steps / 2)));
+                                                " --batch 128 --layers 2 --heads 4 --steps ", std::max(3, steps / 2),
+                                                bench::torch_slots(nn::parse_sharing(variant))));
       const double theirs = torch.ms;
       const std::string& note = torch.note;
       if (theirs > 0)

@@ -18,7 +18,7 @@
 #include "bench/torch_runner.h"
 #include "nn/models/gpt.h"
 #include "train/loops/mfu.h"
-#include "lab/experiment/variant.h"
+#include "nn/variant.h"
 #include "train/optim/adam.h"
 
 using namespace qkv;
@@ -33,8 +33,8 @@ struct StepTime {
 };
 
 nn::GPTConfig gpt_config(const std::string& variant_name, int64_t vocab) {
-  const auto v = experiment::parse_variant(variant_name);
-  check<ValueError>(!v.pos2d, "bench_gpt: ", v.name, " adds 2D positional scores, which are for non-causal tasks");
+  const nn::Variant v = nn::parse_variant(variant_name);
+  check<ValueError>(!v.pos2d, "bench_gpt: ", variant_name, " adds 2D positional scores, which are for non-causal tasks");
   nn::GPTConfig c;
   c.vocab = vocab;
   c.context = 1024;
@@ -42,8 +42,8 @@ nn::GPTConfig gpt_config(const std::string& variant_name, int64_t vocab) {
   c.dropout = 0.0;
   c.attention.d_model = 768;
   c.attention.heads = 12;
-  c.attention.kv_heads = v.kv_groups;
-  c.attention.sharing = nn::parse_sharing(v.sharing);
+  c.attention.kv_heads = v.kv_heads;
+  c.attention.sharing = v.sharing;
   return c;
 }
 
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     const nn::GPTConfig c = gpt_config(variant, vocab);
-    const auto v = experiment::parse_variant(variant);
+    const nn::Variant v = nn::parse_variant(variant);
     const int64_t params = nn::gpt_parameter_count(c), tokens = batch * seq;
     // FLOPs per step: 6 N tokens (forward 2 N + backward 4 N per token, N = parameters with the
     // tied embedding once) plus the attention scores and mixing, 12 L T^2 d per sequence.
@@ -113,14 +113,14 @@ int main(int argc, char** argv) {
     std::printf("GPT training step (forward + backward + AdamW + zero_grad): %lld layers, d_model %lld, %lld heads, "
                 "vocab %lld, %s, %lld parameters, batch %lld x %lld tokens, %d threads\n",
                 (long long)c.layers, (long long)c.d_model(), (long long)c.attention.heads, (long long)c.vocab,
-                v.name.c_str(), (long long)params, (long long)batch, (long long)seq, omp_get_max_threads());
+                nn::variant_name(v).c_str(), (long long)params, (long long)batch, (long long)seq, omp_get_max_threads());
     const double peak = loops::measure_gemm_flops(kCPU, 2048, 3) / 1e9;
     const StepTime ours = qkvlab_step_ms(c, batch, seq, steps);
     const TorchResult torch =
         no_torch ? TorchResult{{}, "skipped"}
                  : torch_step_ms(cat("--vocab ", c.vocab, " --context ", c.context, " --layers ", c.layers,
                                      " --d-model ", c.d_model(), " --heads ", c.attention.heads, " --kv-heads ",
-                                     c.attention.kv_heads, " --sharing ", v.sharing, " --batch ", batch, " --length ", seq,
+                                     c.attention.kv_heads, bench::torch_slots(v.sharing), " --batch ", batch, " --length ", seq,
                                      " --steps ", steps, " --warmup 2"));
     const double gflops = flops / (ours.median_ms * 1e6);
     std::printf("%-8s %12s %12s\n", "", "median ms", "best ms");

@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   std::string variant = "QKV", data;
   bool no_torch = false;
   app.add_option("--steps", steps, "timed steps (median reported)")->check(CLI::Range(1, 1000));
-  app.add_option("--variant", variant, "attention sharing: QKV, Q=K-V, Q-K=V, Q=K=V");
+  app.add_option("--variant", variant, "projection sharing: " + nn::sharing_names());
   app.add_option("--data", data, "folder holding mnist/ for the loader epoch");
   app.add_flag("--no-torch", no_torch, "skip the PyTorch comparison");
   CLI11_PARSE(app, argc, argv);
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     const bench::TorchTiming torch =
         no_torch ? bench::TorchTiming{-1, "skipped"}
                  : bench::time_torch_step(cat("vit --d-model 64 --layers 4 --heads 4 --patch 7 --image 28 --batch 128 "
-                                              "--steps ", std::max(3, steps / 2)));
+                                              "--steps ", std::max(3, steps / 2), bench::torch_slots(nn::parse_sharing(variant))));
     std::printf("qkvlab   %8.1f ms/step %8.0f images/s\n", ours, 128e3 / ours);
     if (torch.ms > 0)
       std::printf("PyTorch  %8.1f ms/step %8.0f images/s   speedup %.2fx  (%s)\n", torch.ms, 128e3 / torch.ms,

@@ -5,12 +5,21 @@
 #include <optional>
 #include <string>
 
+#include "nn/sharing.h"
+#include "tensor/error.h"
+
 namespace qkv::bench {
 
 struct TorchTiming {
   double ms = -1;     // negative: not measured
   std::string note;   // "PyTorch 1.13.0, 2 threads", or why it did not run
 };
+
+// torch_step.py's --slots argument for a sharing pattern: the slot serving Q, K and V.
+inline std::string torch_slots(nn::Sharing s) {
+  const nn::SharingPattern& p = nn::sharing_pattern(s);
+  return cat(" --slots ", p.slot[0], ",", p.slot[1], ",", p.slot[2]);
+}
 
 // `args`: torch_step.py's arguments after the script name, e.g. "vit --d-model 64 ...".
 TorchTiming time_torch_step(const std::string& args);

@@ -5,7 +5,7 @@ the benchmarks that print PyTorch beside qkvlab. Prints one JSON line: {"ms_per_
   torch_step.py encoder --d-model 64 --layers 2 --heads 4 --length 64 --batch 128 --threads 2
   torch_step.py vit --d-model 64 --layers 4 --heads 4 --patch 7 --image 28 --batch 128 --threads 2
   torch_step.py gpt --vocab 50257 --context 1024 --layers 12 --d-model 768 --heads 12 --length 64 \
-                    --batch 4 --sharing QKV --kv-heads 0 --steps 5 --threads 2
+                    --batch 4 --slots q,kv,kv --kv-heads 0 --steps 5 --threads 2
 Exit 77 when PyTorch is not installed.
 """
 import argparse
@@ -28,7 +28,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model", choices=["encoder", "vit", "gpt"])
     ap.add_argument("--context", type=int, default=1024)
-    ap.add_argument("--sharing", default="QKV")
+    ap.add_argument("--slots", default="q,k,v", help="the projection serving Q, K and V (a row of nn/sharing.h)")
     ap.add_argument("--kv-heads", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--patch", type=int, default=7)
@@ -48,19 +48,19 @@ def main():
     torch.manual_seed(0)
     if a.model == "encoder":
         cfg = {"vocab": a.vocab, "classes": a.vocab, "layers": a.layers, "ffn_hidden": 2 * a.d_model,
-               "d_model": a.d_model, "heads": a.heads, "sharing": "QKV", "dropout": 0.1}
+               "d_model": a.d_model, "heads": a.heads, "slots": a.slots.split(","), "dropout": 0.1}
         model = torch_models.Encoder(cfg)
         inputs = torch.randint(0, a.vocab, (a.batch, a.length))
         targets = torch.randint(0, a.vocab, (a.batch, a.length))
     elif a.model == "gpt":
         cfg = {"vocab": a.vocab, "context": a.context, "layers": a.layers, "d_model": a.d_model, "heads": a.heads,
-               "kv_heads": a.kv_heads, "sharing": a.sharing, "ffn": 4 * a.d_model}
+               "kv_heads": a.kv_heads, "slots": a.slots.split(","), "ffn": 4 * a.d_model}
         model = torch_models.GPT(cfg)
         inputs = torch.randint(0, a.vocab, (a.batch, a.length))
         targets = torch.randint(0, a.vocab, (a.batch, a.length))
     else:
         cfg = {"image_height": a.image, "image_width": a.image, "channels": a.channels, "patch": a.patch,
-               "classes": 10, "layers": a.layers, "d_model": a.d_model, "heads": a.heads, "sharing": "QKV",
+               "classes": 10, "layers": a.layers, "d_model": a.d_model, "heads": a.heads, "slots": a.slots.split(","),
                "mlp_ratio": 4.0, "dropout": 0.0}
         model = torch_models.ViT(cfg)
         inputs = torch.randn(a.batch, a.channels, a.image, a.image)

@@ -8,36 +8,15 @@
 
 namespace qkv::nn {
 
-Sharing parse_sharing(const std::string& s) {
-  if (s == "QKV" || s == "qkv") return Sharing::qkv;
-  if (s == "Q=K-V" || s == "qk") return Sharing::qk_v;
-  if (s == "Q-K=V" || s == "kv") return Sharing::q_kv;
-  if (s == "Q=K=V" || s == "k") return Sharing::all;
-  throw ValueError(cat("unknown projection sharing '", s,
-                       "': expected QKV, Q=K-V, Q-K=V or Q=K=V (or the aliases qkv, qk, kv, k)"));
-}
-
-const char* sharing_name(Sharing s) {
-  switch (s) {
-    case Sharing::qkv: return "QKV";
-    case Sharing::qk_v: return "Q=K-V";
-    case Sharing::q_kv: return "Q-K=V";
-    case Sharing::all: return "Q=K=V";
-  }
-  return "?";
-}
-
-bool ties_q_and_k(Sharing s) { return s == Sharing::qk_v || s == Sharing::all; }
-bool ties_k_and_v(Sharing s) { return s == Sharing::q_kv || s == Sharing::all; }
-
 void AttentionConfig::validate() const {
   check<ValueError>(d_model > 0 && heads > 0 && d_model % heads == 0, "attention: d_model ", d_model,
                     " must be a positive multiple of heads ", heads);
   const int64_t hk = kv_head_count();
   check<ValueError>(hk > 0 && heads % hk == 0, "attention: ", heads, " heads cannot be grouped over kv_heads ", hk);
-  check<ValueError>(!ties_q_and_k(sharing) || hk == heads, "attention: ", sharing_name(sharing),
-                    " ties K to Q, so K has all ", heads, " heads; kv_heads ", kv_heads,
-                    " (GQA/MQA) needs an untied K (use QKV or Q-K=V)");
+  for (Role r : {Role::k, Role::v})
+    check<ValueError>(!pattern().ties(Role::q, r) || hk == heads, "attention: ", sharing_name(sharing), " ties ",
+                      role_name(r), " to Q, so ", role_name(r), " has all ", heads, " heads; kv_heads ", kv_heads,
+                      " (GQA/MQA) needs K and V untied from Q (QKV or Q-K=V)");
   check<ValueError>(pos2d >= 0 && pos2d % 2 == 0, "attention: pos2d channels must be even, got ", pos2d);
   check<ValueError>(pos2d == 0 || !causal, "attention: the 2D positional scores are defined for non-causal "
                     "attention only (PAPER.md: '(+) ... non-causal tasks only')");
@@ -45,17 +24,11 @@ void AttentionConfig::validate() const {
 
 Attention::Attention(const AttentionConfig& c, Generator* gen) : o(c.d_model, c.d_model, c.bias, gen), config_(c) {
   c.validate();
+  const SharingPattern& p = c.pattern();
   const int64_t d = c.d_model, dkv = c.kv_head_count() * c.head_dim();
-  auto make = [&](const char* name, int64_t out) {
-    auto m = std::make_unique<Linear>(d, out, c.bias, gen);
-    register_module(name, m.get());
-    return m;
-  };
-  switch (c.sharing) {
-    case Sharing::qkv: q = make("q", d); k = make("k", dkv); v = make("v", dkv); break;
-    case Sharing::qk_v: qk = make("qk", d); v = make("v", dkv); break;
-    case Sharing::q_kv: q = make("q", d); kv = make("kv", dkv); break;
-    case Sharing::all: qkv = make("qkv", d); break;
+  for (int i = 0; i < p.slot_count(); ++i) {
+    slots_.push_back(std::make_unique<Linear>(d, p.serves_query(i) ? d : dkv, c.bias, gen));
+    register_module(std::string(p.slot_name(i)), slots_.back().get());
   }
   register_module("o", &o);
   if (c.pos2d > 0) {
@@ -74,25 +47,11 @@ Tensor Attention::split_heads(const Tensor& x, int64_t heads) const {
 Attention::Heads Attention::project(const Tensor& x) const {
   check<ShapeError>(x.dim() == 3 && x.size(2) == config_.d_model, "attention: expected input [batch, len, ",
                     config_.d_model, "], got ", shape_str(x.shape()));
-  const int64_t H = config_.heads, Hk = config_.kv_head_count();
-  Heads h;
-  switch (config_.sharing) {
-    case Sharing::qkv:
-      h = {split_heads(q->forward(x), H), split_heads(k->forward(x), Hk), split_heads(v->forward(x), Hk)};
-      break;
-    case Sharing::qk_v:
-      h.q = h.k = split_heads(qk->forward(x), H);
-      h.v = split_heads(v->forward(x), Hk);
-      break;
-    case Sharing::q_kv:
-      h.q = split_heads(q->forward(x), H);
-      h.k = h.v = split_heads(kv->forward(x), Hk);
-      break;
-    case Sharing::all:
-      h.q = h.k = h.v = split_heads(qkv->forward(x), H);
-      break;
-  }
-  return h;
+  const SharingPattern& p = config_.pattern();
+  std::vector<Tensor> out;   // one per slot, in slot order: a tied role gets the same handle
+  for (int i = 0; i < p.slot_count(); ++i)
+    out.push_back(split_heads(slots_[size_t(i)]->forward(x), p.serves_query(i) ? config_.heads : config_.kv_head_count()));
+  return {out[size_t(p.slot_index(Role::q))], out[size_t(p.slot_index(Role::k))], out[size_t(p.slot_index(Role::v))]};
 }
 
 std::pair<Tensor, Tensor> Attention::pos2d_terms(int64_t T) const {

@@ -1,8 +1,9 @@
-// Multi-head attention with pluggable projection sharing (PAPER.md section 1):
-//   QKV     W_q, W_k, W_v   Q = XW_q, K = XW_k, V = XW_v
-//   Q=K-V   W_qk, W_v       K is Q
-//   Q-K=V   W_q, W_kv       V is K
-//   Q=K=V   W_qkv           K and V are Q
+// Multi-head attention with pluggable projection sharing (PAPER.md section 1), built from the
+// sharing table (nn/sharing.h): one Linear per slot of the pattern's row, named after it,
+//   QKV     q, k, v     Q = XW_q, K = XW_k, V = XW_v
+//   Q=K-V   qk, v       K is Q
+//   Q-K=V   q, kv       V is K
+//   Q=K=V   qkv         K and V are Q
 // combined with head sharing (kv_heads: GQA, MQA; query heads form contiguous groups), the 2D
 // positional scores of the (+) variants (pos2d channels m: S' = S sum(w) + P.w + b, per layer),
 // and causal masking. A tied role is the same tensor as the role it is tied to, all the way into
@@ -13,19 +14,11 @@
 #include <mutex>
 
 #include "nn/layers.h"
+#include "nn/sharing.h"
 
 namespace qkv::nn {
 
 class KVCache;
-
-enum class Sharing { qkv, qk_v, q_kv, all };   // QKV, Q=K-V, Q-K=V, Q=K=V
-
-// Accepts the paper's names (QKV, Q=K-V, Q-K=V, Q=K=V) and the official code's aliases
-// (qkv, qk, kv, k); throws ValueError listing them otherwise.
-Sharing parse_sharing(const std::string& name);
-const char* sharing_name(Sharing s);
-bool ties_q_and_k(Sharing s);
-bool ties_k_and_v(Sharing s);
 
 struct AttentionConfig {
   int64_t d_model = 64;
@@ -38,6 +31,7 @@ struct AttentionConfig {
 
   int64_t head_dim() const { return d_model / heads; }
   int64_t kv_head_count() const { return kv_heads == 0 ? heads : kv_heads; }
+  const SharingPattern& pattern() const { return sharing_pattern(sharing); }
   void validate() const;     // throws ValueError naming the bad combination
 };
 
@@ -61,8 +55,8 @@ class Attention : public Module {
   Tensor probabilities(const Tensor& x) const;  // softmax of the masked scores [B, H, T, T]
 
   const AttentionConfig& config() const { return config_; }
-  // Projections this variant owns (null where the role is tied to another).
-  std::unique_ptr<Linear> q, k, v, qk, kv, qkv;
+  // The projection serving `role`; tied roles get the same Linear.
+  Linear& projection(Role role) const { return *slots_[size_t(config_.pattern().slot_index(role))]; }
   Linear o;
   Tensor pos2d_weight, pos2d_bias;   // [m] and [1], when pos2d > 0
 
@@ -71,6 +65,7 @@ class Attention : public Module {
   std::pair<Tensor, Tensor> pos2d_terms(int64_t T) const;
   Tensor split_heads(const Tensor& x, int64_t heads) const;   // [B, T, h*dh] -> [B, h, T, dh]
   AttentionConfig config_;
+  std::vector<std::unique_ptr<Linear>> slots_;   // one per distinct slot of the pattern's row
   mutable std::mutex table_mu_;
   mutable std::map<int64_t, Tensor> pos2d_tables_;   // P by sequence length, on the weights' device
 };

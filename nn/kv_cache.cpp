@@ -52,8 +52,7 @@ int64_t KVCache::bytes() const {
 }
 
 int64_t KVCache::bytes_per_token(const AttentionConfig& a, int64_t layers, DType dtype) {
-  const int64_t tensors = ties_k_and_v(a.sharing) ? 1 : 2;
-  return tensors * a.kv_head_count() * a.head_dim() * int64_t(dtype_size(dtype)) * layers;
+  return a.pattern().cache_tensors() * a.kv_head_count() * a.head_dim() * int64_t(dtype_size(dtype)) * layers;
 }
 
 }  // namespace qkv::nn

@@ -20,7 +20,7 @@ class KVCache {
   int64_t length() const { return length_; }       // positions filled
   int64_t capacity() const { return capacity_; }
   int64_t batch() const { return batch_; }
-  bool stores_values() const { return !ties_k_and_v(attention_.sharing); }
+  bool stores_values() const { return attention_.pattern().cache_tensors() == 2; }
   DType dtype() const { return dtype_; }
 
   // Writes layer `layer`'s k and v [B, Hk, T, dh] (v ignored when K=V) after the filled

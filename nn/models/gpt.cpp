@@ -16,17 +16,8 @@ void GPTConfig::validate() const {
 }
 
 namespace {
-// Output width of the variant's own projections: d per query role (K tied to Q adds nothing),
-// d_kv per untied key or value role.
 int64_t projection_width(const GPTConfig& c) {
-  const int64_t d = c.d_model(), dkv = c.attention.kv_head_count() * c.attention.head_dim();
-  switch (c.attention.sharing) {
-    case Sharing::qkv: return d + 2 * dkv;
-    case Sharing::qk_v: return d + dkv;
-    case Sharing::q_kv: return d + dkv;
-    case Sharing::all: return d;
-  }
-  return 0;
+  return c.attention.pattern().projection_width(c.d_model(), c.attention.kv_head_count() * c.attention.head_dim());
 }
 }  // namespace
 

@@ -89,9 +89,9 @@ TEST_CASE("Q-K=V equals QKV when W_v is set to W_k") {
   Tensor x = randn({2, 6, 16});
   for (int64_t kv_heads : {0, 2}) {
     Attention full(config(Sharing::qkv, 0, kv_heads)), shared(config(Sharing::q_kv, 0, kv_heads));
-    copy_linear(*full.v, *full.k);
-    copy_linear(*shared.q, *full.q);
-    copy_linear(*shared.kv, *full.k);
+    copy_linear(full.projection(Role::v), full.projection(Role::k));
+    copy_linear(shared.projection(Role::q), full.projection(Role::q));
+    copy_linear(shared.projection(Role::k), full.projection(Role::k));
     copy_linear(shared.o, full.o);
     CHECK(max_abs_diff(full.forward(x), shared.forward(x)) < 1e-6);
   }
@@ -100,15 +100,16 @@ TEST_CASE("Q-K=V equals QKV when W_v is set to W_k") {
 TEST_CASE("GQA equals MHA whose K/V heads are the group's heads repeated") {
   Tensor x = randn({2, 5, 16});
   Attention gqa(config(Sharing::qkv, 0, /*kv_heads=*/2)), mha(config(Sharing::qkv));
-  CHECK(gqa.k->weight.shape() == Shape{8, 16});
-  copy_linear(*mha.q, *gqa.q);
+  CHECK(gqa.projection(Role::k).weight.shape() == Shape{8, 16});
+  copy_linear(mha.projection(Role::q), gqa.projection(Role::q));
   copy_linear(mha.o, gqa.o);
   // MHA head h reads GQA KV head h / 2: rows [4h/2 .. ) of the KV projections, repeated.
   NoGradGuard ng;
-  for (auto [dst, src] : {std::pair{mha.k.get(), gqa.k.get()}, std::pair{mha.v.get(), gqa.v.get()}})
+  for (Role r : {Role::k, Role::v})
     for (int64_t h = 0; h < 4; ++h) {
-      dst->weight.narrow(0, 4 * h, 4).copy_(src->weight.narrow(0, 4 * (h / 2), 4));
-      dst->bias.narrow(0, 4 * h, 4).copy_(src->bias.narrow(0, 4 * (h / 2), 4));
+      Linear &dst = mha.projection(r), &src = gqa.projection(r);
+      dst.weight.narrow(0, 4 * h, 4).copy_(src.weight.narrow(0, 4 * (h / 2), 4));
+      dst.bias.narrow(0, 4 * h, 4).copy_(src.bias.narrow(0, 4 * (h / 2), 4));
     }
   CHECK(max_abs_diff(gqa.forward(x), mha.forward(x)) < 1e-6);
   Attention same(config(Sharing::qkv, 0, /*kv_heads=*/4));
@@ -138,7 +139,8 @@ TEST_CASE("bad variant combinations are rejected with the reason") {
   CHECK_THROWS_WITH_AS(Attention(config(Sharing::qk_v, 0, 2)), doctest::Contains("ties K to Q"), ValueError);
   CHECK_THROWS_WITH_AS(Attention(config(Sharing::qkv, 0, 3)), doctest::Contains("cannot be grouped"), ValueError);
   CHECK_THROWS_WITH_AS(Attention(config(Sharing::qkv, 10, 0, true)), doctest::Contains("non-causal"), ValueError);
-  CHECK_THROWS_WITH_AS(parse_sharing("QK=V"), doctest::Contains("Q=K-V, Q-K=V or Q=K=V"), ValueError);
+  CHECK_THROWS_WITH_AS(Attention(config(Sharing::qv_k, 0, 2)), doctest::Contains("ties V to Q"), ValueError);
+  CHECK_THROWS_WITH_AS(parse_sharing("QK=V"), doctest::Contains("Q=K-V (qk), Q-K=V (kv), Q=K=V (k)"), ValueError);
   CHECK(parse_sharing("kv") == Sharing::q_kv);
   CHECK(parse_sharing("k") == Sharing::all);
 }

@@ -7,6 +7,7 @@
 
 #include "autograd/autograd.h"
 #include "nn/models/gpt.h"
+#include "nn/variant.h"
 #include "tensor/allocator.h"
 
 using namespace qkv;
@@ -15,14 +16,27 @@ using namespace qkv::nn;
 namespace {
 
 struct LmVariant {
-  const char* name;
+  std::string name;
   Sharing sharing;
   int64_t kv_heads;   // 0: MHA
 };
-// The eight variants of the language-model study, with 4 heads (GQA-2).
-const LmVariant kVariants[] = {{"QKV", Sharing::qkv, 0},     {"Q-K=V", Sharing::q_kv, 0},  {"Q=K-V", Sharing::qk_v, 0},
-                               {"Q=K=V", Sharing::all, 0},   {"GQA-2", Sharing::qkv, 2},   {"MQA", Sharing::qkv, 1},
-                               {"Q-GQA-2", Sharing::q_kv, 2}, {"Q-MQA", Sharing::q_kv, 1}};
+// Every row of the sharing table, and with 4 heads its GQA-2 and MQA forms where it has them:
+// the language-model study's eight variants and any row added since.
+const std::vector<LmVariant> kVariants = [] {
+  std::vector<LmVariant> out;
+  for (const SharingPattern& p : sharing_table())
+    for (int64_t kv_heads : {0, 2, 1})
+      if (kv_heads == 0 || has_head_sharing_forms(p.id))
+        out.push_back({variant_name({p.id, kv_heads, false}), p.id, kv_heads});
+  return out;
+}();
+
+const LmVariant& find(const std::string& name) {
+  for (const LmVariant& v : kVariants)
+    if (v.name == name) return v;
+  FAIL("no variant " << name);
+  return kVariants.front();
+}
 
 GPTConfig tiny(const LmVariant& v) {
   GPTConfig c;
@@ -88,7 +102,7 @@ TEST_CASE("gpt: the paper's 300M parameter counts and GMACs at 2048 tokens") {
 }
 
 TEST_CASE("gpt: the output layer is the token embedding, and both of its uses get gradient") {
-  LmVariant v = kVariants[0];
+  const LmVariant& v = find("QKV");
   Generator g(2);
   GPT model(tiny(v), &g);
   const auto names = model.named_parameters();
@@ -129,7 +143,7 @@ TEST_CASE("gpt: prefill plus one-token decoding over the KV cache equals the ful
 
 TEST_CASE("gpt: a bfloat16 cache decodes close to the float32 forward pass") {
   Generator g(7);
-  GPT model(tiny(kVariants[1]), &g);
+  GPT model(tiny(find("Q-K=V")), &g);
   model.eval();
   NoGradGuard no_grad;
   Tensor ids = random_ids(1, 12, 97, 8);
@@ -152,12 +166,12 @@ TEST_CASE("kv cache: bytes from the allocator equal the closed form; K=V stores 
         const int64_t expected = KVCache::bytes_per_token(c.attention, c.layers, dt) * 3 * 16;
         CHECK(cache.bytes() == expected);
         CHECK(int64_t(memory_stats(kCPU).current - before) == expected);
-        CHECK(cache.stores_values() == !ties_k_and_v(v.sharing));
+        CHECK(cache.stores_values() == !sharing_pattern(v.sharing).ties(Role::k, Role::v));
       }
       CHECK(memory_stats(kCPU).current == before);
     }
   }
-  GPTConfig qkv = tiny(kVariants[0]), q_mqa = tiny(kVariants[7]);
+  GPTConfig qkv = tiny(find("QKV")), q_mqa = tiny(find("Q-MQA"));
   // 4 heads: K=V halves the cache, one KV head divides it by 4 more.
   CHECK(KVCache::bytes_per_token(qkv.attention, 2, DType::f32) == 2 * 4 * 8 * 4 * 2);
   CHECK(KVCache::bytes_per_token(q_mqa.attention, 2, DType::f32) == 1 * 1 * 8 * 4 * 2);

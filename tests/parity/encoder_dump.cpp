@@ -1,4 +1,5 @@
-// Writes, for every attention variant, one safetensors file holding a small encoder's weights,
+// Writes, for every attention variant the sharing table allows (each row, its (+) form and its
+// GQA-2 / MQA forms where it has them), one safetensors file holding a small encoder's weights,
 // a batch, and what qkvlab computes from them: logits, loss, every parameter's gradient and the
 // parameters after one AdamW step. check_encoder.py rebuilds each model in PyTorch from the
 // same file and compares.
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/models/encoder.h"
+#include "nn/variant.h"
 #include "tensor/safetensors.h"
 #include "train/optim/adam.h"
 
@@ -16,16 +18,19 @@ using namespace qkv;
 
 namespace {
 
-struct VariantSpec { const char* name; nn::Sharing sharing; int64_t pos2d, kv_heads; };
+// Every variant of every row of the sharing table, 2D scores with 10 channels.
+std::vector<nn::Variant> variants() {
+  std::vector<nn::Variant> out;
+  for (const nn::SharingPattern& p : nn::sharing_table()) {
+    out.push_back({p.id, 0, false});
+    if (nn::has_pos2d_form(p.id)) out.push_back({p.id, 0, true});
+    if (nn::has_head_sharing_forms(p.id)) out.insert(out.end(), {{p.id, 2, false}, {p.id, 1, false}});
+  }
+  return out;
+}
 
-constexpr VariantSpec kVariants[] = {
-    {"QKV", nn::Sharing::qkv, 0, 0},        {"Q=K-V", nn::Sharing::qk_v, 0, 0},   {"Q-K=V", nn::Sharing::q_kv, 0, 0},
-    {"Q=K=V", nn::Sharing::all, 0, 0},      {"(Q=K-V)+", nn::Sharing::qk_v, 10, 0}, {"(Q=K=V)+", nn::Sharing::all, 10, 0},
-    {"GQA-2", nn::Sharing::qkv, 0, 2},      {"MQA", nn::Sharing::qkv, 0, 1},      {"Q-GQA-2", nn::Sharing::q_kv, 0, 2},
-    {"Q-MQA", nn::Sharing::q_kv, 0, 1},
-};
-
-void dump(const VariantSpec& v, int index, const std::string& dir) {
+void dump(const nn::Variant& v, int index, const std::string& dir) {
+  const int64_t pos2d = v.pos2d ? 10 : 0;
   nn::EncoderConfig c;
   c.vocab = 10;
   c.classes = 10;
@@ -38,13 +43,13 @@ void dump(const VariantSpec& v, int index, const std::string& dir) {
   c.attention.heads = 4;
   c.attention.kv_heads = v.kv_heads;
   c.attention.sharing = v.sharing;
-  c.attention.pos2d = v.pos2d;
+  c.attention.pos2d = pos2d;
   Generator gen(100 + uint64_t(index));
   nn::Encoder model(c, &gen);
   // Larger-than-default pos2d weights, so the 2D scores visibly matter.
-  if (v.pos2d) {
+  if (pos2d) {
     NoGradGuard ng;
-    for (auto& b : model.blocks) b->attn.pos2d_weight.copy_(randn({v.pos2d}, {}, &gen) * 0.5);
+    for (auto& b : model.blocks) b->attn.pos2d_weight.copy_(randn({pos2d}, {}, &gen) * 0.5);
   }
   const int64_t B = 3, T = 12;
   Tensor ids = cast(uniform({B, T}, 0, 10, DType::f64, &gen), DType::i64);
@@ -68,10 +73,12 @@ void dump(const VariantSpec& v, int index, const std::string& dir) {
     out.emplace_back("grad." + name, p.grad());
     out.emplace_back("after." + name, p.detach());
   }
-  const nlohmann::json config = {{"variant", v.name},        {"vocab", c.vocab},       {"classes", c.classes},
+  const nn::SharingPattern& row = nn::sharing_pattern(v.sharing);
+  const nlohmann::json slots = {row.slot[0], row.slot[1], row.slot[2]};
+  const nlohmann::json config = {{"variant", nn::variant_name(v)},        {"vocab", c.vocab},       {"classes", c.classes},
                                  {"layers", c.layers},       {"ffn_hidden", c.ffn_hidden}, {"d_model", 32},
-                                 {"heads", 4},               {"kv_heads", v.kv_heads}, {"sharing", nn::sharing_name(v.sharing)},
-                                 {"pos2d", v.pos2d},         {"pre_norm", c.pre_norm},
+                                 {"heads", 4},               {"kv_heads", v.kv_heads}, {"slots", slots},
+                                 {"pos2d", pos2d},         {"pre_norm", c.pre_norm},
                                  {"activation", c.activation == nn::Activation::gelu ? "gelu" : "relu"},
                                  {"dropout", 0.0},           {"mlp_head", true},
                                  {"adamw", {{"lr", o.lr}, {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps},
@@ -89,7 +96,7 @@ int main(int argc, char** argv) {
   try {
     std::filesystem::create_directories(argv[1]);
     int i = 0;
-    for (const VariantSpec& v : kVariants) dump(v, i++, argv[1]);
+    for (const nn::Variant& v : variants()) dump(v, i++, argv[1]);
     std::printf("parity_dump: wrote %d cases to %s\n", i, argv[1]);
   } catch (const Error& e) {
     std::fprintf(stderr, "parity_dump: %s\n", e.what());

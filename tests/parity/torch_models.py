@@ -74,27 +74,21 @@ def pos2d_table(n, m):
     return torch.cat([s[:, None, :].expand(n, n, m // 2), s[None, :, :].expand(n, n, m // 2)], dim=-1)
 
 
-SHARING = {"QKV": "QKV", "qkv": "QKV", "Q=K-V": "Q=K-V", "qk": "Q=K-V", "Q-K=V": "Q-K=V", "kv": "Q-K=V",
-           "Q=K=V": "Q=K=V", "k": "Q=K=V"}
-
-
 class Attention(nn.Module):
-    def __init__(self, d_model, heads, kv_heads=0, sharing="QKV", pos2d=0, causal=False, bias=True):
+    """qkvlab's nn::Attention. `slots` names the projection serving Q, K and V (a row of qkvlab's
+    sharing table, nn/sharing.h, passed in by the C++ side): one Linear per distinct slot, named
+    after it, d wide when it serves Q and kv_heads x d_head otherwise; tied roles share it."""
+
+    def __init__(self, d_model, heads, kv_heads=0, slots=("q", "k", "v"), pos2d=0, causal=False, bias=True):
         super().__init__()
         self.d, self.h = d_model, heads
         self.hk = kv_heads or heads
         self.dh = d_model // heads
-        self.sharing = SHARING[sharing]
+        self.slots = list(slots)
         self.pos2d_m, self.causal = pos2d, causal
         dkv = self.hk * self.dh
-        if self.sharing == "QKV":
-            self.q, self.k, self.v = nn.Linear(d_model, d_model, bias), nn.Linear(d_model, dkv, bias), nn.Linear(d_model, dkv, bias)
-        elif self.sharing == "Q=K-V":
-            self.qk, self.v = nn.Linear(d_model, d_model, bias), nn.Linear(d_model, dkv, bias)
-        elif self.sharing == "Q-K=V":
-            self.q, self.kv = nn.Linear(d_model, d_model, bias), nn.Linear(d_model, dkv, bias)
-        else:
-            self.qkv = nn.Linear(d_model, d_model, bias)
+        for name in dict.fromkeys(self.slots):   # distinct, in the order the roles first use them
+            setattr(self, name, nn.Linear(d_model, d_model if name == self.slots[0] else dkv, bias))
         self.o = nn.Linear(d_model, d_model, bias)
         if pos2d:
             # qkvlab names these "pos2d.weight" and "pos2d.bias" on the attention module.
@@ -108,19 +102,13 @@ class Attention(nn.Module):
 
     def forward(self, x):
         B, T, _ = x.shape
-        if self.sharing == "QKV":
-            q, k, v = self.heads(self.q(x), self.h), self.heads(self.k(x), self.hk), self.heads(self.v(x), self.hk)
-        elif self.sharing == "Q=K-V":
-            q = k = self.heads(self.qk(x), self.h)
-            v = self.heads(self.v(x), self.hk)
-        elif self.sharing == "Q-K=V":
-            q = self.heads(self.q(x), self.h)
-            k = v = self.heads(self.kv(x), self.hk)
-        else:
-            q = k = v = self.heads(self.qkv(x), self.h)
-        if self.hk != self.h:
-            k = k.repeat_interleave(self.h // self.hk, dim=1)
-            v = v.repeat_interleave(self.h // self.hk, dim=1)
+        out = {name: self.heads(getattr(self, name)(x), self.h if name == self.slots[0] else self.hk)
+               for name in dict.fromkeys(self.slots)}
+        q, k, v = (out[name] for name in self.slots)
+        if k.shape[1] != self.h:
+            k = k.repeat_interleave(self.h // k.shape[1], dim=1)
+        if v.shape[1] != self.h:
+            v = v.repeat_interleave(self.h // v.shape[1], dim=1)
         s = q @ k.transpose(-1, -2) / math.sqrt(self.dh)
         if self.pos2d_m:
             P = pos2d_table(T, self.pos2d_m).to(x.dtype)
@@ -145,7 +133,7 @@ class EncoderBlock(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         d = cfg["d_model"]
-        self.attn = Attention(d, cfg["heads"], cfg.get("kv_heads", 0), cfg["sharing"], cfg.get("pos2d", 0))
+        self.attn = Attention(d, cfg["heads"], cfg.get("kv_heads", 0), cfg["slots"], cfg.get("pos2d", 0))
         self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.ffn = MLP(d, cfg["ffn_hidden"], cfg.get("activation", "relu"), cfg.get("dropout", 0.0))
         self.drop = nn.Dropout(cfg.get("dropout", 0.0))
@@ -233,7 +221,7 @@ class GPTBlock(nn.Module):
         super().__init__()
         d = cfg["d_model"]
         self.ln1 = nn.LayerNorm(d, eps=1e-5)
-        self.attn = Attention(d, cfg["heads"], cfg.get("kv_heads", 0), cfg["sharing"], causal=True)
+        self.attn = Attention(d, cfg["heads"], cfg.get("kv_heads", 0), cfg["slots"], causal=True)
         self.ln2 = nn.LayerNorm(d, eps=1e-5)
         self.fc, self.proj = nn.Linear(d, cfg["ffn"]), nn.Linear(cfg["ffn"], d)
 
