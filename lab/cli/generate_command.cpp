@@ -2,16 +2,14 @@
 // text from a trained language-model run — its resolved config.yaml, its newest checkpoint and
 // the GPT-2 tokenizer it was trained with — decoded incrementally over the KV cache.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "tensor/error.h"
 #include "lab/cli/commands.h"
 #include "train/data/bpe.h"
-#include "lab/experiment/config.h"
+#include "lab/experiment/models.h"
+#include "lab/experiment/sweep.h"
 #include "lab/infer/generate.h"
-#include "lab/tasks/lm.h"
-#include "train/loops/lm_loop.h"
+#include "train/loops/lm_checkpoint.h"
 
 namespace qkv::cli {
 
@@ -29,12 +27,10 @@ void generate_text(const GenerateOptions& o) {
   const fs::path run(o.run), config_path = run / "config.yaml";
   check<IOError>(fs::exists(config_path), "generate: ", o.run, " is not a run folder (no config.yaml); give a folder "
                  "like runs/lm/shakespeare/QKV/seed0");
-  std::ifstream f(config_path);
-  std::stringstream text;
-  text << f.rdbuf();
-  experiment::Config c = experiment::config_from_yaml(text.str(), config_path.string());
-  check<ValueError>(c.task.kind == "lm", "generate: ", config_path.string(), " is a ", c.task.kind,
-                    " run, not a language model");
+  const experiment::Run r = experiment::single_run(experiment::load_config_file(config_path.string()), config_path.string());
+  check<ValueError>(r.config.kind() == experiment::TaskKind::lm, "generate: ", config_path.string(), " is a ",
+                    experiment::enum_name(r.config.kind()), " run, not a language model");
+  experiment::LmConfig c = r.config.as<experiment::LmConfig>();
   const auto checkpoint = loops::latest_checkpoint(run);
   check<IOError>(checkpoint.has_value(), "generate: ", o.run, " has no checkpoint yet (checkpoints/ is written at "
                  "every validation)");
@@ -44,7 +40,7 @@ void generate_text(const GenerateOptions& o) {
   const data::Gpt2Tokenizer tokenizer = data::Gpt2Tokenizer::load(tok);
 
   Generator gen(0);
-  nn::GPT model(tasks::gpt_config(c), &gen);
+  nn::GPT model(experiment::gpt_config(c, r.variant), &gen);
   model.load(checkpoint->string());
   model.eval();
   std::vector<int64_t> prompt;

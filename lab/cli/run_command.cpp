@@ -9,10 +9,8 @@
 
 #include "lab/cli/commands.h"
 #include "lab/experiment/experiment.h"
-#include "lab/tasks/lm.h"
-#include "train/loops/lm_loop.h"
 #include "lab/tasks/run_task.h"
-#include "lab/tasks/vision_data.h"
+#include "train/loops/lm_checkpoint.h"
 
 namespace qkv::cli {
 namespace {
@@ -48,11 +46,7 @@ void run(const RunOptions& o) {
   size_t total = 0, done = 0;
   for (const std::string& path : experiments) {
     loaded.push_back(experiment::load_experiment(path, o.scale, overrides));
-    const experiment::Config& c = loaded.back().config;
-    // Fail before training anything when a dataset is missing (features files are checked on use).
-    if (c.task.kind == "vision" || (c.task.kind == "anomaly" && c.data.features != experiment::FeatureSource::file))
-      tasks::dataset_folder(c.data);
-    if (c.task.kind == "lm") tasks::check_lm_inputs(c);
+    tasks::check_inputs(loaded.back().config);   // a missing dataset stops us before anything trains
     for (const auto& r : loaded.back().runs) {
       ++total;
       done += experiment::RunDir(o.out, r).complete();
@@ -63,7 +57,7 @@ void run(const RunOptions& o) {
   if (o.dry_run) {
     for (const auto& e : loaded)
       for (const auto& r : e.runs)
-        std::printf("  %s/%s%s\n", e.config.name.c_str(), r.id.c_str(),
+        std::printf("  %s/%s%s\n", e.config.name().c_str(), r.id.c_str(),
                     experiment::RunDir(o.out, r).complete() ? " (complete)" : "");
     return;
   }
@@ -73,18 +67,14 @@ void run(const RunOptions& o) {
       ++index;
       experiment::RunDir dir(o.out, r);
       if (dir.complete()) continue;
-      std::printf("[%zu/%zu] %s %s\n", index, total, e.config.name.c_str(), r.id.c_str());
+      std::printf("[%zu/%zu] %s %s\n", index, total, e.config.name().c_str(), r.id.c_str());
       const auto checkpoint = loops::latest_checkpoint(dir.path());
       if (checkpoint && !o.resume)
         std::printf("  starting over; pass --resume to continue from %s\n", checkpoint->filename().string().c_str());
       dir.start(r.config);
-      const auto result = tasks::run_task(r, dir, o.out, o.resume);
-      if (result.contains("summary"))
-        std::printf("[%zu/%zu] %s %s: %s\n", index, total, e.config.name.c_str(), r.id.c_str(),
-                    result["summary"].get<std::string>().c_str());
-      else
-        std::printf("[%zu/%zu] %s %s: test accuracy %.4f\n", index, total, e.config.name.c_str(), r.id.c_str(),
-                    result["test_accuracy"].get<double>());
+      const experiment::ResultRow result = tasks::run_task(r, dir, o.out, o.resume);
+      std::printf("[%zu/%zu] %s %s: %s\n", index, total, e.config.name().c_str(), r.id.c_str(),
+                  experiment::summary(result).c_str());
     }
   print_tables(o.out, std::cout);
 }

@@ -31,7 +31,7 @@ void write_table(const fs::path& out, const std::string& stem, const report::Tab
   os << "\n" << md << "\n(written to " << (out / (stem + ".md")).string() << " and " << stem << ".csv)\n";
 }
 
-void print_lm_tables(const fs::path& out, const std::vector<nlohmann::json>& results, const report::PaperTable* p,
+void print_lm_tables(const fs::path& out, const std::vector<report::ResultRow>& results, const report::PaperTable* p,
                      std::ostream& os) {
   const auto tables = report::build_lm_tables(results, p);
   if (tables.empty()) return;
@@ -53,7 +53,9 @@ void print_lm_tables(const fs::path& out, const std::vector<nlohmann::json>& res
 
 void print_tables(const std::string& dir, std::ostream& os, const std::string& paper_dir) {
   const fs::path out(dir);
-  const auto results = report::collect_results(out);
+  const report::Results collected = report::collect_results(out);
+  for (const std::string& e : collected.errors) std::cerr << "qkvlab table: skipped a damaged result: " << e << "\n";
+  const std::vector<report::ResultRow>& results = collected.rows;
   if (results.empty()) {
     os << "no finished runs under " << dir << "\n";
     return;
@@ -67,7 +69,7 @@ void print_tables(const std::string& dir, std::ostream& os, const std::string& p
       shown.insert("lm");
       continue;
     }
-    const report::Table t = report::build_table(results, "test_accuracy", &p);
+    const report::Table t = report::build_table(results, &p);
     if (t.tasks.empty()) continue;
     shown.insert(t.tasks.begin(), t.tasks.end());
     write_table(out, cat("table", p.number), t, &p, p.title, os);
@@ -78,11 +80,11 @@ void print_tables(const std::string& dir, std::ostream& os, const std::string& p
       os << "training curves of " << n << " tasks (Fig. 2): " << (out / "curves.png").string() << "\n";
     }
   }
-  std::vector<nlohmann::json> others;   // tasks no paper table lists
-  for (const auto& r : results)
-    if (!shown.count(r.value("task", ""))) others.push_back(r);
-  if (!others.empty()) write_table(out, "other", report::build_table(others, "test_accuracy", nullptr), nullptr,
-                                   "Other runs, test accuracy", os);
+  std::vector<report::ResultRow> others;   // tasks no paper table lists
+  for (const report::ResultRow& r : results)
+    if (!shown.count(r.task)) others.push_back(r);
+  if (!others.empty())
+    write_table(out, "other", report::build_table(others, nullptr), nullptr, "Other runs, test accuracy", os);
 }
 
 void add_table_command(CLI::App& app) {

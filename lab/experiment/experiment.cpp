@@ -11,8 +11,10 @@ namespace qkv::experiment {
 
 namespace {
 
-// Takes the `scales` map out of the file's tree and checks every key of every scale.
+// Takes the `scales` map out of the file's tree and checks every key of every scale against the
+// file's family.
 Node take_scales(Node& tree) {
+  const TaskKind kind = family_of(tree);
   const Entry* e = tree.find("scales");
   if (!e) return Node::map(tree.source);
   Node scales = e->value;
@@ -26,7 +28,7 @@ Node take_scales(Node& tree) {
     if (!scale.value.is_map())
       fail_at(scale.value.source, "scales.", scale.key, ": ", scale.value.describe(),
               " is not valid: expected a map of dotted keys to values");
-    for (const Entry& kv : scale.value.entries) check_key(kv.key, kv.source);
+    for (const Entry& kv : scale.value.entries) check_key(kind, kv.key, kv.source);
   }
   return scales;
 }
@@ -69,7 +71,12 @@ Experiment load_experiment(const std::string& path, const std::string& scale,
     }
     for (const Entry& kv : chosen->value.entries) set_key(tree, kv.key, kv.value, kv.source);
   }
-  for (const std::string& arg : overrides) apply_override(tree, parse_override(arg));
+  std::vector<Override> parsed;
+  for (const std::string& arg : overrides) {
+    parsed.push_back(parse_override(arg));
+    set_key(tree, parsed.back().key, parsed.back().value, parsed.back().value.source);
+  }
+  for (const Override& o : parsed) check_key(family_of(tree), o.key, o.value.source);
   Experiment ex{path, scale, parse_config(tree), {}};
   ex.runs = expand_tree(tree);
   return ex;

@@ -2,7 +2,6 @@
 // into a configuration tree.
 #include "lab/experiment/overrides.h"
 
-#include "lab/experiment/config.h"
 
 namespace qkv::experiment {
 
@@ -32,24 +31,28 @@ std::vector<std::string> split_key(std::string_view dotted) {
   }
 }
 
-void check_key(const std::string& dotted, const Source& where) {
-  std::vector<std::string> keys;
-  for (const KeyInfo& k : config_keys()) keys.push_back(k.key);
-  if (dotted.starts_with("sweep.grid.")) {
-    const std::string inner = dotted.substr(11);
-    const KeyInfo* info = find_config_key(inner);
-    if (info && !info->section) return;
-    std::vector<std::string> leaves;
-    for (const KeyInfo& k : config_keys())
-      if (!k.section) leaves.push_back(k.key);
-    const std::string suggestion = closest_key(inner, leaves);
-    if (!suggestion.empty()) fail_at(where, "unknown key '", dotted, "'; did you mean 'sweep.grid.", suggestion, "'?");
-    fail_at(where, "unknown key '", dotted, "': after sweep.grid. comes a schema key such as model.d_model");
+void check_key(TaskKind kind, const std::string& dotted, const Source& where) {
+  const std::string family(enum_name(kind));
+  std::vector<std::string> keys, leaves;
+  for (const KeyInfo& k : family_keys(kind)) {
+    keys.push_back(k.key);
+    if (!k.section) leaves.push_back(k.key);
   }
-  if (find_config_key(dotted)) return;
-  const std::string suggestion = closest_key(dotted, keys);
-  if (!suggestion.empty()) fail_at(where, "unknown key '", dotted, "'; did you mean '", suggestion, "'?");
-  fail_at(where, "unknown key '", dotted, "' (describe_schema() lists the valid keys)");
+  const bool grid = dotted.starts_with("sweep.grid.");
+  const std::string key = grid ? dotted.substr(11) : dotted;
+  const KeyInfo* info = find_key(kind, key);
+  if (info && (!grid || !info->section)) return;
+  if (const std::string why = key_set_elsewhere(key); !why.empty()) fail_at(where, dotted, ": ", key, " ", why);
+  std::string elsewhere;   // the families that have the key
+  for (TaskKind other : {TaskKind::synthetic, TaskKind::vision, TaskKind::anomaly, TaskKind::lm})
+    if (other != kind && find_key(other, key)) elsewhere += cat(elsewhere.empty() ? "" : ", ", enum_name(other));
+  if (!elsewhere.empty())
+    fail_at(where, dotted, ": ", key, " is not a setting of ", family, " experiments (task.kind: ", family,
+            "); it belongs to ", elsewhere, " experiments");
+  const std::string suggestion = closest_key(key, grid ? leaves : keys);
+  if (!suggestion.empty())
+    fail_at(where, "unknown key '", dotted, "'; did you mean '", grid ? "sweep.grid." : "", suggestion, "'?");
+  fail_at(where, "unknown key '", dotted, "' (`qkvlab keys ", family, "` lists the keys of ", family, " experiments)");
 }
 
 namespace {
@@ -94,11 +97,6 @@ void set_key(Node& tree, const std::string& dotted, Node value, const Source& wh
     at = &e->value;
   }
   assign(*at, std::move(value), where);
-}
-
-void apply_override(Node& tree, const Override& o) {
-  check_key(o.key, o.value.source);
-  set_key(tree, o.key, o.value, o.value.source);
 }
 
 }  // namespace qkv::experiment

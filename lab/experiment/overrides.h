@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lab/experiment/node.h"
+#include "lab/experiment/config.h"
 
 namespace qkv::experiment {
 
@@ -22,15 +22,13 @@ Override parse_override(const std::string& arg);
 // "sweep.grid.model.d_model" -> {"sweep", "grid", "model.d_model"}: a grid key is one part.
 std::vector<std::string> split_key(std::string_view dotted);
 
-// Throws ConfigError at `where` unless `dotted` is a schema key (leaf or section) or a grid
-// entry "sweep.grid.<leaf key>"; the message suggests the closest valid key.
-void check_key(const std::string& dotted, const Source& where);
+// Throws ConfigError at `where` unless `dotted` is a key (leaf or section) of the family `kind`
+// or a grid entry "sweep.grid.<leaf key>"; the message names the family a key of another family
+// belongs to, or suggests the closest valid key.
+void check_key(TaskKind kind, const std::string& dotted, const Source& where);
 
 // Sets `dotted` in the tree, creating maps on the way. A map value merges into an existing map
 // key by key; anything else replaces what was there. `where` is the source of the assignment.
 void set_key(Node& tree, const std::string& dotted, Node value, const Source& where);
-
-// check_key + set_key for a parsed override.
-void apply_override(Node& tree, const Override& o);
 
 }  // namespace qkv::experiment

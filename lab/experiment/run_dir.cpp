@@ -32,7 +32,7 @@ RunDir::RunDir(const fs::path& out, const std::string& experiment, const std::st
   path_ = out / experiment / run_id;
 }
 
-RunDir::RunDir(const fs::path& out, const Run& run) : RunDir(out, run.config.name, run.id) {}
+RunDir::RunDir(const fs::path& out, const Run& run) : RunDir(out, run.config.name(), run.id) {}
 
 bool RunDir::complete() const {
   std::ifstream in(path_ / "result.json");
@@ -51,23 +51,15 @@ void RunDir::start(const Config& resolved) const {
   write_file_atomically((path_ / "meta.json").string(), [&](std::ostream& os) { os << meta << "\n"; });
 }
 
-void RunDir::write_result(const nlohmann::json& result) const {
-  check<ValueError>(result.is_object(), "RunDir::write_result: the result must be a JSON object");
+void RunDir::write_result(const ResultRow& result) const {
   std::error_code ec;
   fs::create_directories(path_, ec);
   check<IOError>(!ec, path_.string(), ": cannot create the run folder: ", ec.message());
-  const std::string text = result.dump(2);
+  const std::string text = to_json(result).dump(2);
   write_file_atomically((path_ / "result.json").string(), [&](std::ostream& os) { os << text << "\n"; });
 }
 
-nlohmann::json RunDir::read_result() const {
-  const fs::path file = path_ / "result.json";
-  std::ifstream in(file);
-  check<IOError>(bool(in), file.string(), ": no result (the run has not finished)");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  check<IOError>(j.is_object(), file.string(), ": not a JSON object (a damaged result file)");
-  return j;
-}
+ResultRow RunDir::read_result() const { return read_result_file(path_ / "result.json"); }
 
 namespace {
 

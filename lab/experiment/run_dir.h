@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "lab/experiment/result.h"
 #include "lab/experiment/sweep.h"
 
 namespace qkv::experiment {
@@ -22,9 +23,9 @@ class RunDir {
   // Creates the folder and writes config.yaml and meta.json (both atomically).
   void start(const Config& resolved) const;
   // Writes result.json atomically; from then on the run is complete.
-  void write_result(const nlohmann::json& result) const;
-  // The parsed result.json; IOError when it is missing or does not parse.
-  nlohmann::json read_result() const;
+  void write_result(const ResultRow& result) const;
+  // result.json, every field checked; IOError naming the file and field when it is damaged.
+  ResultRow read_result() const;
 
  private:
   std::filesystem::path path_;

@@ -8,6 +8,7 @@
 // with a suggestion, missing keys take the default), writing back, and the key listing.
 #pragma once
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -29,9 +30,13 @@ struct KeyInfo {
   std::function<void(const Node& value, const std::string& key)> check;
 };
 
-// What parsing needs beyond the node: every valid dotted key, for "did you mean".
+// What parsing needs beyond the node: the family's keys (for "did you mean" and the sweep
+// grid's checks) and where the keys of the other families belong (for "not a setting of ...").
 struct ParseContext {
-  std::vector<std::string> keys;
+  std::string family;                              // "lm", as task.kind names it
+  std::vector<KeyInfo> keys;                       // every key of the family, dotted
+  std::map<std::string, std::string> elsewhere;    // another family's key -> "synthetic, vision"
+  const KeyInfo* find(std::string_view dotted) const;
 };
 
 // The map a struct was parsed from, for rules that involve several fields.
@@ -123,6 +128,33 @@ Node emit_struct(const S& s);
 template <class S>
 void flatten_keys(const std::string& prefix, std::vector<KeyInfo>& out);
 
+// The fields of a base struct's schema, for the schema of a struct derived from it: shared
+// settings (the loop's batch size and device, a model's width and depth) are declared once.
+template <class D, class B>
+std::vector<FieldDef<D>> inherit(const Schema<B>& base) {
+  static_assert(std::is_base_of_v<B, D>);
+  std::vector<FieldDef<D>> out;
+  for (const FieldDef<B>& f : base.fields) {
+    FieldDef<D> g;
+    g.name = f.name;
+    g.doc = f.doc;
+    g.section = f.section;
+    g.parse = [p = f.parse](D& d, const Node& n, const std::string& key, const ParseContext& c) { p(d, n, key, c); };
+    if (f.set_default) g.set_default = [set = f.set_default](D& d) { set(d); };
+    g.emit = [e = f.emit](const D& d) { return e(d); };
+    g.flatten = f.flatten;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+// `first` followed by `then`: a derived struct's own fields around the inherited ones.
+template <class S>
+std::vector<FieldDef<S>> fields(std::vector<FieldDef<S>> first, const std::vector<FieldDef<S>>& then) {
+  first.insert(first.end(), then.begin(), then.end());
+  return first;
+}
+
 // A nested struct with its own schema, written as a map under `name`.
 template <class S, class T>
 FieldDef<S> section(std::string name, T S::*member, std::string doc) {
@@ -146,6 +178,10 @@ template <class S>
 void flatten_keys(const std::string& prefix, std::vector<KeyInfo>& out) {
   for (const FieldDef<S>& f : S::schema().fields) f.flatten(prefix, out);
 }
+
+// Why a key that is not in the schema is set another way ("" for other keys): the variant sets
+// the attention's sharing, 2D scores and KV heads, sweep.seeds the seed.
+std::string key_set_elsewhere(std::string_view dotted);
 
 [[noreturn]] void fail_unknown_key(const Entry& e, const std::string& dotted, const std::vector<std::string>& siblings,
                                    const ParseContext& ctx);

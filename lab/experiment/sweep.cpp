@@ -54,7 +54,8 @@ std::vector<Source> item_sources(const Node& tree, const char* key, size_t count
 
 std::vector<Run> expand_tree(const Node& tree) {
   const Config base = parse_config(tree);
-  Grid axes = base.sweep.grid;
+  const SweepConfig& sweep = base.sweep();
+  Grid axes = sweep.grid;
   std::sort(axes.begin(), axes.end(), [](const GridAxis& a, const GridAxis& b) { return a.key < b.key; });
 
   // Keys by their last component, unless two axes share it.
@@ -65,8 +66,8 @@ std::vector<Run> expand_tree(const Node& tree) {
         std::count_if(axes.begin(), axes.end(), [&](const GridAxis& b) { return last_component(b.key) == last; });
     labels.push_back(same > 1 ? a.key : last);
   }
-  const std::vector<Source> variant_sources = item_sources(tree, "variants", base.sweep.variants.size());
-  const std::vector<Source> seed_sources = item_sources(tree, "seeds", base.sweep.seeds.size());
+  const std::vector<Source> variant_sources = item_sources(tree, "variants", sweep.variants.size());
+  const std::vector<Source> seed_sources = item_sources(tree, "seeds", sweep.seeds.size());
 
   std::vector<Run> runs;
   std::set<std::string> ids;
@@ -86,31 +87,29 @@ std::vector<Run> expand_tree(const Node& tree) {
         point_id += sanitize_component(labels[a] + "=" + value_text(value));
       }
     }
-    for (size_t v = 0; v < base.sweep.variants.size(); ++v) {
-      const Variant& variant = base.sweep.variants[v];
+    for (size_t v = 0; v < sweep.variants.size(); ++v) {
+      const nn::Variant& variant = sweep.variants[v];
+      const std::string variant_name = nn::variant_name(variant);
       const Source& vs = variant_sources[v];
-      for (size_t s = 0; s < base.sweep.seeds.size(); ++s) {
-        const int seed = base.sweep.seeds[s];
+      for (size_t s = 0; s < sweep.seeds.size(); ++s) {
+        const int seed = sweep.seeds[s];
         const Source& ss = seed_sources[s];
-        Run run{(point_id.empty() ? "" : point_id + "/") + sanitize_component(variant.name) + "/seed" +
+        Run run{(point_id.empty() ? "" : point_id + "/") + sanitize_component(variant_name) + "/seed" +
                     std::to_string(seed),
                 {},
                 variant,
                 seed,
                 point};
         Node t = point_tree;
-        set_key(t, "model.sharing", Node::scalar(variant.sharing, vs), vs);
-        set_key(t, "model.pos2d", Node::scalar(variant.pos2d ? "true" : "false", vs), vs);
-        set_key(t, "model.kv_heads", Node::scalar(std::to_string(variant.kv_groups), vs), vs);
-        set_key(t, "train.seed", Node::scalar(std::to_string(seed), ss), ss);
-        Node sweep = Node::map(vs);
-        sweep.add("grid", grid, vs);
-        sweep.add("variants", Node::sequence({Node::scalar(variant.name, vs)}, vs), vs);
-        sweep.add("seeds", Node::sequence({Node::scalar(std::to_string(seed), ss)}, ss), ss);
+        Node run_sweep = Node::map(vs);
+        run_sweep.add("grid", grid, vs);
+        run_sweep.add("variants", Node::sequence({Node::scalar(variant_name, vs)}, vs), vs);
+        run_sweep.add("seeds", Node::sequence({Node::scalar(std::to_string(seed), ss)}, ss), ss);
         t.erase("sweep");
-        t.add("sweep", std::move(sweep), vs);
+        t.add("sweep", std::move(run_sweep), vs);
         try {
           run.config = parse_config(t);
+          check_variant(run.config, variant, vs);
         } catch (const ConfigError& e) {
           throw ConfigError(cat(e.what(), " (in sweep run '", run.id, "')"));
         }
@@ -129,5 +128,13 @@ std::vector<Run> expand_tree(const Node& tree) {
 }
 
 std::vector<Run> expand(const Config& config) { return expand_tree(config_to_tree(config)); }
+
+Run single_run(const Config& config, const std::string& origin) {
+  std::vector<Run> runs = expand(config);
+  if (runs.size() != 1)
+    throw ConfigError(cat(origin, ": describes ", runs.size(), " runs (", config.sweep().variants.size(), " variants x ",
+                          config.sweep().seeds.size(), " seeds); a run folder's config.yaml describes one"));
+  return std::move(runs.front());
+}
 
 }  // namespace qkv::experiment

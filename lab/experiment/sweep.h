@@ -13,9 +13,8 @@ namespace qkv::experiment {
 
 struct Run {
   std::string id;  // "<grid point>/<variant>/seed<k>"; no grid: "<variant>/seed<k>"
-  Config config;   // grid values applied; model.sharing/pos2d/kv_heads from the variant;
-                   // train.seed from the seed; sweep reduced to this one run
-  Variant variant;
+  Config config;   // grid values applied; sweep reduced to this run's point, variant and seed
+  nn::Variant variant;
   int seed = 0;
   std::vector<std::pair<std::string, std::string>> point;  // grid key -> value text, in id order
 };
@@ -29,5 +28,9 @@ std::vector<Run> expand(const Config& config);
 
 // A path component: characters other than letters, digits and ._-+=() become '_'.
 std::string sanitize_component(std::string_view text);
+
+// The one run a run folder's config describes (its sweep holds one variant and one seed);
+// ConfigError naming `origin` otherwise.
+Run single_run(const Config& config, const std::string& origin);
 
 }  // namespace qkv::experiment

@@ -1,15 +1,13 @@
 #include "lab/report/attention_maps.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
-#include <sstream>
 
-#include "train/data/synthetic.h"
-#include "lab/experiment/config.h"
+#include "lab/experiment/models.h"
+#include "lab/experiment/sweep.h"
 #include "lab/report/canvas.h"
 #include "lab/report/table.h"
-#include "lab/tasks/synthetic.h"
+#include "train/data/synthetic.h"
 
 namespace qkv::report {
 namespace {
@@ -19,11 +17,10 @@ namespace fs = std::filesystem;
 // Probabilities [T, T] of the last layer's first head of the run in `dir` on its first test
 // example (the last layer is where the task's structure shows).
 Tensor attention_map(const fs::path& dir) {
-  std::ifstream is(dir / "config.yaml");
-  std::stringstream text;
-  text << is.rdbuf();
-  const experiment::Config c = experiment::config_from_yaml(text.str(), (dir / "config.yaml").string());
-  nn::Encoder model(tasks::encoder_config(c));
+  const std::string file = (dir / "config.yaml").string();
+  const experiment::Run run = experiment::single_run(experiment::load_config_file(file), file);
+  const auto& c = run.config.as<experiment::SyntheticConfig>();
+  nn::Encoder model(experiment::encoder_config(c, run.variant));
   model.load((dir / "checkpoint.safetensors").string());
   model.eval();
   const data::SyntheticSplits data =
@@ -39,13 +36,14 @@ Tensor attention_map(const fs::path& dir) {
 }  // namespace
 
 int write_attention_maps(const fs::path& out, const fs::path& png, const PaperTable* paper) {
-  const std::vector<nlohmann::json> results = collect_results(out);
+  const std::vector<ResultRow> results = collect_results(out).rows;
   // The first finished run with a checkpoint per (task, variant), in table order.
-  const Table order = build_table(results, "test_accuracy", paper);
+  const Table order = build_table(results, paper);
   std::map<std::pair<std::string, std::string>, fs::path> chosen;
-  for (const auto& r : results) {
-    const auto key = std::make_pair(r.value("task", ""), r.value("variant", ""));
-    const fs::path dir = out / r.value("experiment", "") / fs::path(r.value("run", ""));
+  for (const ResultRow& r : results) {
+    if (r.kind != experiment::TaskKind::synthetic) continue;
+    const auto key = std::make_pair(r.task, r.variant);
+    const fs::path dir = out / r.experiment / fs::path(r.run);
     if (chosen.count(key) || !fs::exists(dir / "checkpoint.safetensors") || !fs::exists(dir / "config.yaml")) continue;
     chosen[key] = dir;
   }

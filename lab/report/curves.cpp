@@ -11,14 +11,15 @@ namespace {
 
 using Series = std::vector<double>;   // value per epoch (1-based index - 1)
 
-// Mean per epoch over the runs of one (task, variant).
-Series mean_curve(const std::vector<const nlohmann::json*>& runs, const char* key) {
+// Mean per epoch over the runs of one (task, variant) of one field of the epoch records.
+Series mean_curve(const std::vector<const experiment::ResultRow*>& runs, double loops::EpochRecord::*field) {
   Series sum, count;
-  for (const nlohmann::json* r : runs)
-    for (const auto& e : (*r)["epochs"]) {
-      const size_t i = size_t(e["epoch"].get<int>() - 1);
+  for (const experiment::ResultRow* r : runs)
+    for (const loops::EpochRecord& e : r->classification()->epochs) {
+      if (e.epoch < 1) continue;
+      const size_t i = size_t(e.epoch - 1);
       if (sum.size() <= i) sum.resize(i + 1, 0), count.resize(i + 1, 0);
-      sum[i] += e[key].get<double>();
+      sum[i] += e.*field;
       count[i] += 1;
     }
   for (size_t i = 0; i < sum.size(); ++i) sum[i] = count[i] > 0 ? sum[i] / count[i] : NAN;
@@ -59,12 +60,11 @@ void draw_panel(Canvas& c, const Panel& p, const std::string& title, const std::
 
 }  // namespace
 
-int write_curves(const std::vector<nlohmann::json>& results, const std::vector<std::string>& tasks,
+int write_curves(const std::vector<experiment::ResultRow>& results, const std::vector<std::string>& tasks,
                  const std::vector<std::string>& variants, const std::filesystem::path& png) {
-  std::map<std::pair<std::string, std::string>, std::vector<const nlohmann::json*>> runs;
-  for (const auto& r : results)
-    if (r.contains("epochs") && r.contains("task") && r.contains("variant"))
-      runs[{r["task"].get<std::string>(), r["variant"].get<std::string>()}].push_back(&r);
+  std::map<std::pair<std::string, std::string>, std::vector<const experiment::ResultRow*>> runs;
+  for (const experiment::ResultRow& r : results)
+    if (r.classification()) runs[{r.task, r.variant}].push_back(&r);
   std::vector<std::string> drawn_tasks;
   for (const auto& t : tasks)
     for (const auto& v : variants)
@@ -81,8 +81,8 @@ int write_curves(const std::vector<nlohmann::json>& results, const std::vector<s
     std::vector<Series> loss, acc;
     for (const auto& v : variants) {
       auto it = runs.find({drawn_tasks[t], v});
-      loss.push_back(it == runs.end() ? Series{} : mean_curve(it->second, "train_loss"));
-      acc.push_back(it == runs.end() ? Series{} : mean_curve(it->second, "val_accuracy"));
+      loss.push_back(it == runs.end() ? Series{} : mean_curve(it->second, &loops::EpochRecord::train_loss));
+      acc.push_back(it == runs.end() ? Series{} : mean_curve(it->second, &loops::EpochRecord::val_accuracy));
     }
     const int y = top + 14 + int(t) * (ph + gap);
     draw_panel(c, {10, y, pw, ph}, drawn_tasks[t] + ": training loss", loss);
@@ -92,21 +92,21 @@ int write_curves(const std::vector<nlohmann::json>& results, const std::vector<s
   return int(drawn_tasks.size());
 }
 
-int write_lm_curves(const std::vector<nlohmann::json>& results, const std::vector<std::string>& variants,
+int write_lm_curves(const std::vector<experiment::ResultRow>& results, const std::vector<std::string>& variants,
                     const std::filesystem::path& png) {
   std::vector<Series> lines;
   std::vector<int64_t> steps;   // of the longest curve, for the axis label
   bool any = false;
   for (const auto& v : variants) {
     Series sum, count;
-    for (const auto& r : results) {
-      if (r.value("task", "") != "lm" || r.value("variant", "") != v || !r.contains("evals")) continue;
-      const auto& evals = r["evals"];
+    for (const experiment::ResultRow& r : results) {
+      if (!r.lm() || r.variant != v) continue;
+      const auto& evals = r.lm()->evals;
       for (size_t i = 0; i < evals.size(); ++i) {
         if (sum.size() <= i) sum.resize(i + 1, 0), count.resize(i + 1, 0);
-        sum[i] += evals[i]["val_loss"].get<double>();
+        sum[i] += evals[i].val_loss;
         count[i] += 1;
-        if (steps.size() <= i) steps.push_back(evals[i]["step"].get<int64_t>());
+        if (steps.size() <= i) steps.push_back(evals[i].step);
       }
     }
     for (size_t i = 0; i < sum.size(); ++i) sum[i] = count[i] > 0 ? sum[i] / count[i] : NAN;

@@ -3,20 +3,21 @@
 // the language models' validation-loss curves.
 #pragma once
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "lab/experiment/result.h"
 
 namespace qkv::report {
 
 // Draws the tasks in `tasks` (in that order) found in `results`; returns the number of panels
 // pairs drawn (0: nothing to draw, no file written).
-int write_curves(const std::vector<nlohmann::json>& results, const std::vector<std::string>& tasks,
+int write_curves(const std::vector<experiment::ResultRow>& results, const std::vector<std::string>& tasks,
                  const std::vector<std::string>& variants, const std::filesystem::path& png);
 
 // The language-model runs' validation loss by evaluation step, one line per variant (mean over
 // its runs), from the result rows' "evals"; returns 0 and writes nothing without any.
-int write_lm_curves(const std::vector<nlohmann::json>& results, const std::vector<std::string>& variants,
+int write_lm_curves(const std::vector<experiment::ResultRow>& results, const std::vector<std::string>& variants,
                     const std::filesystem::path& png);
 
 }  // namespace qkv::report

@@ -6,17 +6,20 @@
 
 #include "autograd/grad_mode.h"
 #include "tensor/allocator.h"
-#include "lab/tasks/lm.h"
+#include "lab/experiment/models.h"
 
 namespace qkv::report {
 
 std::vector<LmVariantModel> lm_variant_models(const experiment::Experiment& e) {
-  check<ValueError>(e.config.task.kind == "lm", e.path, ": task.kind is ", e.config.task.kind,
-                    ", expected lm (a language-model experiment)");
+  check<ValueError>(e.config.kind() == experiment::TaskKind::lm, e.path, ": task.kind is ",
+                    experiment::enum_name(e.config.kind()), ", expected lm (a language-model experiment)");
   std::vector<LmVariantModel> out;
   std::set<std::string> seen;
-  for (const auto& run : e.runs)
-    if (seen.insert(run.variant.name).second) out.push_back({run.variant.name, tasks::gpt_config(run.config)});
+  for (const auto& run : e.runs) {
+    const std::string name = nn::variant_name(run.variant);
+    if (seen.insert(name).second)
+      out.push_back({name, experiment::gpt_config(run.config.as<experiment::LmConfig>(), run.variant)});
+  }
   return out;
 }
 

@@ -9,14 +9,13 @@ namespace qkv::report {
 
 bool is_lm_table(const PaperTable& p) { return std::find(p.columns.begin(), p.columns.end(), "lm") != p.columns.end(); }
 
-std::vector<LmTable> build_lm_tables(const std::vector<nlohmann::json>& results, const PaperTable* paper) {
-  std::map<std::string, std::map<std::string, std::vector<const nlohmann::json*>>> groups;   // experiment -> variant
+std::vector<LmTable> build_lm_tables(const std::vector<ResultRow>& results, const PaperTable* paper) {
+  std::map<std::string, std::map<std::string, std::vector<const ResultRow*>>> groups;   // experiment -> variant
   std::vector<std::string> experiments;
-  for (const auto& r : results) {
-    if (r.value("task", "") != "lm" || !r.contains("val_loss")) continue;
-    const std::string e = r.value("experiment", "");
-    if (!groups.count(e)) experiments.push_back(e);
-    groups[e][r["variant"].get<std::string>()].push_back(&r);
+  for (const ResultRow& r : results) {
+    if (!r.lm()) continue;
+    if (!groups.count(r.experiment)) experiments.push_back(r.experiment);
+    groups[r.experiment][r.variant].push_back(&r);
   }
   std::vector<LmTable> tables;
   for (const auto& e : experiments) {
@@ -34,12 +33,13 @@ std::vector<LmTable> build_lm_tables(const std::vector<nlohmann::json>& results,
       row.variant = v;
       row.runs = int(runs.size());
       std::vector<double> ppl;
-      for (const auto* r : runs) {
-        ppl.push_back(std::exp((*r)["val_loss"].get<double>()));
-        row.loss += (*r)["val_loss"].get<double>() / double(runs.size());
-        row.tokens_per_s += r->value("tokens_per_s", 0.0) / double(runs.size());
-        row.cache_reduction = r->value("kv_cache_reduction", 0.0);
-        row.params = r->value("params", int64_t(0));
+      for (const ResultRow* r : runs) {
+        const experiment::LmResult& l = *r->lm();
+        ppl.push_back(std::exp(l.val_loss));
+        row.loss += l.val_loss / double(runs.size());
+        row.tokens_per_s += l.tokens_per_s / double(runs.size());
+        row.cache_reduction = l.kv_cache_reduction;
+        row.params = r->params;
       }
       for (double p : ppl) row.ppl += p / double(ppl.size());
       for (double p : ppl) row.ppl_std += (p - row.ppl) * (p - row.ppl);

@@ -3,7 +3,6 @@
 // training tokens/s, with the paper's numbers beside ours, and the ranking by validation loss
 // beside the paper's.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,8 +24,8 @@ struct LmTable {
   std::vector<LmRow> rows;   // the paper's variant order first, then others
 };
 
-// One table per experiment among the "lm" result rows.
-std::vector<LmTable> build_lm_tables(const std::vector<nlohmann::json>& results, const PaperTable* paper);
+// One table per experiment among the language-model result rows.
+std::vector<LmTable> build_lm_tables(const std::vector<ResultRow>& results, const PaperTable* paper);
 std::string lm_markdown(const LmTable& t, const PaperTable* paper);
 std::string lm_csv(const std::vector<LmTable>& tables, const PaperTable* paper);
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include "tensor/error.h"
@@ -13,20 +12,18 @@ namespace qkv::report {
 
 namespace fs = std::filesystem;
 
-std::vector<nlohmann::json> collect_results(const fs::path& out) {
+Results collect_results(const fs::path& out) {
   check<IOError>(fs::is_directory(out), out.string(), ": not a directory of runs");
   std::vector<fs::path> files;
   for (const auto& e : fs::recursive_directory_iterator(out))
     if (e.is_regular_file() && e.path().filename() == "result.json") files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  std::vector<nlohmann::json> results;
+  Results results;
   for (const fs::path& f : files) {
-    std::ifstream is(f);
     try {
-      nlohmann::json j = nlohmann::json::parse(is);
-      if (j.is_object()) results.push_back(std::move(j));
-    } catch (const nlohmann::json::exception& e) {
-      throw IOError(cat(f.string(), ": not valid JSON: ", e.what()));
+      results.rows.push_back(experiment::read_result_file(f));
+    } catch (const IOError& e) {
+      results.errors.push_back(e.what());
     }
   }
   return results;
@@ -84,20 +81,19 @@ std::vector<PaperTable> load_paper_tables(const fs::path& dir) {
   return out;
 }
 
-Table build_table(const std::vector<nlohmann::json>& results, const std::string& metric, const PaperTable* paper) {
+Table build_table(const std::vector<ResultRow>& results, const PaperTable* paper) {
   std::map<std::string, std::map<std::string, std::vector<double>>> values;   // variant -> task -> values
   std::vector<std::string> tasks, variants;
   auto remember = [](std::vector<std::string>& list, const std::string& s) {
     if (std::find(list.begin(), list.end(), s) == list.end()) list.push_back(s);
   };
-  for (const auto& r : results) {
-    if (!r.contains("task") || !r.contains("variant") || !r.contains(metric)) continue;
-    const std::string task = r["task"], variant = r["variant"];
-    if (paper && std::find(paper->columns.begin(), paper->columns.end(), task) == paper->columns.end()) continue;
-    if (!r.contains(metric)) continue;   // another kind of run (language models report perplexity)
-    values[variant][task].push_back(r[metric].get<double>());
-    remember(tasks, task);
-    remember(variants, variant);
+  for (const ResultRow& r : results) {
+    const experiment::ClassificationResult* c = r.classification();
+    if (!c) continue;   // language models report perplexity (lm_table.h)
+    if (paper && std::find(paper->columns.begin(), paper->columns.end(), r.task) == paper->columns.end()) continue;
+    values[r.variant][r.task].push_back(c->test_accuracy);
+    remember(tasks, r.task);
+    remember(variants, r.variant);
   }
   Table t;
   if (paper) {   // the paper's order, then whatever else ran

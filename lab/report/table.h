@@ -1,19 +1,28 @@
 // Paper tables rebuilt from run folders: every result.json under an output directory, grouped
-// by task (experiment) and attention variant, as mean +- std over seeds and grid points, with
-// the paper's number beside each of ours (experiments/paper/table<N>.yaml). Markdown for
+// by task (the table column) and attention variant, as mean +- std over seeds and grid points,
+// with the paper's number beside each of ours (experiments/paper/table<N>.yaml). Markdown for
 // reading, CSV for tools.
 #pragma once
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "lab/experiment/result.h"
+
 namespace qkv::report {
 
-// Every run's result.json below `out` (folders without one are unfinished and skipped).
-std::vector<nlohmann::json> collect_results(const std::filesystem::path& out);
+using experiment::ResultRow;
+
+// Every run's result.json below `out` (folders without one are unfinished and skipped). A
+// damaged one is not a row: its file and what is wrong with it go to `errors` (the others
+// still make their tables).
+struct Results {
+  std::vector<ResultRow> rows;
+  std::vector<std::string> errors;
+};
+Results collect_results(const std::filesystem::path& out);
 
 // The paper's numbers: variant -> column -> value, in the file's row and column order.
 struct PaperTable {
@@ -41,9 +50,9 @@ struct Table {
   std::map<std::string, double> average;   // variant -> mean of its task means over the averaged tasks
 };
 
-// Groups results by (task, variant) over `metric` (e.g. "test_accuracy"). With a paper table,
-// only its tasks are kept and "Avg" covers its averaged tasks; without, every task counts.
-Table build_table(const std::vector<nlohmann::json>& results, const std::string& metric, const PaperTable* paper);
+// Groups the classification rows by (task, variant) over their test accuracy. With a paper
+// table, only its tasks are kept and "Avg" covers its averaged tasks; without, every task counts.
+Table build_table(const std::vector<ResultRow>& results, const PaperTable* paper);
 std::string to_markdown(const Table& t, const PaperTable* paper, const std::string& title);
 std::string to_csv(const Table& t, const PaperTable* paper);
 

@@ -4,16 +4,16 @@
 #include <cstdio>
 #include <map>
 
-#include "nn/models/resnet.h"
-#include "nn/models/vit.h"
-#include "tensor/safetensors.h"
+#include "lab/experiment/models.h"
 #include "lab/tasks/common.h"
 #include "lab/tasks/vision_data.h"
+#include "nn/models/resnet.h"
+#include "tensor/safetensors.h"
 
 namespace qkv::tasks {
 
 namespace fs = std::filesystem;
-using experiment::Config;
+using experiment::AnomalyConfig;
 
 data::LabelledFeatures resnet_features(const data::ImageDataset& data, const std::string& weights, const Device& device) {
   Generator gen(0);
@@ -52,7 +52,7 @@ data::LabelledFeatures resnet_features(const data::ImageDataset& data, const std
 namespace {
 
 // Features of one split: from the file, or ResNet34 features cached under cache_dir.
-data::LabelledFeatures split_features(const Config& c, data::Split split, const fs::path& cache_dir, const Device& device) {
+data::LabelledFeatures split_features(const AnomalyConfig& c, data::Split split, const fs::path& cache_dir, const Device& device) {
   const std::string part = split == data::Split::train ? "train" : "test";
   if (c.data.features == experiment::FeatureSource::file) {
     auto t = safetensors::load(c.data.features_file);
@@ -78,9 +78,9 @@ data::LabelledFeatures split_features(const Config& c, data::Split split, const 
 
 }  // namespace
 
-nlohmann::json run_anomaly(const experiment::Run& run, const experiment::RunDir& dir, const fs::path& cache_dir) {
-  const Config& c = run.config;
-  const Device device = prepare_device(c);
+experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::RunDir& dir, const fs::path& cache_dir) {
+  const auto& c = run.config.as<AnomalyConfig>();
+  const Device device = prepare_device(c.train);
   data::LabelledFeatures train = split_features(c, data::Split::train, cache_dir, device);
   data::LabelledFeatures test = split_features(c, data::Split::test, cache_dir, device);
   // Standardize each feature with the training statistics.
@@ -99,30 +99,21 @@ nlohmann::json run_anomaly(const experiment::Run& run, const experiment::RunDir&
   const data::SetData va = data::make_sets(train, val_pool, c.data.val_sets, c.data.set_size, sets);
   const data::SetData te = data::make_sets(test, test_pool, c.data.test_sets, c.data.set_size, sets);
 
-  nn::SetTransformerConfig m;
-  m.features = train.features.size(1);
-  m.layers = c.model.layers;
-  m.mlp_ratio = c.model.ffn_mult;
-  m.dropout = c.model.dropout;
-  m.activation = activation(c.model);
-  m.attention = attention_config(c.model);
   Generator gen(uint64_t(run.seed));
-  nn::SetTransformer model(m, &gen);
+  nn::SetTransformer model(experiment::set_transformer_config(c, run.variant, train.features.size(1)), &gen);
   model.to(device);
-  auto optimizer = make_optimizer(c.optim, model.named_parameters());
-  auto schedule = make_schedule(c, (c.data.train_sets + c.train.batch_size - 1) / c.train.batch_size);
-  auto forward = [&](const Tensor& x) { return model.forward(x); };
   auto on = [&](const data::SetData& s) { return data::LabelledData{s.features.to(device), s.targets.to(device)}; };
-  const loops::TrainResult r = loops::fit(model, forward, *optimizer, *schedule, on(tr), on(va), on(te), train_options(run, dir));
-  const nlohmann::json result = result_row(
-      run, "anomaly", model.num_parameters(), r,
-      {{"dataset", std::string(experiment::enum_name(c.data.dataset))},
-       {"features", c.data.features == experiment::FeatureSource::file ? c.data.features_file
-                    : c.data.resnet_weights.empty()                    ? "resnet34 (random init)"
-                                                                       : c.data.resnet_weights},
-       {"chance", 1.0 / double(c.data.set_size)}});
-  dir.write_result(result);
-  return result;
+  const loops::TrainResult r = train_epochs(
+      {run, dir, model, [&](const Tensor& x) { return model.forward(x); }, c.optim, c.schedule, c.train}, on(tr), on(va),
+      on(te));
+  experiment::ResultRow row = classification_row(run, "anomaly", model.num_parameters(), r);
+  row.sets = experiment::SetSource{std::string(experiment::enum_name(c.data.dataset)),
+                                   c.data.features == experiment::FeatureSource::file ? c.data.features_file
+                                   : c.data.resnet_weights.empty()                    ? "resnet34 (random init)"
+                                                                                      : c.data.resnet_weights,
+                                   1.0 / double(c.data.set_size)};
+  dir.write_result(row);
+  return row;
 }
 
 }  // namespace qkv::tasks

@@ -2,16 +2,13 @@
 
 #include <omp.h>
 
-#include <filesystem>
-
-#include "train/optim/adam.h"
 #include "train/optim/sgd.h"
 
 namespace qkv::tasks {
 
-using experiment::Config;
+using namespace experiment;
 
-optim::AdamOptions adam_options(const experiment::OptimConfig& o) {
+optim::AdamOptions adam_options(const OptimConfig& o) {
   optim::AdamOptions a;
   a.lr = o.lr;
   a.beta1 = o.beta1;
@@ -21,15 +18,11 @@ optim::AdamOptions adam_options(const experiment::OptimConfig& o) {
   return a;
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const experiment::OptimConfig& o, const optim::NamedTensors& params) {
+std::unique_ptr<optim::Optimizer> make_optimizer(const OptimConfig& o, const optim::NamedTensors& params) {
   switch (o.name) {
-    case experiment::OptimName::adam:
-    case experiment::OptimName::adamw: {
-      const optim::AdamOptions a = adam_options(o);
-      if (o.name == experiment::OptimName::adam) return std::make_unique<optim::Adam>(params, a);
-      return std::make_unique<optim::AdamW>(params, a);
-    }
-    case experiment::OptimName::sgd: {
+    case OptimName::adam: return std::make_unique<optim::Adam>(params, adam_options(o));
+    case OptimName::adamw: return std::make_unique<optim::AdamW>(params, adam_options(o));
+    case OptimName::sgd: {
       optim::SGDOptions s;
       s.lr = o.lr;
       s.momentum = o.momentum;
@@ -40,87 +33,98 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const experiment::OptimConfig& 
   throw ValueError("unknown optimizer");
 }
 
-std::unique_ptr<optim::LRSchedule> make_schedule(const Config& c, int64_t steps_per_epoch) {
-  const int64_t total = steps_per_epoch * c.train.epochs;
-  switch (c.schedule.name) {
-    case experiment::ScheduleName::cosine:
-      return std::make_unique<optim::CosineWarmup>(c.optim.lr, int64_t(c.schedule.warmup * double(total)), total,
-                                            c.schedule.min_lr);
-    case experiment::ScheduleName::multistep: {
-      std::vector<int64_t> milestones;
-      for (int e : c.schedule.milestones) milestones.push_back(int64_t(e) * steps_per_epoch);
-      return std::make_unique<optim::MultiStepLR>(c.optim.lr, milestones, c.schedule.gamma);
-    }
-    case experiment::ScheduleName::constant:
-      return std::make_unique<optim::ConstantLR>(c.optim.lr);
+namespace {
+optim::ScheduleKind schedule_kind(ScheduleName n) {
+  switch (n) {
+    case ScheduleName::cosine: return optim::ScheduleKind::cosine;
+    case ScheduleName::multistep: return optim::ScheduleKind::multistep;
+    case ScheduleName::constant: return optim::ScheduleKind::constant;
   }
   throw ValueError("unknown schedule");
 }
 
-nn::AttentionConfig attention_config(const experiment::ModelConfig& m) {
-  nn::AttentionConfig a;
-  a.d_model = m.d_model;
-  a.heads = m.heads;
-  a.kv_heads = m.kv_heads;
-  a.sharing = nn::parse_sharing(m.sharing);
-  a.pos2d = m.pos2d ? m.pos2d_channels : 0;
-  return a;
+optim::ScheduleSpec base_spec(ScheduleName name, const ScheduleBase& s, double lr, int64_t total) {
+  optim::ScheduleSpec spec;
+  spec.kind = schedule_kind(name);
+  spec.base_lr = lr;
+  spec.total_steps = total;
+  spec.warmup_fraction = s.warmup;
+  spec.warmup_steps = s.warmup_steps;
+  spec.min_lr = s.min_lr;
+  return spec;
+}
+}  // namespace
+
+optim::ScheduleSpec schedule_spec(const EpochSchedule& s, double lr, int64_t steps_per_epoch, int64_t epochs) {
+  optim::ScheduleSpec spec = base_spec(s.name, s, lr, steps_per_epoch * epochs);
+  for (int e : s.milestones) spec.milestones.push_back(int64_t(e) * steps_per_epoch);
+  spec.gamma = s.gamma;
+  return spec;
 }
 
-nn::Activation activation(const experiment::ModelConfig& m) {
-  return m.activation == experiment::Activation::gelu ? nn::Activation::gelu : nn::Activation::relu;
+optim::ScheduleSpec schedule_spec(const StepSchedule& s, double lr, int64_t steps) {
+  return base_spec(s.name, s, lr, steps);
 }
 
-loops::TrainOptions train_options(const experiment::Run& run, const experiment::RunDir& dir) {
-  const Config& c = run.config;
-  loops::TrainOptions o;
-  o.epochs = c.train.epochs;
-  o.batch_size = c.train.batch_size;
-  o.eval_batch_size = c.train.eval_batch_size;
-  o.clip = c.optim.clip;
-  o.log_every = c.train.log_every;
-  o.shuffle_seed = uint64_t(run.seed) + 0x9e3779b97f4a7c15ull;   // a stream apart from the init's
-  o.checkpoint_path = (dir.path() / "checkpoint.safetensors").string();
-  o.metrics_path = (dir.path() / "metrics.jsonl").string();
-  o.log_path = (dir.path() / "train.log").string();
-  o.label = cat(c.name, " ", run.id);
-  std::filesystem::remove(o.metrics_path);
-  std::filesystem::remove(o.log_path);
-  return o;
-}
-
-Device prepare_device(const Config& c) {
-  const Device device(c.train.device);
+Device prepare_device(const LoopConfig& loop) {
+  const Device device(loop.device);
   check_device_usable(device, "train.device");
-  if (c.train.threads > 0) omp_set_num_threads(c.train.threads);
+  if (loop.threads > 0) omp_set_num_threads(loop.threads);
   return device;
 }
 
-nlohmann::json result_row(const experiment::Run& run, const std::string& task, int64_t params, const loops::TrainResult& r,
-                          const nlohmann::json& extra) {
-  nlohmann::json point = nlohmann::json::object();
-  for (const auto& [k, v] : run.point) point[k] = v;
-  nlohmann::json epochs = nlohmann::json::array();
-  for (const loops::EpochRecord& e : r.epochs)
-    epochs.push_back({{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"val_loss", e.val_loss},
-                      {"val_accuracy", e.val_accuracy}});
-  nlohmann::json row = {{"experiment", run.config.name},
-                        {"task", task},
-                        {"run", run.id},
-                        {"variant", run.variant.name},
-                        {"seed", run.seed},
-                        {"point", point},
-                        {"params", params},
-                        {"test_accuracy", r.test_accuracy},
-                        {"test_loss", r.test_loss},
-                        {"best_val_accuracy", r.best_val_accuracy},
-                        {"best_epoch", r.best_epoch},
-                        {"steps", r.steps},
-                        {"seconds", r.seconds},
-                        {"steps_per_second", r.steps_per_second},
-                        {"data_wait_fraction", r.seconds > 0 ? r.data_wait_seconds / r.seconds : 0.0},
-                        {"epochs", epochs}};
-  for (auto& [k, v] : extra.items()) row[k] = v;
+uint64_t shuffle_seed(const Run& run) { return uint64_t(run.seed) + 0x9e3779b97f4a7c15ull; }
+
+namespace {
+loops::TrainOptions options(const EpochRun& r) {
+  loops::TrainOptions o;
+  o.epochs = r.train.epochs;
+  o.batch_size = r.train.batch_size;
+  o.eval_batch_size = r.train.eval_batch_size;
+  o.clip = r.optim.clip;
+  o.log_every = r.train.log_every;
+  o.shuffle_seed = shuffle_seed(r.run);
+  o.dir = r.dir.path();
+  o.label = cat(r.run.config.name(), " ", r.run.id);
+  return o;
+}
+
+loops::TrainResult fit(const EpochRun& r, int64_t steps_per_epoch, auto& train, auto& val, auto& test) {
+  auto optimizer = make_optimizer(r.optim, r.model.named_parameters());
+  auto schedule = optim::make_schedule(schedule_spec(r.schedule, r.optim.lr, steps_per_epoch, r.train.epochs));
+  return loops::fit(r.model, r.forward, *optimizer, *schedule, train, val, test, options(r));
+}
+}  // namespace
+
+loops::TrainResult train_epochs(const EpochRun& r, data::BatchSource& train, data::BatchSource& val,
+                                data::BatchSource& test) {
+  return fit(r, train.batches_per_epoch(), train, val, test);
+}
+
+loops::TrainResult train_epochs(const EpochRun& r, const data::LabelledData& train, const data::LabelledData& val,
+                                const data::LabelledData& test) {
+  return fit(r, (train.size() + r.train.batch_size - 1) / r.train.batch_size, train, val, test);
+}
+
+ResultRow classification_row(const Run& run, const std::string& task, int64_t params, const loops::TrainResult& r) {
+  ResultRow row;
+  row.experiment = run.config.name();
+  row.kind = run.config.kind();
+  row.task = task;
+  row.run = run.id;
+  row.variant = nn::variant_name(run.variant);
+  row.seed = run.seed;
+  row.point = run.point;
+  row.params = params;
+  row.metrics = ClassificationResult{r.test_accuracy,
+                                     r.test_loss,
+                                     r.best_val_accuracy,
+                                     r.best_epoch,
+                                     r.steps,
+                                     r.seconds,
+                                     r.steps_per_second,
+                                     r.seconds > 0 ? r.data_wait_seconds / r.seconds : 0.0,
+                                     r.epochs};
   return row;
 }
 

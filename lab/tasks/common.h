@@ -1,35 +1,48 @@
-// The pieces every experiment run shares, whatever its task: the optimizer and schedule a
-// config names, the trainer's options and files inside the run folder, the attention settings
-// of the model, and the result row written when the run ends.
+// What the runners of every family share: the optimizer and schedule a config names, the device,
+// the epoch loop of the classification families, and their result row.
 #pragma once
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <string>
 
-#include "nn/attention.h"
 #include "lab/experiment/run_dir.h"
 #include "lab/experiment/sweep.h"
+#include "train/loops/epoch_loop.h"
 #include "train/optim/adam.h"
 #include "train/optim/optimizer.h"
 #include "train/optim/schedule.h"
-#include "train/loops/epoch_loop.h"
 
 namespace qkv::tasks {
 
-// optim::Adam/AdamW settings of optim.* (lr, betas, eps, weight decay).
+// optim.*'s Adam/AdamW settings (lr, betas, eps, weight decay).
 optim::AdamOptions adam_options(const experiment::OptimConfig& o);
 std::unique_ptr<optim::Optimizer> make_optimizer(const experiment::OptimConfig& o, const optim::NamedTensors& params);
-// Schedules count optimizer steps; multistep milestones are given in epochs.
-std::unique_ptr<optim::LRSchedule> make_schedule(const experiment::Config& c, int64_t steps_per_epoch);
-// The attention of model.*: width, heads, the variant's sharing, KV heads and 2D scores.
-nn::AttentionConfig attention_config(const experiment::ModelConfig& m);
-nn::Activation activation(const experiment::ModelConfig& m);
-// Epochs, batch sizes, clipping and logging from the config; checkpoint, metrics and log files
-// in the run folder (previous metrics and logs removed: a restarted run logs afresh).
-loops::TrainOptions train_options(const experiment::Run& run, const experiment::RunDir& dir);
+// The schedule settings in steps: epoch schedules (milestones in epochs) and step schedules.
+optim::ScheduleSpec schedule_spec(const experiment::EpochSchedule& s, double lr, int64_t steps_per_epoch, int64_t epochs);
+optim::ScheduleSpec schedule_spec(const experiment::StepSchedule& s, double lr, int64_t steps);
 // Sets the CPU thread count (train.threads) and checks train.device is usable; returns it.
-Device prepare_device(const experiment::Config& c);
-// The result row: the run's identity, the trainer's numbers and `extra` fields.
-nlohmann::json result_row(const experiment::Run& run, const std::string& task, int64_t params, const loops::TrainResult& r,
-                          const nlohmann::json& extra = nlohmann::json::object());
+Device prepare_device(const experiment::LoopConfig& loop);
+// The Philox stream of a run's data order: apart from the stream its weights are drawn from.
+uint64_t shuffle_seed(const experiment::Run& run);
+
+// One run of a classification family through the epoch loop: its model, the sections that
+// drive the loop, and where it writes (checkpoint, metrics.jsonl, train.log in the run folder).
+struct EpochRun {
+  const experiment::Run& run;
+  const experiment::RunDir& dir;
+  nn::Module& model;
+  loops::Forward forward;
+  const experiment::OptimConfig& optim;
+  const experiment::EpochSchedule& schedule;
+  const experiment::EpochTrain& train;
+};
+loops::TrainResult train_epochs(const EpochRun& r, data::BatchSource& train, data::BatchSource& val,
+                                data::BatchSource& test);
+// The same over splits in memory, the training split shuffled per epoch.
+loops::TrainResult train_epochs(const EpochRun& r, const data::LabelledData& train, const data::LabelledData& val,
+                                const data::LabelledData& test);
+
+// The result row of a classification run; `task` is its table column.
+experiment::ResultRow classification_row(const experiment::Run& run, const std::string& task, int64_t params,
+                                         const loops::TrainResult& r);
 
 }  // namespace qkv::tasks

@@ -4,17 +4,34 @@
 #include "lab/tasks/lm.h"
 #include "lab/tasks/synthetic.h"
 #include "lab/tasks/vision.h"
+#include "lab/tasks/vision_data.h"
 
 namespace qkv::tasks {
 
-nlohmann::json run_task(const experiment::Run& run, const experiment::RunDir& dir, const std::string& out,
-                        bool resume) {
-  const std::string& kind = run.config.task.kind;
-  if (kind == "synthetic") return run_synthetic(run, dir);
-  if (kind == "vision") return run_vision(run, dir);
-  if (kind == "anomaly") return run_anomaly(run, dir, std::filesystem::path(out) / "features");
-  if (kind == "lm") return run_lm(run, dir, out, resume);
-  throw ValueError(cat("task.kind '", kind, "' is not one of synthetic, vision, anomaly, lm"));
+using experiment::TaskKind;
+
+experiment::ResultRow run_task(const experiment::Run& run, const experiment::RunDir& dir,
+                               const std::filesystem::path& out, bool resume) {
+  switch (run.config.kind()) {
+    case TaskKind::synthetic: return run_synthetic(run, dir);
+    case TaskKind::vision: return run_vision(run, dir);
+    case TaskKind::anomaly: return run_anomaly(run, dir, out / "features");
+    case TaskKind::lm: return run_lm(run, dir, out, resume);
+  }
+  throw ValueError("unknown task kind");
+}
+
+void check_inputs(const experiment::Config& c) {
+  switch (c.kind()) {
+    case TaskKind::synthetic: return;
+    case TaskKind::vision: dataset_folder(c.as<experiment::VisionConfig>().data); return;
+    case TaskKind::anomaly: {
+      const auto& a = c.as<experiment::AnomalyConfig>();
+      if (a.data.features != experiment::FeatureSource::file) dataset_folder(a.data);
+      return;
+    }
+    case TaskKind::lm: check_lm_inputs(c.as<experiment::LmConfig>()); return;
+  }
 }
 
 }  // namespace qkv::tasks

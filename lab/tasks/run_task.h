@@ -1,15 +1,19 @@
-// Runs one experiment run, whatever its task kind (synthetic, vision, anomaly, lm), in its folder.
-// `out` is the output root: shared caches (the anomaly task's image features) live under it.
+// Runs one experiment run in its folder with its family's runner (synthetic, vision, anomaly,
+// lm), and checks a config's inputs before anything trains. `out` is the output root: shared
+// caches (the anomaly features, the language-model tokens) live under it.
 #pragma once
-#include <nlohmann/json.hpp>
+#include <filesystem>
 
 #include "lab/experiment/run_dir.h"
-#include "lab/experiment/sweep.h"
 
 namespace qkv::tasks {
 
-// `resume`: a language-model run continues from its newest checkpoint (other tasks restart).
-nlohmann::json run_task(const experiment::Run& run, const experiment::RunDir& dir, const std::string& out,
-                        bool resume = false);
+// `resume`: a language-model run continues from its newest checkpoint (other families restart).
+experiment::ResultRow run_task(const experiment::Run& run, const experiment::RunDir& dir,
+                               const std::filesystem::path& out, bool resume = false);
+
+// IOError naming the key and the path looked for when a dataset, the token data or the
+// tokenizer a config needs is missing (a features file is checked when it is read).
+void check_inputs(const experiment::Config& c);
 
 }  // namespace qkv::tasks

@@ -30,7 +30,7 @@ std::shared_ptr<data::ImageDataset> limit(std::shared_ptr<data::ImageDataset> da
 
 }  // namespace
 
-std::string dataset_folder(const experiment::DataConfig& d) {
+std::string dataset_folder(const experiment::ImageData& d) {
   std::vector<std::string> tried;
   for (const std::string& name : candidates(d.dataset)) {
     const fs::path p = fs::path(d.root) / name;
@@ -48,7 +48,7 @@ std::string dataset_folder(const experiment::DataConfig& d) {
                     " (looked for ", list, "); set data.root=PATH to the folder holding it"));
 }
 
-std::shared_ptr<data::ImageDataset> load_dataset(const experiment::DataConfig& d, data::Split split) {
+std::shared_ptr<data::ImageDataset> load_dataset(const experiment::ImageData& d, data::Split split) {
   const std::string dir = dataset_folder(d);
   switch (d.dataset) {
     case DatasetName::mnist: return data::load_idx_dataset(dir, split, "mnist");
@@ -60,7 +60,7 @@ std::shared_ptr<data::ImageDataset> load_dataset(const experiment::DataConfig& d
   throw ValueError("unknown dataset");
 }
 
-VisionSplits load_vision_splits(const experiment::DataConfig& d, uint64_t seed) {
+VisionSplits load_vision_splits(const experiment::VisionData& d, uint64_t seed) {
   std::shared_ptr<data::ImageDataset> train = load_dataset(d, data::Split::train);
   std::shared_ptr<data::ImageDataset> test = load_dataset(d, data::Split::test);
   const int64_t holdout = std::min<int64_t>(d.holdout, train->size() / 2);

@@ -1,11 +1,11 @@
-// The image datasets of an experiment config: where each lives under data.root, the train /
-// validation / test splits (validation held out of the training set), and the limits of the
-// CPU-sized scales.
+// The image datasets of a vision or anomaly config: where each lives under data.root, and the
+// train / validation / test splits (validation held out of the training set).
 #pragma once
 #include <memory>
+#include <string>
 
+#include "lab/experiment/families.h"
 #include "train/data/image_dataset.h"
-#include "lab/experiment/config.h"
 
 namespace qkv::tasks {
 
@@ -15,8 +15,9 @@ struct VisionSplits {
 
 // The folder of data.dataset under data.root (its standard name; Fashion-MNIST also from
 // Debian's dataset-fashion-mnist package). IOError listing the places looked at.
-std::string dataset_folder(const experiment::DataConfig& d);
-std::shared_ptr<data::ImageDataset> load_dataset(const experiment::DataConfig& d, data::Split split);
-VisionSplits load_vision_splits(const experiment::DataConfig& d, uint64_t seed);
+std::string dataset_folder(const experiment::ImageData& d);
+std::shared_ptr<data::ImageDataset> load_dataset(const experiment::ImageData& d, data::Split split);
+// The splits of a vision config, with its train and test limits.
+VisionSplits load_vision_splits(const experiment::VisionData& d, uint64_t seed);
 
 }  // namespace qkv::tasks

@@ -3,13 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <memory>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "tensor/safetensors.h"
 #include "train/optim/clip.h"
-#include "train/loops/progress.h"
+#include "train/loops/run_log.h"
 
 namespace qkv::loops {
 
@@ -33,23 +30,6 @@ BatchStats batch_stats(const Tensor& logits, const Tensor& targets) {
   s.correct = sum(cast(eq(argmax(flat.detach(), 1), t), DType::i64)).item<int64_t>();
   return s;
 }
-
-class MetricsLog {
- public:
-  explicit MetricsLog(const std::string& path) {
-    if (path.empty()) return;
-    out_.open(path, std::ios::app);
-    check<IOError>(bool(out_), path, ": cannot open the metrics log for appending");
-  }
-  void write(const nlohmann::json& record) {
-    if (!out_.is_open()) return;
-    out_ << record.dump() << "\n";
-    out_.flush();
-  }
-
- private:
-  std::ofstream out_;
-};
 
 }  // namespace
 
@@ -83,13 +63,9 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
                     "fit: train, validation and test sets must be non-empty");
   check<ValueError>(o.epochs >= 1, "fit: epochs must be positive");
   const int64_t total = train.batches_per_epoch() * o.epochs;
-  MetricsLog log(o.metrics_path);
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> text_log(nullptr, std::fclose);
-  if (!o.log_path.empty()) {
-    text_log.reset(std::fopen(o.log_path.c_str(), "a"));
-    check<IOError>(text_log != nullptr, o.log_path, ": cannot open the training log for appending");
-  }
-  Progress progress(o.label, total, o.log_every, stdout, text_log.get());
+  RunLog log({o.dir, o.label, total, o.log_every, std::nullopt});
+  Progress& progress = log.progress();
+  const std::string checkpoint = o.dir.empty() ? "" : (o.dir / "checkpoint.safetensors").string();
   TrainResult result;
   std::map<std::string, Tensor> best_weights;
   result.best_val_accuracy = -1;
@@ -115,18 +91,15 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
       epoch_examples += inputs.size(0);
       ++step;
       progress.update(step, loss, lr);
-      if (step % o.log_every == 0)
-        log.write({{"epoch", epoch}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
-                   {"it_per_s", progress.steps_per_second()}});
+      if (step % o.log_every == 0) log.record(StepRecord{epoch, step, loss, lr, norm, progress.steps_per_second()});
     }
     EvalResult v = evaluate(model, forward, val);
     result.epochs.push_back({epoch, epoch_loss / double(std::max<int64_t>(epoch_examples, 1)), v.loss, v.accuracy});
-    log.write({{"epoch", epoch}, {"train_loss", result.epochs.back().train_loss}, {"val_loss", v.loss},
-               {"val_accuracy", v.accuracy}});
+    log.record(result.epochs.back());
     if (v.accuracy > result.best_val_accuracy) {
       result.best_val_accuracy = v.accuracy;
       result.best_epoch = epoch;
-      if (!o.checkpoint_path.empty()) model.save(o.checkpoint_path, {{"epoch", std::to_string(epoch)}});
+      if (!checkpoint.empty()) model.save(checkpoint, {{"epoch", std::to_string(epoch)}});
       else for (auto& [name, t] : model.state_dict()) best_weights[name] = t.clone();
     }
   }
@@ -135,14 +108,13 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
   result.steps_per_second = double(step) / result.seconds;
   result.data_wait_seconds = train.wait_seconds() - wait_before;
   // The test set sees the best-validation weights.
-  if (!o.checkpoint_path.empty()) model.load(o.checkpoint_path);
+  if (!checkpoint.empty()) model.load(checkpoint);
   else model.load_state_dict(best_weights);
   EvalResult t = evaluate(model, forward, test);
   result.test_accuracy = t.accuracy;
   result.test_loss = t.loss;
-  log.write({{"best_epoch", result.best_epoch}, {"best_val_accuracy", result.best_val_accuracy},
-             {"test_accuracy", t.accuracy}, {"test_loss", t.loss}, {"seconds", result.seconds},
-             {"data_wait_seconds", result.data_wait_seconds}});
+  log.record(TestRecord{result.best_epoch, result.best_val_accuracy, t.accuracy, t.loss, result.seconds,
+                        result.data_wait_seconds});
   progress.finish(cat("best val acc ", result.best_val_accuracy, " (epoch ", result.best_epoch, "), test acc ",
                       t.accuracy));
   return result;

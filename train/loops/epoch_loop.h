@@ -1,16 +1,19 @@
-// The training loop shared by the classification tasks: per-token (synthetic tasks, logits
+// The training loop of the classification families: per-token (synthetic tasks, logits
 // [B, T, C] against targets [B, T]), per-example (vision, [B, C] against [B]) and per-set
 // (anomaly: [B, n] scores against the odd element's index) alike, since all flatten to rows of
-// logits. Epochs over a shuffled training set, an optimizer step with
-// global-norm clipping and a per-step learning-rate schedule, validation after every epoch, the
-// best-validation weights checkpointed and evaluated on the test set at the end. Metrics go to
-// a JSONL file, one object per line.
+// logits. Epochs over a shuffled training set, an optimizer step with global-norm clipping and a
+// per-step learning-rate schedule, validation after every epoch, the best-validation weights
+// checkpointed and evaluated on the test set at the end; metrics.jsonl and train.log through
+// RunLog.
 #pragma once
+#include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "nn/module.h"
 #include "train/data/batches.h"
+#include "train/loops/metrics.h"
 #include "train/optim/optimizer.h"
 #include "train/optim/schedule.h"
 
@@ -23,15 +26,9 @@ struct TrainOptions {
   double clip = 0;                  // global gradient-norm clip; 0: none
   int64_t log_every = 50;           // steps between progress lines / metric records
   uint64_t shuffle_seed = 0;
-  std::string checkpoint_path;      // best-validation weights (safetensors); empty: kept in memory
-  std::string metrics_path;         // JSONL metrics; empty: none
-  std::string log_path;             // plain-text progress log; empty: none
+  std::filesystem::path dir;        // run folder: checkpoint.safetensors, metrics.jsonl, train.log;
+                                    // empty: best weights kept in memory, console only
   std::string label = "train";      // progress line prefix
-};
-
-struct EpochRecord {
-  int64_t epoch = 0;
-  double train_loss = 0, val_loss = 0, val_accuracy = 0;
 };
 
 struct TrainResult {

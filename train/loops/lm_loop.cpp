@@ -3,15 +3,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "autograd/grad_mode.h"
-#include "tensor/safetensors.h"
 #include "train/optim/adam.h"
 #include "train/optim/clip.h"
 #include "train/loops/mfu.h"
-#include "train/loops/progress.h"
+#include "train/loops/lm_checkpoint.h"
+#include "train/loops/run_log.h"
 
 namespace qkv::loops {
 
@@ -20,8 +18,6 @@ using optim::AdamW;
 using optim::LRSchedule;
 using optim::NamedTensors;
 using optim::clip_grad_norm;
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -56,7 +52,7 @@ struct LmOptimizer {
     for (auto& [n, t] : no_decay->state_dict()) out.emplace_back("no_decay." + n, t);
     return out;
   }
-  void load_state_dict(const std::map<std::string, Tensor>& state) {
+  void load_state_dict(const NamedTensors& state) {
     NamedTensors d, p;
     for (const auto& [n, t] : state) {
       if (n.starts_with("decay.")) d.emplace_back(n.substr(6), t);
@@ -67,118 +63,7 @@ struct LmOptimizer {
   }
 };
 
-// Doubles in checkpoint metadata are written in hex so they come back bit for bit.
-std::string exact(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%a", x);
-  return buf;
-}
-double parse_exact(const std::string& s, const std::string& file, const std::string& key) {
-  char* end = nullptr;
-  const double x = std::strtod(s.c_str(), &end);
-  check<IOError>(!s.empty() && end && *end == '\0', file, ": metadata '", key, "' is not a number: '", s, "'");
-  return x;
-}
-
-fs::path checkpoint_dir(const fs::path& run) { return run / "checkpoints"; }
-std::string step_name(int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
-  return buf;
-}
-fs::path model_file(const fs::path& run, int64_t step) { return checkpoint_dir(run) / (step_name(step) + ".safetensors"); }
-fs::path state_file(const fs::path& run, int64_t step) { return checkpoint_dir(run) / (step_name(step) + ".state.safetensors"); }
-
-// Steps with a complete checkpoint (a state file, written last, beside its model file), oldest first.
-std::vector<int64_t> checkpoint_steps(const fs::path& run) {
-  std::vector<int64_t> steps;
-  if (!fs::is_directory(checkpoint_dir(run))) return steps;
-  for (const auto& e : fs::directory_iterator(checkpoint_dir(run))) {
-    const std::string name = e.path().filename().string();
-    long long step = 0;
-    char tail[32] = {};
-    if (std::sscanf(name.c_str(), "step_%lld.state.safetensor%1s", &step, tail) == 2 && tail[0] == 's' &&
-        fs::exists(model_file(run, step)))
-      steps.push_back(step);
-  }
-  std::sort(steps.begin(), steps.end());
-  return steps;
-}
-
-// What a checkpoint restores besides the model and optimizer.
-struct LoopState {
-  int64_t step = 0, skipped = 0, tokens = 0, log_count = 0;
-  double log_loss_sum = 0;
-  uint64_t metrics_bytes = 0;
-  GeneratorState gen;
-  data::TokenCursor cursor;
-};
-
-safetensors::Metadata to_metadata(const LoopState& s) {
-  return {{"step", std::to_string(s.step)},
-          {"skipped_steps", std::to_string(s.skipped)},
-          {"tokens", std::to_string(s.tokens)},
-          {"log_loss_sum", exact(s.log_loss_sum)},
-          {"log_count", std::to_string(s.log_count)},
-          {"metrics_bytes", std::to_string(s.metrics_bytes)},
-          {"generator_seed", std::to_string(s.gen.seed)},
-          {"generator_offset", std::to_string(s.gen.offset)},
-          {"data_epoch", std::to_string(s.cursor.epoch)},
-          {"data_index", std::to_string(s.cursor.index)}};
-}
-
-LoopState from_metadata(const safetensors::Metadata& m, const std::string& file) {
-  auto get = [&](const std::string& key) -> const std::string& {
-    auto it = m.find(key);
-    check<IOError>(it != m.end(), file, ": training state lacks metadata '", key, "'");
-    return it->second;
-  };
-  auto integer = [&](const std::string& key) {
-    const std::string& v = get(key);
-    check<IOError>(!v.empty() && v.find_first_not_of("0123456789") == std::string::npos, file, ": metadata '", key,
-                   "' is not a non-negative integer: '", v, "'");
-    return std::stoull(v);
-  };
-  LoopState s;
-  s.step = int64_t(integer("step"));
-  s.skipped = int64_t(integer("skipped_steps"));
-  s.tokens = int64_t(integer("tokens"));
-  s.log_loss_sum = parse_exact(get("log_loss_sum"), file, "log_loss_sum");
-  s.log_count = int64_t(integer("log_count"));
-  s.metrics_bytes = integer("metrics_bytes");
-  s.gen = {integer("generator_seed"), integer("generator_offset")};
-  s.cursor = {int64_t(integer("data_epoch")), int64_t(integer("data_index"))};
-  return s;
-}
-
-void save_checkpoint(const nn::GPT& model, const LmOptimizer& opt, const LoopState& s, const fs::path& run,
-                     int64_t keep) {
-  fs::create_directories(checkpoint_dir(run));
-  model.save(model_file(run, s.step).string(), {{"step", std::to_string(s.step)}});
-  safetensors::save(state_file(run, s.step).string(), opt.state_dict(), to_metadata(s));   // last: marks it complete
-  std::vector<int64_t> steps = checkpoint_steps(run);
-  for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) {
-    fs::remove(state_file(run, steps[i]));
-    fs::remove(model_file(run, steps[i]));
-  }
-}
-
-void append_line(const fs::path& path, const nlohmann::json& j) {
-  std::ofstream f(path, std::ios::app);
-  check<IOError>(bool(f), "cannot append to ", path.string());
-  f << j.dump() << "\n";
-  check<IOError>(bool(f.flush()), "cannot write ", path.string());
-}
-
-uint64_t file_size_or_zero(const fs::path& p) { return fs::exists(p) ? fs::file_size(p) : 0; }
-
 }  // namespace
-
-std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
-  const auto steps = checkpoint_steps(run_dir);
-  if (steps.empty()) return std::nullopt;
-  return model_file(run_dir, steps.back());
-}
 
 double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches) {
   NoGradGuard no_grad;
@@ -199,34 +84,23 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   check<ValueError>(o.steps > 0 && o.grad_accum > 0 && o.eval_every > 0 && o.eval_batches > 0 && o.keep_checkpoints > 0,
                     "lm training: steps, grad_accum, eval_every, eval_batches and keep_checkpoints must be positive");
   const Device device = model.wte.weight.device();
-  const fs::path metrics = o.dir / "metrics.jsonl", log = o.dir / "train.log";
   LmOptimizer opt(model.named_parameters(), o);
-  LoopState s;
+  LmLoopState s;
   LmTrainResult result;
-  const auto steps = checkpoint_steps(o.dir);
-  if (o.resume && !steps.empty()) {
-    const fs::path state_path = state_file(o.dir, steps.back());
-    safetensors::Metadata meta;
-    auto state = safetensors::load(state_path.string(), device, &meta);
-    s = from_metadata(meta, state_path.string());
-    model.load(model_file(o.dir, s.step).string());
-    opt.load_state_dict(state);
+  std::optional<LmCheckpoint> resumed = o.resume ? load_latest_lm_checkpoint(o.dir, device) : std::nullopt;
+  if (resumed) {
+    s = resumed->state;
+    model.load(resumed->model_file.string());
+    opt.load_state_dict(resumed->optimizer);
     gen.set_state(s.gen);
     train.seek(s.cursor);
-    // The records after the checkpoint are rewritten by the resumed steps.
-    check<IOError>(file_size_or_zero(metrics) >= s.metrics_bytes, metrics.string(), " is shorter than checkpoint ",
-                   state_path.string(), " recorded (", s.metrics_bytes, " bytes)");
-    if (fs::exists(metrics)) fs::resize_file(metrics, s.metrics_bytes);
     result.resumed_from = s.step;
   } else {
-    fs::create_directories(o.dir);
-    fs::remove_all(checkpoint_dir(o.dir));
-    fs::remove(metrics);
-    fs::remove(log);
+    remove_checkpoints(o.dir);
   }
-  std::FILE* log_file = std::fopen(log.string().c_str(), "a");
-  check<IOError>(log_file != nullptr, "cannot open ", log.string());
-  Progress progress(o.label, o.steps, o.log_every, stdout, log_file);
+  RunLog log({o.dir, o.label, o.steps, o.log_every,
+              resumed ? std::optional<uint64_t>(s.metrics_bytes) : std::nullopt});
+  Progress& progress = log.progress();
   progress.resume_at(s.step);
   if (o.peak_flops > 0) progress.message(cat("MFU against a peak of ", int64_t(o.peak_flops / 1e9), " GFLOP/s"));
   if (result.resumed_from > 0) progress.message(cat("resumed from step ", result.resumed_from));
@@ -265,18 +139,16 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       const auto now = std::chrono::steady_clock::now();
       const double secs = std::chrono::duration<double>(now - last_log).count();
       const double tps = secs > 0 ? double(tokens_timed - tokens_at_last_log) / secs : 0;
-      nlohmann::json j{{"step", s.step},       {"loss", s.log_loss_sum / double(s.log_count)},
-                       {"lr", lr},             {"grad_norm", norm},
-                       {"skipped", s.skipped}, {"tokens_per_s", tps}};
+      LmStepRecord r{s.step, s.skipped, s.log_loss_sum / double(s.log_count), lr, norm, tps, std::nullopt};
       std::string note = cat(int64_t(tps), " tok/s");
       if (o.peak_flops > 0) {
-        j["mfu"] = tps * lm_train_flops_per_token(model, T) / o.peak_flops;
+        r.mfu = tps * lm_train_flops_per_token(model, T) / o.peak_flops;
         char mfu[32];
-        std::snprintf(mfu, sizeof mfu, " MFU %.1f%%", 100 * j["mfu"].get<double>());
+        std::snprintf(mfu, sizeof mfu, " MFU %.1f%%", 100 * *r.mfu);
         note += mfu;
       }
       progress.set_note(note);
-      append_line(metrics, j);
+      log.record(r);
       s.log_loss_sum = 0;
       s.log_count = 0;
       last_log = now;
@@ -287,15 +159,15 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       const auto eval_start = std::chrono::steady_clock::now();
       const double v = evaluate_lm(model, val, o.eval_batches);
       model.train();
-      append_line(metrics, {{"step", s.step}, {"val_loss", v}, {"val_ppl", std::exp(v)}});
-      result.evals.push_back({s.step, v});
+      result.evals.push_back({s.step, v, std::exp(v)});
+      log.record(result.evals.back());
       char line[96];
       std::snprintf(line, sizeof line, "step %lld: val loss %.4f, ppl %.2f", static_cast<long long>(s.step), v, std::exp(v));
       progress.message(line);
       s.gen = gen.state();
       s.cursor = train.cursor();
-      s.metrics_bytes = file_size_or_zero(metrics);
-      save_checkpoint(model, opt, s, o.dir, o.keep_checkpoints);
+      s.metrics_bytes = log.metrics_bytes();
+      save_lm_checkpoint(model, opt.state_dict(), s, o.dir, o.keep_checkpoints);
       last_log = std::chrono::steady_clock::now();   // throughput counts training time only
       eval_seconds += std::chrono::duration<double>(last_log - eval_start).count();
     }
@@ -316,7 +188,6 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   std::snprintf(summary, sizeof summary, "val loss %.4f (ppl %.2f), %.0f tokens/s", result.final_val_loss,
                 std::exp(result.final_val_loss), result.tokens_per_second);
   progress.finish(summary);
-  std::fclose(log_file);
   return result;
 }
 

@@ -3,11 +3,9 @@
 // schedule, global-norm clipping, skipping a step whose gradient norm exceeds a threshold,
 // validation loss and perplexity every eval_every steps, tokens/s and MFU.
 //
-// Every validation also writes a checkpoint: the model's safetensors and a training-state file
-// (optimizer moments, step, the dropout generator's Philox counter, the data cursor, the
-// metrics file's length), each written atomically, the state file last, the newest K kept.
-// Resuming from it continues bit-identically: the same batches, dropout masks and updates, so
-// the loss curve equals an uninterrupted run's.
+// Every validation also writes a checkpoint (lm_checkpoint.h). Resuming from it continues
+// bit-identically: the same batches, dropout masks and updates, so the loss curve equals an
+// uninterrupted run's. metrics.jsonl and train.log are written through RunLog.
 #pragma once
 #include <filesystem>
 #include <optional>
@@ -16,6 +14,8 @@
 
 #include "nn/models/gpt.h"
 #include "train/data/token_batches.h"
+#include "train/loops/lm_checkpoint.h"
+#include "train/loops/metrics.h"
 #include "train/optim/adam.h"
 #include "train/optim/schedule.h"
 
@@ -38,17 +38,12 @@ struct LmTrainOptions {
   std::string label = "lm";
 };
 
-struct LmEval {
-  int64_t step = 0;
-  double val_loss = 0;
-};
-
 struct LmTrainResult {
   bool finished = false;             // reached `steps` (false after stop_after)
   int64_t steps = 0, skipped_steps = 0, resumed_from = 0;
   double final_val_loss = 0, best_val_loss = 0;
   double tokens_per_second = 0, mfu = 0, seconds = 0;
-  std::vector<LmEval> evals;         // of this call
+  std::vector<EvalRecord> evals;     // of this call
 };
 
 // Mean cross-entropy over `batches` batches from the start of `data` (order fixed), in eval
@@ -58,8 +53,5 @@ double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches);
 // `gen` is the generator the model's dropout draws from; its counter is checkpointed.
 LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train, data::TokenBatches& val,
                        const optim::LRSchedule& schedule, const LmTrainOptions& o);
-
-// The newest complete checkpoint's model file in `run_dir`, if any.
-std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir);
 
 }  // namespace qkv::loops

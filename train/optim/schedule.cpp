@@ -64,4 +64,16 @@ double MultiStepLR::lr_at(int64_t step) const {
   return base_lr_ * std::pow(gamma_, double(passed));
 }
 
+std::unique_ptr<LRSchedule> make_schedule(const ScheduleSpec& s) {
+  switch (s.kind) {
+    case ScheduleKind::constant: return std::make_unique<ConstantLR>(s.base_lr);
+    case ScheduleKind::multistep: return std::make_unique<MultiStepLR>(s.base_lr, s.milestones, s.gamma);
+    case ScheduleKind::cosine: {
+      const int64_t warmup = s.warmup_steps > 0 ? s.warmup_steps : int64_t(s.warmup_fraction * double(s.total_steps));
+      return std::make_unique<CosineWarmup>(s.base_lr, warmup, s.total_steps, s.min_lr);
+    }
+  }
+  throw ValueError("unknown schedule kind");
+}
+
 }  // namespace qkv::optim

@@ -4,6 +4,7 @@
 // (torch.optim.lr_scheduler.MultiStepLR). Constructors throw ValueError on bad arguments.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace qkv::optim {
@@ -46,5 +47,22 @@ class MultiStepLR : public LRSchedule {
   double base_lr_, gamma_;
   std::vector<int64_t> milestones_;
 };
+
+// A schedule as the experiment files describe one; make_schedule is the one place schedules are
+// built from settings, for every training loop.
+enum class ScheduleKind { constant, cosine, multistep };
+struct ScheduleSpec {
+  ScheduleKind kind = ScheduleKind::cosine;
+  double base_lr = 1e-3;
+  int64_t total_steps = 0;
+  double warmup_fraction = 0;          // of total_steps
+  int64_t warmup_steps = 0;            // overrides warmup_fraction when > 0
+  double min_lr = 0;                   // cosine
+  std::vector<int64_t> milestones;     // multistep, in steps
+  double gamma = 0.1;                  // multistep
+};
+// ValueError (from the schedule's constructor) for settings that do not fit, e.g. a warmup as
+// long as the run.
+std::unique_ptr<LRSchedule> make_schedule(const ScheduleSpec& spec);
 
 }  // namespace qkv::optim

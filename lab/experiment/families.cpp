@@ -1,0 +1,325 @@
+// The family sections' keys (name, member, default, rule, doc), the rules that span several
+// keys, and each family's list of sections.
+#include "lab/experiment/families.h"
+
+namespace qkv::experiment {
+
+namespace {
+
+Rule<std::string> path_component() {
+  return {"(non-empty, no '/', not '.' or '..')",
+          [](std::string& s) { return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos; }};
+}
+
+// task.kind: it chose the family whose schema is being parsed (config.cpp), so it is that one.
+template <class T>
+FieldDef<T> kind_field(TaskKind kind) {
+  return field<T, TaskKind>("kind", &T::kind, kind, "task family; it decides which keys the file takes");
+}
+
+// model.kind: the one architecture of the family.
+template <class T>
+FieldDef<T> model_kind_field(const char* kind, const char* family) {
+  return field<T, std::string>("kind", &T::kind, kind, Rule<std::string>{cat("('", kind, "' for task.kind ", family, ")"),
+                                                                          [kind](std::string& s) { return s == kind; }},
+                               "architecture (one per task family)");
+}
+
+// The cross-section rules every family has.
+template <class F>
+void check_lr_floor(const F& c, const Located& at) {
+  if (c.schedule.min_lr > c.optim.lr)
+    at.fail("schedule.min_lr", format_number(c.schedule.min_lr), cat("a number <= optim.lr = ", format_number(c.optim.lr)));
+}
+
+}  // namespace
+
+// ---- task sections ------------------------------------------------------------------------
+
+const Schema<SyntheticTask>& SyntheticTask::schema() {
+  using T = SyntheticTask;
+  static const Schema<T> s{
+      {
+          kind_field<T>(TaskKind::synthetic),
+          field("name", &T::name, TaskName::reverse, "which synthetic task (paper Table 1)"),
+          field("length", &T::length, 16, at_least(2), "sequence length n (swap needs it even)"),
+          field("vocab", &T::vocab, 10, at_least(2), "tokens are drawn uniformly from 0..vocab-1"),
+          field("train_size", &T::train_size, 50000, at_least(1), "training examples"),
+          field("val_size", &T::val_size, 1000, at_least(1), "validation examples (best checkpoint)"),
+          field("test_size", &T::test_size, 10000, at_least(1), "test examples (reported accuracy)"),
+          field("data_seed", &T::data_seed, 0, at_least(0), "seed of the generated data sets"),
+      },
+      [](const T& t, const Located& at) {
+        if (t.name == TaskName::swap && t.length % 2 != 0)
+          at.fail("length", t.length, "an even integer (swap exchanges the two halves)");
+      }};
+  return s;
+}
+
+const Schema<SeededTask>& SeededTask::schema() {
+  using T = SeededTask;
+  static const Schema<T> s{{
+      field("data_seed", &T::data_seed, 0, at_least(0), "seed of the validation split (and of the anomaly sets)"),
+  }};
+  return s;
+}
+
+const Schema<VisionTask>& VisionTask::schema() {
+  using T = VisionTask;
+  static const Schema<T> s{fields<T>({kind_field<T>(TaskKind::vision)}, inherit<T>(SeededTask::schema()))};
+  return s;
+}
+
+const Schema<AnomalyTask>& AnomalyTask::schema() {
+  using T = AnomalyTask;
+  static const Schema<T> s{fields<T>({kind_field<T>(TaskKind::anomaly)}, inherit<T>(SeededTask::schema()))};
+  return s;
+}
+
+const Schema<LmTask>& LmTask::schema() {
+  static const Schema<LmTask> s{{kind_field<LmTask>(TaskKind::lm)}};
+  return s;
+}
+
+// ---- data sections ------------------------------------------------------------------------
+
+const Schema<DataRoot>& DataRoot::schema() {
+  static const Schema<DataRoot> s{{
+      field("root", &DataRoot::root, "data", "folder with the datasets' files (overridable: data.root=PATH)"),
+  }};
+  return s;
+}
+
+const Schema<ImageData>& ImageData::schema() {
+  using T = ImageData;
+  static const Schema<T> s{fields(inherit<T>(DataRoot::schema()),
+                                  {
+                                      field("dataset", &T::dataset, DatasetName::mnist, "image dataset"),
+                                      field("holdout", &T::holdout, 5000, at_least(1),
+                                            "training examples held out for validation"),
+                                  })};
+  return s;
+}
+
+const Schema<VisionData>& VisionData::schema() {
+  using T = VisionData;
+  static const Schema<T> s{fields(
+      inherit<T>(ImageData::schema()),
+      {
+          field("train_limit", &T::train_limit, 0, at_least(0), "use at most this many training examples; 0 = all"),
+          field("test_limit", &T::test_limit, 0, at_least(0), "test on at most this many examples; 0 = all"),
+          field("crop_padding", &T::crop_padding, 0, at_least(0), "random crop after zero padding (augmentation); 0 = off"),
+          field("flip", &T::flip, false, "random horizontal flips (augmentation)"),
+          field("workers", &T::workers, 2, at_least(0), "loader threads ahead of the training step; 0 = inline"),
+      })};
+  return s;
+}
+
+const Schema<AnomalyData>& AnomalyData::schema() {
+  using T = AnomalyData;
+  static const Schema<T> s{
+      fields(inherit<T>(ImageData::schema()),
+             {
+                 field("features", &T::features, FeatureSource::resnet34, "element features: a frozen ResNet34, or a file"),
+                 field("resnet_weights", &T::resnet_weights, "",
+                       "torchvision resnet34 weights (safetensors); empty = random init"),
+                 field("features_file", &T::features_file, "",
+                       "features: train.features [N, F], train.labels [N], test.* (safetensors)"),
+                 field("set_size", &T::set_size, 10, at_least(3), "images per set (one is the odd one out)"),
+                 field("train_sets", &T::train_sets, 20000, at_least(1), "training sets"),
+                 field("val_sets", &T::val_sets, 1000, at_least(1), "validation sets"),
+                 field("test_sets", &T::test_sets, 2000, at_least(1), "test sets"),
+             }),
+      [](const T& d, const Located& at) {
+        if (d.features == FeatureSource::file && d.features_file.empty())
+          at.fail("features_file", "\"\"", "a safetensors path when data.features is file");
+      }};
+  return s;
+}
+
+const Schema<LmData>& LmData::schema() {
+  using T = LmData;
+  static const Schema<T> s{
+      {
+          field("text", &T::text, {}, "text or JSONL files (plain, .gz, .zst) under data.root, tokenized once and cached"),
+          field("tokens", &T::tokens, "", "or a folder made by `qkvlab data prepare` (absolute or under data.root)"),
+          field("tokenizer", &T::tokenizer, "gpt2-tokenizer", "GPT-2 encoder.json + vocab.bpe (absolute or under data.root)"),
+          field("val_fraction", &T::val_fraction, 0.1, in_half_open(0.0, 1.0), "lm.text: the last fraction of tokens validates"),
+          field("sampling", &T::sampling, LmSamplingName::packed,
+                "packed windows, or one document per sample truncated and padded (the official code)"),
+          field("loss_on_padding", &T::loss_on_padding, false,
+                "per_document: the loss counts the end-of-text padding, as the official code does"),
+      },
+      [](const T& l, const Located& at) {
+        if (!l.text.empty() && !l.tokens.empty())
+          at.fail("tokens", l.tokens, "empty when lm.text lists files (give one source of tokens)");
+        if (l.text.empty() && l.tokens.empty())
+          at.fail("text", "[]", "a list of text files, or lm.tokens naming a prepared token folder");
+      }};
+  return s;
+}
+
+// ---- model sections -----------------------------------------------------------------------
+
+const Schema<ModelBase>& ModelBase::schema() {
+  using T = ModelBase;
+  static const Schema<T> s{
+      {
+          field("d_model", &T::d_model, 64, at_least(1), "model width"),
+          field("layers", &T::layers, 2, at_least(1), "transformer layers"),
+          field("heads", &T::heads, 4, at_least(1), "query heads (must divide d_model)"),
+          field("ffn_mult", &T::ffn_mult, 2.0, greater_than(0.0), "MLP width = ffn_mult * d_model"),
+          field("dropout", &T::dropout, 0.1, in_half_open(0.0, 1.0), "dropout probability"),
+      },
+      [](const T& m, const Located& at) {
+        if (m.d_model % m.heads != 0) at.fail("heads", m.heads, cat("an integer that divides model.d_model = ", m.d_model));
+      }};
+  return s;
+}
+
+namespace {
+template <class T>
+void check_model_base(const T& m, const Located& at) {
+  ModelBase::schema().check(m, at);
+}
+}  // namespace
+
+const Schema<EncoderModel>& EncoderModel::schema() {
+  using T = EncoderModel;
+  static const Schema<T> s{
+      fields(fields<T>({model_kind_field<T>("encoder", "synthetic")}, inherit<T>(ModelBase::schema())),
+             {
+                 field("activation", &T::activation, Activation::relu, "MLP activation"),
+                 field("norm", &T::norm, Norm::post, "post-LN (the paper's synthetic runs) or pre-LN"),
+                 field("pos2d_channels", &T::pos2d_channels, 10, at_least(2),
+                       "channels m of the (+) variants' 2D positional scores (even)"),
+                 field("head", &T::head, HeadKind::mlp, "output head; mlp = Linear-LayerNorm-ReLU-Dropout-Linear"),
+             }),
+      [](const T& m, const Located& at) {
+        check_model_base(m, at);
+        if (m.pos2d_channels % 2 != 0) at.fail("pos2d_channels", m.pos2d_channels, "an even integer >= 2");
+      }};
+  return s;
+}
+
+const Schema<VitModel>& VitModel::schema() {
+  using T = VitModel;
+  static const Schema<T> s{
+      fields(fields<T>({model_kind_field<T>("vit", "vision"),
+                        field("patch", &T::patch, 7, at_least(1), "patch size (must divide the image size)")},
+                       inherit<T>(ModelBase::schema())),
+             {
+                 field("activation", &T::activation, Activation::relu, "MLP activation"),
+                 field("pos2d_channels", &T::pos2d_channels, 10, at_least(2),
+                       "channels m of the (+) variants' 2D positional scores over the patches (even)"),
+             }),
+      [](const T& m, const Located& at) {
+        check_model_base(m, at);
+        if (m.pos2d_channels % 2 != 0) at.fail("pos2d_channels", m.pos2d_channels, "an even integer >= 2");
+      }};
+  return s;
+}
+
+const Schema<SetModel>& SetModel::schema() {
+  using T = SetModel;
+  static const Schema<T> s{
+      fields(fields<T>({model_kind_field<T>("set_transformer", "anomaly")}, inherit<T>(ModelBase::schema())),
+             {
+                 field("activation", &T::activation, Activation::relu, "MLP activation"),
+                 field("pos2d_channels", &T::pos2d_channels, 10, at_least(2),
+                       "channels m of the (+) variants' 2D positional scores over the set (even)"),
+             }),
+      [](const T& m, const Located& at) {
+        check_model_base(m, at);
+        if (m.pos2d_channels % 2 != 0) at.fail("pos2d_channels", m.pos2d_channels, "an even integer >= 2");
+      }};
+  return s;
+}
+
+const Schema<GptModel>& GptModel::schema() {
+  using T = GptModel;
+  static const Schema<T> s{
+      fields<T>({model_kind_field<T>("gpt", "lm"),
+                 field("vocab", &T::vocab, 50304, at_least(2), "output vocabulary (GPT-2's 50257 padded to 50304)"),
+                 field("context", &T::context, 1024, at_least(2), "positions = training sequence length")},
+                inherit<T>(ModelBase::schema())),
+      [](const T& m, const Located& at) { check_model_base(m, at); }};
+  return s;
+}
+
+// ---- the families -------------------------------------------------------------------------
+
+const Schema<SyntheticConfig>& SyntheticConfig::schema() {
+  using T = SyntheticConfig;
+  static const Schema<T> s{
+      {
+          required("name", &T::name, path_component(), "experiment name; names its output directory"),
+          section("task", &T::task, "the sequence task and its generated data"),
+          section("model", &T::model, "the encoder"),
+          section("optim", &T::optim, "the optimizer"),
+          section("schedule", &T::schedule, "the learning-rate schedule (milestones in epochs)"),
+          section("train", &T::train, "the epoch loop"),
+          section("sweep", &T::sweep, "runs: grid x variants x seeds"),
+      },
+      [](const T& c, const Located& at) { check_lr_floor(c, at); }};
+  return s;
+}
+
+const Schema<VisionConfig>& VisionConfig::schema() {
+  using T = VisionConfig;
+  static const Schema<T> s{
+      {
+          required("name", &T::name, path_component(), "experiment name; names its output directory"),
+          section("task", &T::task, "the task family and the split seed"),
+          section("data", &T::data, "the image dataset and its augmentation"),
+          section("model", &T::model, "the ViT"),
+          section("optim", &T::optim, "the optimizer"),
+          section("schedule", &T::schedule, "the learning-rate schedule (milestones in epochs)"),
+          section("train", &T::train, "the epoch loop"),
+          section("sweep", &T::sweep, "runs: grid x variants x seeds"),
+      },
+      [](const T& c, const Located& at) { check_lr_floor(c, at); }};
+  return s;
+}
+
+const Schema<AnomalyConfig>& AnomalyConfig::schema() {
+  using T = AnomalyConfig;
+  static const Schema<T> s{
+      {
+          required("name", &T::name, path_component(), "experiment name; names its output directory"),
+          section("task", &T::task, "the task family and the seed of the sets"),
+          section("data", &T::data, "the image dataset, the element features and the sets"),
+          section("model", &T::model, "the set transformer"),
+          section("optim", &T::optim, "the optimizer"),
+          section("schedule", &T::schedule, "the learning-rate schedule (milestones in epochs)"),
+          section("train", &T::train, "the epoch loop"),
+          section("sweep", &T::sweep, "runs: grid x variants x seeds"),
+      },
+      [](const T& c, const Located& at) { check_lr_floor(c, at); }};
+  return s;
+}
+
+const Schema<LmConfig>& LmConfig::schema() {
+  using T = LmConfig;
+  static const Schema<T> s{
+      {
+          required("name", &T::name, path_component(), "experiment name; names its output directory"),
+          section("task", &T::task, "the task family"),
+          section("data", &T::data, "where the text and the tokenizer are"),
+          section("lm", &T::lm, "the token data"),
+          section("model", &T::model, "the GPT"),
+          section("optim", &T::optim, "the optimizer (adamw)"),
+          section("schedule", &T::schedule, "the learning-rate schedule (in steps)"),
+          section("train", &T::train, "the step-counted loop"),
+          section("sweep", &T::sweep, "runs: grid x variants x seeds"),
+      },
+      [](const T& c, const Located& at) {
+        if (c.optim.name != OptimName::adamw) at.fail("optim.name", enum_name(c.optim.name), "adamw for task.kind lm");
+        if (c.schedule.warmup_steps >= c.train.steps)
+          at.fail("schedule.warmup_steps", c.schedule.warmup_steps, cat("fewer than train.steps = ", c.train.steps));
+        check_lr_floor(c, at);
+      }};
+  return s;
+}
+
+}  // namespace qkv::experiment

@@ -1,0 +1,253 @@
+// The four task families of the study, each a struct of the sections it accepts, parsed from an
+// experiment file whose task.kind selects it:
+//
+//   synthetic  task (the sequence task), model (encoder), optim, schedule (epochs), train (epochs)
+//   vision     task, data (image dataset), model (vit), optim, schedule (epochs), train (epochs)
+//   anomaly    task, data (image dataset, sets, features), model (set_transformer), optim,
+//              schedule (epochs), train (epochs)
+//   lm         task, data (root), lm (token data), model (gpt), optim (adamw), schedule (steps),
+//              train (steps)
+//
+// A key of another family is refused with the family it belongs to (config.h).
+#pragma once
+#include "lab/experiment/sections.h"
+
+namespace qkv::experiment {
+
+enum class TaskKind { synthetic, vision, anomaly, lm };
+enum class TaskName { reverse, sort, sub, swap, copy };
+enum class Activation { relu, gelu };
+enum class Norm { post, pre };
+enum class HeadKind { mlp, linear };
+enum class DatasetName { mnist, fashion_mnist, cifar10, cifar100, tinyimagenet };
+enum class FeatureSource { resnet34, file };
+enum class LmSamplingName { packed, per_document };
+
+template <>
+struct EnumNames<TaskKind> {
+  static constexpr std::array<std::pair<std::string_view, TaskKind>, 4> values{
+      {{"synthetic", TaskKind::synthetic}, {"vision", TaskKind::vision}, {"anomaly", TaskKind::anomaly},
+       {"lm", TaskKind::lm}}};
+};
+template <>
+struct EnumNames<TaskName> {
+  static constexpr std::array<std::pair<std::string_view, TaskName>, 5> values{{{"reverse", TaskName::reverse},
+                                                                                {"sort", TaskName::sort},
+                                                                                {"sub", TaskName::sub},
+                                                                                {"swap", TaskName::swap},
+                                                                                {"copy", TaskName::copy}}};
+};
+template <>
+struct EnumNames<Activation> {
+  static constexpr std::array<std::pair<std::string_view, Activation>, 2> values{
+      {{"relu", Activation::relu}, {"gelu", Activation::gelu}}};
+};
+template <>
+struct EnumNames<Norm> {
+  static constexpr std::array<std::pair<std::string_view, Norm>, 2> values{{{"post", Norm::post}, {"pre", Norm::pre}}};
+};
+template <>
+struct EnumNames<HeadKind> {
+  static constexpr std::array<std::pair<std::string_view, HeadKind>, 2> values{
+      {{"mlp", HeadKind::mlp}, {"linear", HeadKind::linear}}};
+};
+template <>
+struct EnumNames<DatasetName> {
+  static constexpr std::array<std::pair<std::string_view, DatasetName>, 5> values{
+      {{"mnist", DatasetName::mnist}, {"fashion-mnist", DatasetName::fashion_mnist}, {"cifar10", DatasetName::cifar10},
+       {"cifar100", DatasetName::cifar100}, {"tinyimagenet", DatasetName::tinyimagenet}}};
+};
+template <>
+struct EnumNames<FeatureSource> {
+  static constexpr std::array<std::pair<std::string_view, FeatureSource>, 2> values{
+      {{"resnet34", FeatureSource::resnet34}, {"file", FeatureSource::file}}};
+};
+template <>
+struct EnumNames<LmSamplingName> {
+  static constexpr std::array<std::pair<std::string_view, LmSamplingName>, 2> values{
+      {{"packed", LmSamplingName::packed}, {"per_document", LmSamplingName::per_document}}};
+};
+
+// ---- task sections ------------------------------------------------------------------------
+
+// task.kind alone (language models); the other task sections add to it.
+struct TaskBase {
+  TaskKind kind{};
+  bool operator==(const TaskBase&) const = default;
+};
+struct SyntheticTask : TaskBase {
+  TaskName name{};
+  int length = 0;
+  int vocab = 0;
+  int train_size = 0, val_size = 0, test_size = 0;
+  int data_seed = 0;
+  bool operator==(const SyntheticTask&) const = default;
+  static const Schema<SyntheticTask>& schema();
+};
+// Vision and anomaly: the seed of the validation split (and of the anomaly sets).
+struct SeededTask : TaskBase {
+  int data_seed = 0;
+  bool operator==(const SeededTask&) const = default;
+  static const Schema<SeededTask>& schema();   // data_seed; the families add task.kind
+};
+struct VisionTask : SeededTask {
+  bool operator==(const VisionTask&) const = default;
+  static const Schema<VisionTask>& schema();
+};
+struct AnomalyTask : SeededTask {
+  bool operator==(const AnomalyTask&) const = default;
+  static const Schema<AnomalyTask>& schema();
+};
+struct LmTask : TaskBase {
+  bool operator==(const LmTask&) const = default;
+  static const Schema<LmTask>& schema();
+};
+
+// ---- data sections ------------------------------------------------------------------------
+
+// data.root: the folder holding each dataset's files under their standard names.
+struct DataRoot {
+  std::string root;
+  bool operator==(const DataRoot&) const = default;
+  static const Schema<DataRoot>& schema();
+};
+// An image dataset under the root, with a validation split held out of its training set.
+struct ImageData : DataRoot {
+  DatasetName dataset{};
+  int holdout = 0;
+  bool operator==(const ImageData&) const = default;
+  static const Schema<ImageData>& schema();
+};
+// Vision: the dataset through the threaded loader, with augmentation.
+struct VisionData : ImageData {
+  int train_limit = 0;     // use at most this many training examples; 0 = all
+  int test_limit = 0;      // evaluate on at most this many test examples; 0 = all
+  int crop_padding = 0;    // random-crop augmentation after zero padding; 0 = off
+  bool flip = false;       // random horizontal flips
+  int workers = 2;         // loader threads decoding and augmenting ahead of the training step
+  bool operator==(const VisionData&) const = default;
+  static const Schema<VisionData>& schema();
+};
+// Anomaly: sets of set_size feature vectors, all but one of one class.
+struct AnomalyData : ImageData {
+  FeatureSource features{};
+  std::string resnet_weights;   // torchvision resnet34 weights (safetensors); empty = random init
+  std::string features_file;    // precomputed features (safetensors: <split>.features [N, F], .labels [N])
+  int set_size = 10;
+  int train_sets = 0, val_sets = 0, test_sets = 0;
+  bool operator==(const AnomalyData&) const = default;
+  static const Schema<AnomalyData>& schema();
+};
+// Language models: token data, tokenized from text under data.root or prepared beforehand.
+struct LmData {
+  std::vector<std::string> text;   // text / JSONL files (plain, .gz, .zst) under data.root
+  std::string tokens;              // or a folder from `qkvlab data prepare` (absolute or under data.root)
+  std::string tokenizer;           // GPT-2 encoder.json + vocab.bpe (absolute or under data.root)
+  double val_fraction = 0;         // the last fraction of the token stream is the validation split
+  LmSamplingName sampling{};       // packed windows, or one document per sample (the official code)
+  bool loss_on_padding = false;    // per_document: count the end-of-text padding in the loss
+  bool operator==(const LmData&) const = default;
+  static const Schema<LmData>& schema();
+};
+
+// ---- model sections -----------------------------------------------------------------------
+
+// The transformer settings every model has. The attention's projection sharing, KV heads and
+// 2D scores come from the run's variant (sweep.variants), not from keys.
+struct ModelBase {
+  std::string kind;
+  int d_model = 0;
+  int layers = 0;
+  int heads = 0;
+  double ffn_mult = 0;
+  double dropout = 0;
+  bool operator==(const ModelBase&) const = default;
+  static const Schema<ModelBase>& schema();
+};
+struct EncoderModel : ModelBase {
+  Activation activation{};
+  Norm norm{};
+  int pos2d_channels = 0;
+  HeadKind head{};
+  bool operator==(const EncoderModel&) const = default;
+  static const Schema<EncoderModel>& schema();
+};
+struct VitModel : ModelBase {
+  int patch = 0;
+  Activation activation{};
+  int pos2d_channels = 0;
+  bool operator==(const VitModel&) const = default;
+  static const Schema<VitModel>& schema();
+};
+struct SetModel : ModelBase {
+  Activation activation{};
+  int pos2d_channels = 0;
+  bool operator==(const SetModel&) const = default;
+  static const Schema<SetModel>& schema();
+};
+struct GptModel : ModelBase {
+  int vocab = 0;     // output vocabulary (GPT-2's 50257 padded)
+  int context = 0;   // positions = the training sequence length
+  bool operator==(const GptModel&) const = default;
+  static const Schema<GptModel>& schema();
+};
+
+// ---- the families -------------------------------------------------------------------------
+
+struct SyntheticConfig {
+  static constexpr TaskKind kKind = TaskKind::synthetic;
+  std::string name;
+  SyntheticTask task;
+  EncoderModel model;
+  OptimConfig optim;
+  EpochSchedule schedule;
+  EpochTrain train;
+  SweepConfig sweep;
+  bool operator==(const SyntheticConfig&) const = default;
+  static const Schema<SyntheticConfig>& schema();
+};
+
+struct VisionConfig {
+  static constexpr TaskKind kKind = TaskKind::vision;
+  std::string name;
+  VisionTask task;
+  VisionData data;
+  VitModel model;
+  OptimConfig optim;
+  EpochSchedule schedule;
+  EpochTrain train;
+  SweepConfig sweep;
+  bool operator==(const VisionConfig&) const = default;
+  static const Schema<VisionConfig>& schema();
+};
+
+struct AnomalyConfig {
+  static constexpr TaskKind kKind = TaskKind::anomaly;
+  std::string name;
+  AnomalyTask task;
+  AnomalyData data;
+  SetModel model;
+  OptimConfig optim;
+  EpochSchedule schedule;
+  EpochTrain train;
+  SweepConfig sweep;
+  bool operator==(const AnomalyConfig&) const = default;
+  static const Schema<AnomalyConfig>& schema();
+};
+
+struct LmConfig {
+  static constexpr TaskKind kKind = TaskKind::lm;
+  std::string name;
+  LmTask task;
+  DataRoot data;
+  LmData lm;
+  GptModel model;
+  OptimConfig optim;
+  StepSchedule schedule;
+  StepTrain train;
+  SweepConfig sweep;
+  bool operator==(const LmConfig&) const = default;
+  static const Schema<LmConfig>& schema();
+};
+
+}  // namespace qkv::experiment

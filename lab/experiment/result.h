@@ -1,0 +1,77 @@
+// The result row of a finished run (result.json in its folder): written by every runner, read by
+// every table and figure. Identity (experiment, family, table column, run id, variant, seed,
+// grid point, parameters), then the family's metrics: classification (synthetic, vision,
+// anomaly: test accuracy at the best-validation checkpoint and the per-epoch curve) or language
+// modeling (validation loss and perplexity, throughput, KV-cache bytes, the validation curve).
+// Reading checks every field: a missing, mistyped or renamed field is an IOError naming the file
+// and the field, never a silent zero.
+#pragma once
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "lab/experiment/families.h"
+#include "train/loops/metrics.h"
+
+namespace qkv::experiment {
+
+struct ClassificationResult {
+  double test_accuracy = 0, test_loss = 0, best_val_accuracy = 0;
+  int64_t best_epoch = 0, steps = 0;
+  double seconds = 0, steps_per_second = 0, data_wait_fraction = 0;
+  std::vector<loops::EpochRecord> epochs;
+  bool operator==(const ClassificationResult&) const = default;
+};
+
+struct LmResult {
+  double val_loss = 0, val_ppl = 0, best_val_loss = 0;
+  int64_t steps = 0, skipped_steps = 0, resumed_from = 0;
+  double tokens_per_s = 0, mfu = 0, peak_flops = 0, seconds = 0;
+  int64_t kv_cache_bytes_per_token_bf16 = 0;
+  double kv_cache_reduction = 0;     // vs QKV with the same heads
+  std::vector<loops::EvalRecord> evals;
+  bool operator==(const LmResult&) const = default;
+};
+
+// Vision: how many images trained and tested.
+struct ImageCounts {
+  int64_t train_examples = 0, test_examples = 0;
+  bool operator==(const ImageCounts&) const = default;
+};
+// Anomaly: where the set elements came from, and chance accuracy.
+struct SetSource {
+  std::string dataset, features;
+  double chance = 0;
+  bool operator==(const SetSource&) const = default;
+};
+
+struct ResultRow {
+  std::string experiment;
+  TaskKind kind{};
+  std::string task;        // the table column: the synthetic task, the dataset, "anomaly" or "lm"
+  std::string run;         // the run id: its folder under <out>/<experiment>/
+  std::string variant;     // canonical name
+  int seed = 0;
+  std::vector<std::pair<std::string, std::string>> point;   // grid key -> value, in id order
+  int64_t params = 0;
+  std::variant<ClassificationResult, LmResult> metrics;
+  std::optional<ImageCounts> images;   // vision
+  std::optional<SetSource> sets;       // anomaly
+
+  const ClassificationResult* classification() const { return std::get_if<ClassificationResult>(&metrics); }
+  const LmResult* lm() const { return std::get_if<LmResult>(&metrics); }
+  bool operator==(const ResultRow&) const = default;
+};
+
+nlohmann::json to_json(const ResultRow& row);
+ResultRow result_from_json(const nlohmann::json& j, const std::string& where);
+// A result.json file; IOError naming the file (and field) when it is missing or damaged.
+ResultRow read_result_file(const std::filesystem::path& file);
+// One line for the console: "test accuracy 0.9812" or "val ppl 187.21".
+std::string summary(const ResultRow& row);
+
+}  // namespace qkv::experiment

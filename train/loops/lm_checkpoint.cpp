@@ -1,0 +1,126 @@
+#include "train/loops/lm_checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "tensor/safetensors.h"
+
+namespace qkv::loops {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Doubles in checkpoint metadata are written in hex so they come back bit for bit.
+std::string exact(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", x);
+  return buf;
+}
+double parse_exact(const std::string& s, const std::string& file, const std::string& key) {
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  check<IOError>(!s.empty() && end && *end == '\0', file, ": metadata '", key, "' is not a number: '", s, "'");
+  return x;
+}
+
+fs::path checkpoint_dir(const fs::path& run) { return run / "checkpoints"; }
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+fs::path model_file(const fs::path& run, int64_t step) { return checkpoint_dir(run) / (step_name(step) + ".safetensors"); }
+fs::path state_file(const fs::path& run, int64_t step) {
+  return checkpoint_dir(run) / (step_name(step) + ".state.safetensors");
+}
+
+safetensors::Metadata to_metadata(const LmLoopState& s) {
+  return {{"step", std::to_string(s.step)},
+          {"skipped_steps", std::to_string(s.skipped)},
+          {"tokens", std::to_string(s.tokens)},
+          {"log_loss_sum", exact(s.log_loss_sum)},
+          {"log_count", std::to_string(s.log_count)},
+          {"metrics_bytes", std::to_string(s.metrics_bytes)},
+          {"generator_seed", std::to_string(s.gen.seed)},
+          {"generator_offset", std::to_string(s.gen.offset)},
+          {"data_epoch", std::to_string(s.cursor.epoch)},
+          {"data_index", std::to_string(s.cursor.index)}};
+}
+
+LmLoopState from_metadata(const safetensors::Metadata& m, const std::string& file) {
+  auto get = [&](const std::string& key) -> const std::string& {
+    auto it = m.find(key);
+    check<IOError>(it != m.end(), file, ": training state lacks metadata '", key, "'");
+    return it->second;
+  };
+  auto integer = [&](const std::string& key) {
+    const std::string& v = get(key);
+    check<IOError>(!v.empty() && v.find_first_not_of("0123456789") == std::string::npos, file, ": metadata '", key,
+                   "' is not a non-negative integer: '", v, "'");
+    return std::stoull(v);
+  };
+  LmLoopState s;
+  s.step = int64_t(integer("step"));
+  s.skipped = int64_t(integer("skipped_steps"));
+  s.tokens = int64_t(integer("tokens"));
+  s.log_loss_sum = parse_exact(get("log_loss_sum"), file, "log_loss_sum");
+  s.log_count = int64_t(integer("log_count"));
+  s.metrics_bytes = integer("metrics_bytes");
+  s.gen = {integer("generator_seed"), integer("generator_offset")};
+  s.cursor = {int64_t(integer("data_epoch")), int64_t(integer("data_index"))};
+  return s;
+}
+
+}  // namespace
+
+std::vector<int64_t> checkpoint_steps(const fs::path& run) {
+  std::vector<int64_t> steps;
+  if (!fs::is_directory(checkpoint_dir(run))) return steps;
+  for (const auto& e : fs::directory_iterator(checkpoint_dir(run))) {
+    const std::string name = e.path().filename().string();
+    long long step = 0;
+    char tail[32] = {};
+    if (std::sscanf(name.c_str(), "step_%lld.state.safetensor%1s", &step, tail) == 2 && tail[0] == 's' &&
+        fs::exists(model_file(run, step)))
+      steps.push_back(step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& run) {
+  const auto steps = checkpoint_steps(run);
+  if (steps.empty()) return std::nullopt;
+  return model_file(run, steps.back());
+}
+
+void save_lm_checkpoint(const nn::Module& model, const optim::NamedTensors& optimizer, const LmLoopState& s,
+                        const fs::path& run, int64_t keep) {
+  fs::create_directories(checkpoint_dir(run));
+  model.save(model_file(run, s.step).string(), {{"step", std::to_string(s.step)}});
+  safetensors::save(state_file(run, s.step).string(), optimizer, to_metadata(s));   // last: marks it complete
+  const std::vector<int64_t> steps = checkpoint_steps(run);
+  for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) {
+    fs::remove(state_file(run, steps[i]));
+    fs::remove(model_file(run, steps[i]));
+  }
+}
+
+std::optional<LmCheckpoint> load_latest_lm_checkpoint(const fs::path& run, const Device& device) {
+  const auto steps = checkpoint_steps(run);
+  if (steps.empty()) return std::nullopt;
+  const fs::path path = state_file(run, steps.back());
+  safetensors::Metadata meta;
+  auto tensors = safetensors::load(path.string(), device, &meta);
+  LmCheckpoint c{from_metadata(meta, path.string()), {}, model_file(run, steps.back())};
+  check<IOError>(c.state.step == steps.back(), path.string(), ": metadata 'step' is ", c.state.step,
+                 " but the file is the checkpoint of step ", steps.back());
+  for (auto& [name, t] : tensors) c.optimizer.emplace_back(name, t);
+  return c;
+}
+
+void remove_checkpoints(const fs::path& run) { fs::remove_all(checkpoint_dir(run)); }
+
+}  // namespace qkv::loops
