@@ -171,7 +171,7 @@ TEST_CASE("the fused attention op equals the composed computation, values and gr
   }
 }
 
-TEST_CASE("k and v may be the same tensor; its gradient is the sum of both roles") {
+TEST_CASE("k and v may be the same tensor whose gradient is the sum of both roles") {
   Tensor q = randn({1, 2, 6, 4}).set_requires_grad();
   Tensor kv = randn({1, 2, 6, 4}).set_requires_grad();
   sum(attention(q, kv, kv)).backward();

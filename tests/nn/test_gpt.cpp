@@ -154,7 +154,7 @@ TEST_CASE("gpt: a bfloat16 cache decodes close to the float32 forward pass") {
   CHECK(max_abs_diff(step, full.narrow(1, 6, 1)) < 5e-2);
 }
 
-TEST_CASE("kv cache: bytes from the allocator equal the closed form; K=V stores one tensor") {
+TEST_CASE("kv cache: bytes from the allocator equal the closed form and K=V stores one tensor") {
   for (const auto& v : kVariants) {
     CAPTURE(v.name);
     GPTConfig c = tiny(v);

@@ -1,10 +1,18 @@
 // What the test files share: the data folder the tests read real datasets from ($QKV_DATA,
-// default ../shared/data beside the checkout), a temporary folder removed at scope exit, and
-// whole-file reads and writes.
+// default ../shared/data beside the checkout) and the check that skips a test whose data is
+// absent, a temporary folder removed at scope exit, and whole-file reads and writes.
+//
+// A test that reads real data is in the doctest suite "data" (CTest label `data`) and starts
+// with `if (!test::have_data({"mnist"})) return;`: without the data it prints why and CTest
+// reports it skipped (SKIP_REGULAR_EXPRESSION in tests/CMakeLists.txt). Its name has no comma or
+// semicolon: doctest's CTest labelling looks a test up by name and splits it at both.
 #pragma once
+#include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <initializer_list>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +24,28 @@ namespace qkv::test {
 inline std::filesystem::path data_dir() {
   const char* env = std::getenv("QKV_DATA");
   return (env && *env) ? std::filesystem::path(env) : std::filesystem::path(QKV_DEFAULT_DATA_DIR);
+}
+
+// The line CTest recognizes as "skipped" (tests/CMakeLists.txt).
+inline constexpr const char* kSkipped = "qkvlab-test-skipped: ";
+
+// Says why the running test stops here, on the line CTest reads (doctest shows MESSAGE only
+// for failures).
+inline void skip(const char* why) {
+  std::printf("%s%s\n", kSkipped, why);
+  std::fflush(stdout);
+}
+
+// True when every path exists under data_dir(); otherwise prints the skip line naming the
+// first missing one and returns false.
+inline bool have_data(std::initializer_list<const char*> paths) {
+  for (const char* p : paths)
+    if (!std::filesystem::exists(data_dir() / p)) {
+      skip(("needs " + (data_dir() / p).string() +
+            " (the real-data tests read $QKV_DATA, default ../shared/data beside the checkout)").c_str());
+      return false;
+    }
+  return true;
 }
 
 inline std::string read_file(const std::filesystem::path& p) {

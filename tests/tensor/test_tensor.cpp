@@ -46,7 +46,7 @@ TEST_CASE("permute, transpose, slice with step, select and narrow share storage"
   CHECK_THROWS_WITH_AS(x.permute({0, 0}), doctest::Contains("repeats"), ShapeError);
 }
 
-TEST_CASE("expand broadcasts with stride 0; squeeze and unsqueeze move size-1 dims") {
+TEST_CASE("expand broadcasts with stride 0 and squeeze and unsqueeze move size-1 dims") {
   Tensor x = iota({3, 1});
   Tensor e = x.expand({2, 3, 4});
   CHECK(e.strides()[0] == 0);

@@ -259,7 +259,7 @@ TEST_CASE("config: bad values name file, line, key, value and the expected form"
   check_contains(error_of([&] { load_experiment(badname); }), {badname + ":1:7", "name: a/b", "no '/'"});
 }
 
-TEST_CASE("config: sweep.variants are read once into typed variants; the keys they set are not keys") {
+TEST_CASE("config: sweep.variants are read once into typed variants and the keys they set are not keys") {
   TempDir dir;
   const std::string path = dir.write("v.yaml", kMinimal + "sweep:\n  variants: [qk, QVK]\n");
   check_contains(error_of([&] { load_experiment(path); }),

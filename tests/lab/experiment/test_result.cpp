@@ -109,7 +109,7 @@ TEST_CASE("result rows: a missing, mistyped or renamed field is named with its f
   check_contains(error_of([&] { result_from_json(lm_as_vision, "r.json"); }), {"field 'test_accuracy' is missing"});
 }
 
-TEST_CASE("metrics records: each kind round-trips; a damaged line is named with file and line") {
+TEST_CASE("metrics records: each kind round-trips and a damaged line is named with file and line") {
   const std::vector<loops::MetricsRecord> records = {
       loops::StepRecord{1, 50, 0.7, 1e-3, 2.5, 48.0},
       loops::EpochRecord{1, 0.6, 0.5, 0.8},

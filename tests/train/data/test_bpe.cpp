@@ -106,7 +106,8 @@ std::vector<int32_t> ids_of(const nlohmann::json& encoder, const std::vector<std
 
 }  // namespace
 
-TEST_CASE("bpe: known GPT-2 ids") {
+TEST_CASE("bpe: known GPT-2 ids" * doctest::test_suite("data")) {
+  if (!test::have_data({"gpt2-tokenizer"})) return;
   const Gpt2Tokenizer& tok = gpt2();
   CHECK(tok.eot() == 50256);
   CHECK(tok.vocab_size() == 50257);
@@ -116,7 +117,8 @@ TEST_CASE("bpe: known GPT-2 ids") {
   CHECK(tok.token_bytes(995) == " world");
 }
 
-TEST_CASE("bpe: corpus ids equal the Python reference's expected_ids.json") {
+TEST_CASE("bpe: corpus ids equal the Python reference's expected_ids.json" * doctest::test_suite("data")) {
+  if (!test::have_data({"gpt2-tokenizer"})) return;
   const fs::path dir = fs::path(QKV_SOURCE_DIR) / "tests" / "tokenizer";
   const std::string text = read_file(dir / "corpus.txt");
   const std::vector<int32_t> want = nlohmann::json::parse(read_file(dir / "expected_ids.json")).get<std::vector<int32_t>>();
@@ -133,7 +135,8 @@ TEST_CASE("bpe: corpus ids equal the Python reference's expected_ids.json") {
   CHECK(gpt2().decode(gpt2().encode_ordinary(text)) == text);
 }
 
-TEST_CASE("bpe: the end-of-text token in encode and encode_ordinary") {
+TEST_CASE("bpe: the end-of-text token in encode and encode_ordinary" * doctest::test_suite("data")) {
+  if (!test::have_data({"gpt2-tokenizer"})) return;
   const Gpt2Tokenizer& tok = gpt2();
   const std::string text = "one<|endoftext|>two <|endoftext|><|endoftext|>";
   std::vector<int32_t> want = tok.encode_ordinary("one");
@@ -151,7 +154,8 @@ TEST_CASE("bpe: the end-of-text token in encode and encode_ordinary") {
   CHECK(tok.encode("<|endoftext|") == tok.encode_ordinary("<|endoftext|"));
 }
 
-TEST_CASE("bpe: any byte string round-trips, invalid UTF-8 included") {
+TEST_CASE("bpe: any byte string round-trips (invalid UTF-8 included)" * doctest::test_suite("data")) {
+  if (!test::have_data({"gpt2-tokenizer"})) return;
   const Gpt2Tokenizer& tok = gpt2();
   std::mt19937_64 rng(1234);
   // Pieces that mix valid text with every kind of invalid UTF-8.
@@ -182,7 +186,8 @@ TEST_CASE("bpe: any byte string round-trips, invalid UTF-8 included") {
   CHECK(tok.decode(tok.encode(noise)) == noise);
 }
 
-TEST_CASE("bpe: encoding from several threads gives the same ids") {
+TEST_CASE("bpe: encoding from several threads gives the same ids" * doctest::test_suite("data")) {
+  if (!test::have_data({"gpt2-tokenizer"})) return;
   const Gpt2Tokenizer& tok = gpt2();
   const std::string text = read_file(fs::path(QKV_SOURCE_DIR) / "tests" / "tokenizer" / "corpus.txt");
   const std::vector<int32_t> want = tok.encode(text);
@@ -196,7 +201,8 @@ TEST_CASE("bpe: encoding from several threads gives the same ids") {
   for (const auto& g : got) CHECK(g == want);
 }
 
-TEST_CASE("bpe: decode names an out-of-range id") {
+TEST_CASE("bpe: decode names an out-of-range id" * doctest::test_suite("data")) {
+  if (!test::have_data({"gpt2-tokenizer"})) return;
   const Gpt2Tokenizer& tok = gpt2();
   check_contains(error_of<ValueError>([&] { tok.decode(std::vector<int32_t>{15496, 50257}); }),
                  {"token id 50257", "position 1", "[0, 50257)"});

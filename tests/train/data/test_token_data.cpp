@@ -25,6 +25,7 @@
 #include "tests/support/error_checks.h"
 #include "tests/support/gpt2_tokenizer.h"
 #include "tests/support/test_support.h"
+#include "tests/support/token_data.h"
 
 using namespace qkv;
 using namespace qkv::data;
@@ -42,6 +43,7 @@ using test::error_of;
 fs::path tokenizer_dir() { return data_dir() / "gpt2-tokenizer"; }
 
 using test::gpt2;
+using test::write_dataset;
 
 void write_gzip(const fs::path& p, const std::string& s) {
   gzFile f = gzopen(p.c_str(), "wb");
@@ -62,25 +64,6 @@ std::string zstd_bytes(const std::string& s) {
 std::vector<int32_t> shard_tokens(const fs::path& p) {
   const TokenShard s = read_token_shard(p);
   return {s.tokens().begin(), s.tokens().end()};
-}
-
-// A dataset folder written by hand: each split's shards and a dataset.json listing them.
-void write_dataset(const fs::path& dir, const std::map<std::string, std::vector<std::vector<int32_t>>>& splits,
-                   int64_t vocab, int32_t eot) {
-  nlohmann::json js = nlohmann::json::object();
-  for (const auto& [name, shards] : splits) {
-    nlohmann::json list = nlohmann::json::array();
-    int64_t total = 0;
-    for (size_t i = 0; i < shards.size(); ++i) {
-      const fs::path p = token_shard_path(dir / name, int64_t(i));
-      write_token_shard(p, shards[i], vocab);
-      list.push_back({{"file", p.filename().string()}, {"tokens", shards[i].size()}});
-      total += int64_t(shards[i].size());
-    }
-    js[name] = {{"tokens", total}, {"shards", list}};
-  }
-  const nlohmann::json info = {{"tokenizer", {{"vocab_size", vocab}, {"eot", eot}}}, {"splits", js}};
-  write_file(dir / "dataset.json", info.dump(2));
 }
 
 // Rows of a [B, T] int64 tensor.
@@ -223,7 +206,8 @@ TEST_CASE("text sources: format and compression from the file name") {
   CHECK(text_source_kind("input").format == TextFormat::text);
 }
 
-TEST_CASE("text sources: a text document in pieces encodes like the whole") {
+TEST_CASE("text sources: a text document in pieces encodes like the whole" * doctest::test_suite("data")) {
+  if (!test::have_data({"gpt2-tokenizer"})) return;
   TempDir tmp;
   const std::string corpus = read_file(fs::path(QKV_SOURCE_DIR) / "tests" / "tokenizer" / "corpus.txt");
   std::string text;
@@ -335,7 +319,8 @@ TEST_CASE("text sources: JSONL plain, gzip and zstd") {
 
 // ---- data prepare -----------------------------------------------------------------------------
 
-TEST_CASE("data prepare: text and JSONL (plain, gzip, zstd) into train/val shards") {
+TEST_CASE("data prepare: text and JSONL (plain or gzip or zstd) into train/val shards" * doctest::test_suite("data")) {
+  if (!test::have_data({"gpt2-tokenizer"})) return;
   TempDir tmp;
   const std::vector<std::string> docs = {"A first document.\nWith two lines.", "second <|endoftext|> doc", "",
                                          "Fourth: café, 日本語, 123."};
@@ -428,7 +413,8 @@ TEST_CASE("data prepare: text and JSONL (plain, gzip, zstd) into train/val shard
   check_contains(error_of<IOError>([&] { prepare_dataset(e); }), {(tmp.path / "a.jsonl").string() + ":5"});
 }
 
-TEST_CASE("data prepare: tiny-shakespeare is its BPE ids after one end-of-text") {
+TEST_CASE("data prepare: tiny-shakespeare is its BPE ids after one end-of-text" * doctest::test_suite("data")) {
+  if (!test::have_data({"gpt2-tokenizer", "tinyshakespeare/input.txt"})) return;
   const fs::path input = data_dir() / "tinyshakespeare" / "input.txt";
   REQUIRE_MESSAGE(fs::exists(input), input.string(), " is missing (set QKV_DATA to the data folder)");
   TempDir tmp;

@@ -1,13 +1,11 @@
-// The language-model training loop on a tiny GPT over real tokens (the first part of
-// tiny-shakespeare, tokenized with GPT-2's BPE): a run interrupted after a checkpoint and
+// The language-model training loop on a tiny GPT over a generated token stream (a skewed
+// Markov chain, so there is something to learn): a run interrupted after a checkpoint and
 // resumed gives a loss curve bit-identical to an uninterrupted run; the newest K checkpoints
 // are kept; a step whose gradient norm exceeds the threshold is skipped.
 #include <doctest/doctest.h>
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-
 #include "tests/support/test_support.h"
+#include "tests/support/token_data.h"
 #include "train/data/token_dataset.h"
 #include "train/loops/lm_loop.h"
 
@@ -18,27 +16,25 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A prepared token folder from the first 40 KB of tiny-shakespeare.
+constexpr int64_t kVocab = 64;
+
+// A token folder of a Markov chain over 48 of the 64 tokens: each token is followed by
+// (7 t + 3) mod 48 three times in four, else by a uniform draw.
 fs::path tiny_dataset(const fs::path& root) {
-  const fs::path text = test::data_dir() / "tinyshakespeare" / "input.txt";
-  REQUIRE_MESSAGE(fs::exists(text), text.string(), " is missing (set QKV_DATA to the data folder)");
-  std::ifstream in(text, std::ios::binary);
-  std::string head(40000, '\0');
-  in.read(head.data(), std::streamsize(head.size()));
-  std::ofstream(root / "head.txt", std::ios::binary) << head;
-  data::PrepareOptions p;
-  p.inputs = {root / "head.txt"};
-  p.out = root / "tokens";
-  p.tokenizer = test::data_dir() / "gpt2-tokenizer";
-  p.val_fraction = 0.2;
-  p.progress = false;
-  data::prepare_dataset(p, nullptr);
-  return p.out;
+  Generator gen(5);
+  const std::vector<double> u = rand({2 * 6000}, DType::f64, &gen).to_vector<double>();
+  std::vector<int32_t> tokens{0};
+  for (size_t i = 1; i < 6000; ++i)
+    tokens.push_back(u[2 * i] < 0.75 ? (7 * tokens.back() + 3) % 48 : int32_t(u[2 * i + 1] * 48));
+  const fs::path dir = root / "tokens";
+  test::write_dataset(dir, {{"train", {{tokens.begin(), tokens.begin() + 5000}}}, {"val", {{tokens.begin() + 5000, tokens.end()}}}},
+                      kVocab, kVocab - 1);
+  return dir;
 }
 
 nn::GPTConfig tiny_gpt() {
   nn::GPTConfig c;
-  c.vocab = 50304;
+  c.vocab = kVocab;
   c.context = 16;
   c.layers = 2;
   c.dropout = 0.1;   // dropout masks must resume too
@@ -75,15 +71,17 @@ LmTrainResult train_in(const fs::path& tokens, const fs::path& dir, bool resume,
   return train_lm(model, gen, train, val, schedule, o);
 }
 
-// step -> the record's loss (training) or val_loss (validation), parsed from metrics.jsonl.
-std::vector<std::pair<int64_t, double>> curve(const fs::path& dir, const char* key) {
+// The training loss and the validation loss by step, from metrics.jsonl's typed records.
+std::vector<std::pair<int64_t, double>> train_curve(const fs::path& dir) {
   std::vector<std::pair<int64_t, double>> out;
-  std::ifstream f(dir / "metrics.jsonl");
-  std::string line;
-  while (std::getline(f, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.contains(key)) out.emplace_back(j["step"].get<int64_t>(), j[key].get<double>());
-  }
+  for (const LmStepRecord& r : records_of<LmStepRecord>(read_metrics(dir / "metrics.jsonl")))
+    out.emplace_back(r.step, r.loss);
+  return out;
+}
+std::vector<std::pair<int64_t, double>> val_curve(const fs::path& dir) {
+  std::vector<std::pair<int64_t, double>> out;
+  for (const EvalRecord& r : records_of<EvalRecord>(read_metrics(dir / "metrics.jsonl")))
+    out.emplace_back(r.step, r.val_loss);
   return out;
 }
 
@@ -103,7 +101,7 @@ TEST_CASE("lm training: an interrupted and resumed run's loss curve is bit-ident
   CHECK(second.resumed_from == 4);
   CHECK(second.finished);
 
-  const auto a = curve(root.path / "whole", "loss"), b = curve(root.path / "split", "loss");
+  const auto a = train_curve(root.path / "whole"), b = train_curve(root.path / "split");
   REQUIRE(a.size() == 12);
   REQUIRE(b.size() == a.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -111,7 +109,7 @@ TEST_CASE("lm training: an interrupted and resumed run's loss curve is bit-ident
     CHECK(a[i].first == b[i].first);
     CHECK(a[i].second == b[i].second);   // exact: same batches, dropout masks and updates
   }
-  CHECK(curve(root.path / "whole", "val_loss") == curve(root.path / "split", "val_loss"));
+  CHECK(val_curve(root.path / "whole") == val_curve(root.path / "split"));
   CHECK(a.back().second < a.front().second);   // it learns
 
   // Only the newest two checkpoints remain, each a model file and its state file.
@@ -128,7 +126,7 @@ TEST_CASE("lm training: steps whose gradient norm exceeds the threshold are skip
   const fs::path tokens = tiny_dataset(root.path);
   const LmTrainResult r = train_in(tokens, root.path / "run", false, 0, 1e-9);
   CHECK(r.skipped_steps == 12);
-  const auto loss = curve(root.path / "run", "val_loss");
+  const auto loss = val_curve(root.path / "run");
   REQUIRE(loss.size() == 3);
   CHECK(loss[0].second == loss[2].second);   // nothing was updated
 }
