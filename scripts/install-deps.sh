@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build git  # toolchain
+  clang-format                           # the formatting check (scripts/check-tree.sh)
   libeigen3-dev                          # CPU GEMM and vectorized math
   nlohmann-json3-dev                     # safetensors headers
   libcli11-dev                           # the qkvlab command line
