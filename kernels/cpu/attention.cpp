@@ -7,7 +7,6 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <limits>
-#include <omp.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "tensor/view.h"
@@ -22,6 +21,7 @@ template <class T> using MutMap = Eigen::Map<RowMat<T>, 0, Eigen::OuterStride<>>
 template <class T> using Vec = Eigen::Matrix<T, Dynamic, 1>;
 
 constexpr int64_t kBlockQ = 64, kBlockK = 64;
+constexpr int64_t kBiasChunks = 32;   // bias-gradient partial sums (attention_backward)
 
 // A [B, H, T, D] tensor whose last dim is contiguous (a permuted [B, T, H, D] projection is
 // used in place); heads are read as T x D row-major matrices with the tensor's row stride.
@@ -135,11 +135,15 @@ void attention_backward(const KernelArgs& k) {
       delta[size_t(r)] = Eigen::Map<const Vec<F>>(gp + r * Dv, Dv).dot(Eigen::Map<const Vec<F>>(op + r * Dv, Dv));
 
     const bool parallel = B * H * T * S * D >= (1 << 16);
-    const int threads = parallel ? omp_get_max_threads() : 1;
-    std::vector<RowMat<F>> dbias_local(bp ? size_t(threads) : 0, RowMat<F>::Zero(T, S));
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(threads)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t hk = 0; hk < Hk; ++hk) {
+    // The bias gradient sums dS over every (batch, KV head) task. Tasks are cut into a fixed
+    // number of chunks, each summing its tasks in order into its own buffer, and the buffers are
+    // added in chunk order: the same bits whatever the thread count and the schedule.
+    const int64_t tasks = B * Hk, chunks = bp ? std::min<int64_t>(tasks, kBiasChunks) : tasks;
+    std::vector<RowMat<F>> dbias_part(bp ? size_t(chunks) : 0, RowMat<F>::Zero(T, S));
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t t = c * tasks / chunks; t < (c + 1) * tasks / chunks; ++t) {
+        const int64_t b = t / Hk, hk = t % Hk;
         const ConstMap<F> kk = K.head<F>(b, hk), v = V.head<F>(b, hk);
         MutMap<F> dK(dk + (b * Hk + hk) * S * D, S, D, Eigen::OuterStride<>(D));
         MutMap<F> dV(dv + (b * Hk + hk) * S * Dv, S, Dv, Eigen::OuterStride<>(Dv));
@@ -170,7 +174,7 @@ void attention_backward(const KernelArgs& k) {
               p.array() *= dp.array();   // p is now dS, the gradient of the scores
               dQ.middleRows(i0, ni).noalias() += scale * (p * kk.middleRows(j0, nj));
               dK.middleRows(j0, nj).noalias() += scale * (p.transpose() * q.middleRows(i0, ni));
-              if (bp) dbias_local[size_t(omp_get_thread_num())].block(i0, j0, ni, nj) += p;
+              if (bp) dbias_part[size_t(c)].block(i0, j0, ni, nj) += p;
             }
           }
         }
@@ -178,7 +182,7 @@ void attention_backward(const KernelArgs& k) {
     if (bp) {
       MutMap<F> dB(k.out[3].data<F>(), T, S, Eigen::OuterStride<>(S));
       dB.setZero();
-      for (const auto& part : dbias_local) dB += part;
+      for (const auto& part : dbias_part) dB += part;
     }
   });
 }

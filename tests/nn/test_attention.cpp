@@ -2,6 +2,8 @@
 // fused attention op against the same computation composed from primitive ops.
 #include <doctest/doctest.h>
 
+#include <omp.h>
+
 #include <cmath>
 
 #include "nn/attention.h"
@@ -169,6 +171,30 @@ TEST_CASE("the fused attention op equals the composed computation, values and gr
     CHECK(max_abs_diff(g_fused[2], v.grad()) < 1e-4);
     if (c.bias) CHECK(max_abs_diff(g_fused[3], bias.grad()) < 1e-4);
   }
+}
+
+TEST_CASE("the fused attention's gradients are the same bits whatever the thread count") {
+  // The bias gradient sums over every (batch, KV head): a fixed partition keeps the sum's
+  // grouping, so a seed gives the same run on 1 thread or many, and run after run.
+  Generator gen(7);
+  Tensor q = randn({8, 4, 32, 16}, {}, &gen), k = randn({8, 2, 32, 16}, {}, &gen), v = randn({8, 2, 32, 16}, {}, &gen);
+  Tensor bias = randn({32, 32}, {}, &gen), w = randn({8, 4, 32, 16}, {}, &gen);
+  const int threads = omp_get_max_threads();
+  std::vector<std::vector<float>> runs;
+  for (int n : {1, threads, threads, 3}) {
+    omp_set_num_threads(n);
+    Tensor qq = q.detach().set_requires_grad(), kk = k.detach().set_requires_grad(), vv = v.detach().set_requires_grad(),
+           bb = bias.detach().set_requires_grad();
+    sum(attention(qq, kk, vv, bb, false) * w).backward();
+    std::vector<float> all;
+    for (const Tensor* t : {&qq, &kk, &vv, &bb}) {
+      const std::vector<float> g = t->grad().to_vector<float>();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    runs.push_back(all);
+  }
+  omp_set_num_threads(threads);
+  for (size_t i = 1; i < runs.size(); ++i) CHECK(runs[i] == runs[0]);
 }
 
 TEST_CASE("k and v may be the same tensor whose gradient is the sum of both roles") {
