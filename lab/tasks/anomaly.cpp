@@ -7,6 +7,7 @@
 #include "lab/experiment/models.h"
 #include "lab/tasks/common.h"
 #include "lab/tasks/vision_data.h"
+#include "train/data/shuffle.h"
 #include "nn/models/resnet.h"
 #include "tensor/safetensors.h"
 

@@ -26,7 +26,7 @@ class BatchSource {
   virtual double wait_seconds() const { return 0; }        // time spent waiting for data
 };
 
-// Batches of a LabelledData, in order or shuffled per epoch from the Philox stream `seed`.
+// Batches of a LabelledData, in order or in epoch_order(n, seed, epoch) (shuffle.h).
 class TensorBatches : public BatchSource {
  public:
   TensorBatches(LabelledData data, int64_t batch_size, bool shuffle, uint64_t seed = 0);

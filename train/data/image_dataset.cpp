@@ -1,5 +1,5 @@
 // The format-independent datasets of train/data/image_dataset.h: MemoryImageDataset (pixels and
-// labels in tensors), SubsetDataset (an index view), split_holdout and philox_permutation. The
+// labels in tensors), SubsetDataset (an index view) and split_holdout. The
 // file formats live in idx.cpp, cifar.cpp and tinyimagenet.cpp.
 #include "train/data/image_dataset.h"
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-#include "tensor/philox.h"
+#include "train/data/shuffle.h"
 
 namespace qkv::data {
 
@@ -66,19 +66,6 @@ int64_t SubsetDataset::label(int64_t i) const {
 void SubsetDataset::read(int64_t i, uint8_t* pixels) const {
   check_index(name_, i, size());
   base_->read(indices_[size_t(i)], pixels);
-}
-
-std::vector<int64_t> philox_permutation(int64_t n, uint64_t key) {
-  check<ValueError>(n >= 0, "philox_permutation: n must be non-negative, got ", n);
-  std::vector<std::pair<uint64_t, int64_t>> keyed(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const philox::U32x4 b = philox::block(key, uint64_t(i));
-    keyed[size_t(i)] = {(uint64_t(b.v[0]) << 32) | b.v[1], i};
-  }
-  std::sort(keyed.begin(), keyed.end());
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[size_t(i)] = keyed[size_t(i)].second;
-  return order;
 }
 
 std::pair<std::shared_ptr<ImageDataset>, std::shared_ptr<ImageDataset>> split_holdout(

@@ -77,10 +77,6 @@ std::pair<std::shared_ptr<ImageDataset>, std::shared_ptr<ImageDataset>> split_ho
 
 enum class Split { train, test };
 
-// A permutation of 0..n-1 from the Philox stream keyed by `key`: the argsort of n 64-bit uniform
-// keys (ties by index), so it depends only on (n, key).
-std::vector<int64_t> philox_permutation(int64_t n, uint64_t key);
-
 // MNIST and Fashion-MNIST: {train,t10k}-{images-idx3,labels-idx1}-ubyte, plain or .gz, in `root`.
 // Labels must lie in [0, classes).
 std::shared_ptr<ImageDataset> load_idx_dataset(const std::string& root, Split split, const std::string& name,

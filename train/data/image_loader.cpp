@@ -22,26 +22,11 @@
 #include <numeric>
 
 #include "tensor/philox.h"
+#include "train/data/shuffle.h"
 
 namespace qkv::data {
 
 namespace {
-
-uint64_t mix64(uint64_t x) {   // splitmix64's finalizer: a bijection that scatters nearby inputs
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-constexpr uint64_t kShuffleStream = 0x73687566666C65ull;   // "shuffle"
-constexpr uint64_t kAugmentStream = 0x6175676D656E74ull;   // "augment"
-
-// The Philox key of one purpose's stream in one epoch.
-uint64_t stream_key(uint64_t seed, int64_t epoch, uint64_t stream) {
-  return mix64(mix64(seed ^ mix64(uint64_t(epoch) + 0x9E3779B97F4A7C15ull)) ^ stream);
-}
 
 // Uniform in [0, n) from 32 random bits (multiply-shift).
 int64_t uniform_below(uint32_t bits, int64_t n) { return int64_t((uint64_t(bits) * uint64_t(n)) >> 32); }
@@ -205,7 +190,7 @@ struct ImageLoader::Impl {
     stop_workers();
     epoch = e;
     order.resize(size_t(n));
-    if (opt.shuffle) order = philox_permutation(n, stream_key(opt.seed, e, kShuffleStream));
+    if (opt.shuffle) order = epoch_order(n, opt.seed, e);
     else std::iota(order.begin(), order.end(), int64_t(0));
     augment_key = stream_key(opt.seed, e, kAugmentStream);
     next_out = 0;

@@ -6,25 +6,12 @@
 #include <cstring>
 
 #include "tensor/error.h"
-#include "train/data/image_dataset.h"   // philox_permutation
+#include "train/data/shuffle.h"
 #include "train/data/prepare_dataset.h"
 
 namespace qkv::data {
 
 namespace {
-
-uint64_t mix64(uint64_t x) {   // splitmix64's finalizer
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// The Philox key of epoch e's shuffle: distinct streams for distinct (seed, epoch).
-uint64_t epoch_key(uint64_t seed, int64_t epoch) {
-  return mix64(mix64(seed ^ 0x6C6D2D6261746368ull) ^ mix64(uint64_t(epoch) + 0x9E3779B97F4A7C15ull));
-}
 
 }  // namespace
 
@@ -99,7 +86,7 @@ void TokenBatches::seek(TokenCursor c) {
 int64_t TokenBatches::sample_at(TokenCursor c) {
   if (!options_.shuffle) return c.index;
   if (order_epoch_ != c.epoch) {
-    order_ = philox_permutation(samples_, epoch_key(options_.seed, c.epoch));
+    order_ = epoch_order(samples_, options_.seed, c.epoch);
     order_epoch_ = c.epoch;
   }
   return order_[size_t(c.index)];
