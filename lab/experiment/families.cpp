@@ -249,52 +249,49 @@ const Schema<GptModel>& GptModel::schema() {
 
 // ---- the families -------------------------------------------------------------------------
 
+namespace {
+// A family's keys: its name, its own sections (task, data, model), then the optimizer, the
+// schedule, the loop and the sweep every family has.
+template <class F>
+std::vector<FieldDef<F>> family_fields(std::vector<FieldDef<F>> own, const char* optim, const char* schedule,
+                                       const char* train) {
+  std::vector<FieldDef<F>> f{required("name", &F::name, path_component(), "experiment name; names its output directory")};
+  f.insert(f.end(), own.begin(), own.end());
+  f.push_back(section("optim", &F::optim, optim));
+  f.push_back(section("schedule", &F::schedule, schedule));
+  f.push_back(section("train", &F::train, train));
+  f.push_back(section("sweep", &F::sweep, "runs: grid x variants x seeds"));
+  return f;
+}
+constexpr const char* kEpochSchedule = "the learning-rate schedule (milestones in epochs)";
+}  // namespace
+
 const Schema<SyntheticConfig>& SyntheticConfig::schema() {
   using T = SyntheticConfig;
-  static const Schema<T> s{
-      {
-          required("name", &T::name, path_component(), "experiment name; names its output directory"),
-          section("task", &T::task, "the sequence task and its generated data"),
-          section("model", &T::model, "the encoder"),
-          section("optim", &T::optim, "the optimizer"),
-          section("schedule", &T::schedule, "the learning-rate schedule (milestones in epochs)"),
-          section("train", &T::train, "the epoch loop"),
-          section("sweep", &T::sweep, "runs: grid x variants x seeds"),
-      },
-      [](const T& c, const Located& at) { check_lr_floor(c, at); }};
+  static const Schema<T> s{family_fields<T>({section("task", &T::task, "the sequence task and its generated data"),
+                                             section("model", &T::model, "the encoder")},
+                                            "the optimizer", kEpochSchedule, "the epoch loop"),
+                           [](const T& c, const Located& at) { check_lr_floor(c, at); }};
   return s;
 }
 
 const Schema<VisionConfig>& VisionConfig::schema() {
   using T = VisionConfig;
-  static const Schema<T> s{
-      {
-          required("name", &T::name, path_component(), "experiment name; names its output directory"),
-          section("task", &T::task, "the task family and the split seed"),
-          section("data", &T::data, "the image dataset and its augmentation"),
-          section("model", &T::model, "the ViT"),
-          section("optim", &T::optim, "the optimizer"),
-          section("schedule", &T::schedule, "the learning-rate schedule (milestones in epochs)"),
-          section("train", &T::train, "the epoch loop"),
-          section("sweep", &T::sweep, "runs: grid x variants x seeds"),
-      },
-      [](const T& c, const Located& at) { check_lr_floor(c, at); }};
+  static const Schema<T> s{family_fields<T>({section("task", &T::task, "the task family and the split seed"),
+                                             section("data", &T::data, "the image dataset and its augmentation"),
+                                             section("model", &T::model, "the ViT")},
+                                            "the optimizer", kEpochSchedule, "the epoch loop"),
+                           [](const T& c, const Located& at) { check_lr_floor(c, at); }};
   return s;
 }
 
 const Schema<AnomalyConfig>& AnomalyConfig::schema() {
   using T = AnomalyConfig;
   static const Schema<T> s{
-      {
-          required("name", &T::name, path_component(), "experiment name; names its output directory"),
-          section("task", &T::task, "the task family and the seed of the sets"),
-          section("data", &T::data, "the image dataset, the element features and the sets"),
-          section("model", &T::model, "the set transformer"),
-          section("optim", &T::optim, "the optimizer"),
-          section("schedule", &T::schedule, "the learning-rate schedule (milestones in epochs)"),
-          section("train", &T::train, "the epoch loop"),
-          section("sweep", &T::sweep, "runs: grid x variants x seeds"),
-      },
+      family_fields<T>({section("task", &T::task, "the task family and the seed of the sets"),
+                        section("data", &T::data, "the image dataset, the element features and the sets"),
+                        section("model", &T::model, "the set transformer")},
+                       "the optimizer", kEpochSchedule, "the epoch loop"),
       [](const T& c, const Located& at) { check_lr_floor(c, at); }};
   return s;
 }
@@ -302,17 +299,10 @@ const Schema<AnomalyConfig>& AnomalyConfig::schema() {
 const Schema<LmConfig>& LmConfig::schema() {
   using T = LmConfig;
   static const Schema<T> s{
-      {
-          required("name", &T::name, path_component(), "experiment name; names its output directory"),
-          section("task", &T::task, "the task family"),
-          section("data", &T::data, "where the text and the tokenizer are"),
-          section("lm", &T::lm, "the token data"),
-          section("model", &T::model, "the GPT"),
-          section("optim", &T::optim, "the optimizer (adamw)"),
-          section("schedule", &T::schedule, "the learning-rate schedule (in steps)"),
-          section("train", &T::train, "the step-counted loop"),
-          section("sweep", &T::sweep, "runs: grid x variants x seeds"),
-      },
+      family_fields<T>({section("task", &T::task, "the task family"),
+                        section("data", &T::data, "where the text and the tokenizer are"),
+                        section("lm", &T::lm, "the token data"), section("model", &T::model, "the GPT")},
+                       "the optimizer (adamw)", "the learning-rate schedule (in steps)", "the step-counted loop"),
       [](const T& c, const Located& at) {
         if (c.optim.name != OptimName::adamw) at.fail("optim.name", enum_name(c.optim.name), "adamw for task.kind lm");
         if (c.schedule.warmup_steps >= c.train.steps)
