@@ -1,6 +1,7 @@
 #include "lab/report/attention_maps.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "lab/experiment/models.h"
@@ -63,7 +64,13 @@ int write_attention_maps(const fs::path& out, const fs::path& png, const PaperTa
     for (size_t v = 0; v < order.variants.size(); ++v) {
       auto it = chosen.find({order.tasks[t], order.variants[v]});
       if (it == chosen.end()) continue;
-      const Tensor map = attention_map(it->second);
+      Tensor map;
+      try {
+        map = attention_map(it->second);
+      } catch (const Error& e) {   // a damaged run folder costs its map, not the figure
+        std::fprintf(stderr, "attention maps: skipped %s: %s\n", it->second.string().c_str(), e.what());
+        continue;
+      }
       const int64_t n = map.size(0);
       const std::vector<float> p = map.to_vector<float>();
       const float peak = std::max(*std::max_element(p.begin(), p.end()), 1e-6f);

@@ -10,7 +10,8 @@
 namespace qkv::report {
 
 // Writes the grid to `png`, rows and columns in the paper's order when `paper` is given;
-// returns the number of maps drawn (0: nothing to draw, no file written).
+// returns the number of maps drawn (0: nothing to draw, no file written). A run whose config
+// or checkpoint cannot be read is named on stderr and left out.
 int write_attention_maps(const std::filesystem::path& out, const std::filesystem::path& png,
                          const PaperTable* paper = nullptr);
 
