@@ -81,6 +81,9 @@
   X(where,                  3,  0,       0,      1,   kMask,      kSaveInputs,  shape::where,                  cpu::where,                  QKV_CUDA_KERNEL(where),                  grad::where) \
   X(cast,                   1,  0,       0,      1,   kAllDTypes, kSaveNone,    shape::cast,                   common::cast,                &common::cast,                           grad::cast) \
   X(copy,                   1,  0,       0,      1,   kAllDTypes, kSaveNone,    shape::same,                   common::copy,                &common::copy,                           grad::copy) \
+  X(adam_update,            -4, 0,       0b1101, 0,   kFloat,     kSaveNone,    shape::adam_update,            cpu::adam_update,            nullptr,                                 kNotDifferentiable) \
+  X(sgd_update,             -3, 0b100,   0b101,  0,   kFloat,     kSaveNone,    shape::sgd_update,             cpu::sgd_update,             nullptr,                                 kNotDifferentiable) \
+  X(clip_grad_norm,         -1, 0,       0b1,    1,   kFloat,     kSaveNone,    shape::clip_grad_norm,         cpu::clip_grad_norm,         nullptr,                                 kNotDifferentiable) \
   X(uniform,                0,  0,       0,      1,   kFloat,     kSaveNone,    shape::random,                 cpu::uniform,                QKV_CUDA_KERNEL(uniform),                kNotDifferentiable) \
   X(normal,                 0,  0,       0,      1,   kFloat,     kSaveNone,    shape::random,                 cpu::normal,                 QKV_CUDA_KERNEL(normal),                 kNotDifferentiable) \
   X(bernoulli,              0,  0,       0,      1,   kFloat,     kSaveNone,    shape::random,                 cpu::bernoulli,              QKV_CUDA_KERNEL(bernoulli),              kNotDifferentiable)
