@@ -169,21 +169,20 @@ TEST_CASE("in-place ops: a saved tensor updated in place makes backward refuse")
 
 TEST_CASE("in-place ops: groups are checked one by one") {
   NoGradGuard no_grad;
-  const Tensor p = ones({2, 3}), q = ones({4});
-  CHECK_THROWS_WITH_AS(adam_update_({p, ones({2, 3}), zeros({2, 3}), zeros({2, 3}), q, ones({4}), zeros({3}), zeros({4})},
-                                    AdamAttrs{.lr = 0.1, .step = 1}),
+  const Tensor p = ones({2, 3}), g = ones({2, 3}), q = ones({4});
+  const AdamAttrs adam{.lr = 0.1, .step = 1};
+  CHECK_THROWS_WITH_AS(adam_update_({p, g, zeros({2, 3}), zeros({2, 3}), q, ones({4}), zeros({3}), zeros({4})}, adam),
                        doctest::Contains("adam_update: group 1: exp_avg float32 [3] does not match param float32 [4]"),
                        ShapeError);
+  CHECK_THROWS_WITH_AS(adam_update_({p, g, zeros({2, 3})}, adam),
+                       doctest::Contains("adam_update: expected one or more groups of 4 inputs, got 3"), ValueError);
   CHECK_THROWS_WITH_AS(sgd_update_({p, ones({2, 3}, DType::f64), Tensor()}, SgdAttrs{.lr = 0.1}),
-                       doctest::Contains("sgd_update: group 0: grad float64 [2, 3] does not match param float32 [2, 3]"),
+                       doctest::Contains("sgd_update: group 0: grad float64 [2, 3] does not match param float32"),
                        DTypeError);
   CHECK_THROWS_WITH_AS(sgd_update_({p, ones({2, 3}), Tensor()}, SgdAttrs{.lr = 0.1, .momentum = 0.9}),
                        doctest::Contains("sgd_update: group 0 has no momentum_buffer"), ValueError);
-  CHECK_THROWS_WITH_AS(adam_update_({p, ones({2, 3}), zeros({2, 3})}, AdamAttrs{.lr = 0.1, .step = 1}),
-                       doctest::Contains("adam_update: expected one or more groups of 4 inputs, got 3"), ValueError);
-  CHECK_THROWS_WITH_AS(clip_grad_norm_({ones({3}).transpose(0, 0), ones({2, 2}).transpose(0, 1)}, 1.0),
-                       doctest::Contains("clip_grad_norm: input 1 (float32 [2, 2]) must be contiguous: it is updated in place"),
-                       ValueError);
+  CHECK_THROWS_WITH_AS(clip_grad_norm_({ones({3}), ones({2, 2}).transpose(0, 1)}, 1.0),
+                       doctest::Contains("clip_grad_norm: input 1 (float32 [2, 2]) must be contiguous"), ValueError);
 }
 
 }  // namespace qkv::test

@@ -278,7 +278,8 @@ CaseReport run_case(OpId op, const OpCase& c) {
           NoGradGuard ng;
           got2 = call_op(op, strided, attrs);
         }
-        expect_results(results(info, got2, strided), want, tol, info.name, s, cat(dtype_name(dt), " non-contiguous "));
+        expect_results(results(info, got2, strided), want, tol, info.name, s,
+                       cat(dtype_name(dt), " non-contiguous "));
         ++report.noncontig_checks;
         if (writes) report.inplace_refusals += expect_noncontiguous_writes_refused(op, s, in, attrs);
       }
