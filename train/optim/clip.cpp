@@ -58,9 +58,8 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
     norms.push_back(d.clip(INFINITY));
     total += norms.back() * norms.back();
   }
-  const double norm = std::sqrt(total);
-  if (!std::isfinite(norm) || max_norm / (norm + 1e-6) >= 1) return norm;
-  const double factor = max_norm / (norm + 1e-6);
+  const double norm = std::sqrt(total), factor = max_norm / (norm + 1e-6);
+  if (!std::isfinite(norm) || factor >= 1) return norm;
   for (size_t k = 0; k < devices.size(); ++k) devices[k].clip(factor * (norms[k] + 1e-6));
   return norm;
 }
