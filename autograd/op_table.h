@@ -5,7 +5,7 @@
 // Columns:
 //   id        the op's name (OpId::id, "id")
 //   in        number of inputs; -g: one or more groups of g inputs (concat's -1: one or more
-//             inputs; adam_update's -4: one (param, grad, exp_avg, exp_avg_sq) group per tensor)
+//             inputs; adam_update's -4: one (param, grad, exp_avg, exp_avg_sq) group per parameter)
 //   opt       bit mask of inputs that may be undefined (layer_norm's weight and bias); for a
 //             grouped op, of positions within a group
 //   writes    bit mask of inputs the kernel updates in place (positions within a group for a
