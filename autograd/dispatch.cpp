@@ -46,15 +46,17 @@ void check_inputs(const OpInfo& info, const std::vector<Tensor>& in) {
   const char* op = info.name;
   if (info.arity >= 0)
     check<ValueError>(int(in.size()) == info.arity, op, ": expected ", info.arity, " inputs, got ", in.size());
-  else
+  else if (info.group_size() == 1)
     check<ValueError>(!in.empty(), op, ": expected at least one input");
-  for (size_t i = 0; i < in.size(); ++i) {
-    const bool optional = i < 32 && ((info.optional >> i) & 1u);
-    check<ValueError>(in[i].defined() || optional, op, ": input ", i, " is undefined");
-  }
+  else
+    check<ValueError>(!in.empty() && in.size() % size_t(info.group_size()) == 0, op,
+                      ": expected one or more groups of ", info.group_size(), " inputs, got ", in.size(), " inputs");
+  for (size_t i = 0; i < in.size(); ++i)
+    check<ValueError>(in[i].defined() || info.is_optional(i), op, ": input ", i, " is undefined");
 }
 
-// All defined inputs on one device; a 0-dim CPU tensor may join a CUDA op (it is moved over).
+// All defined inputs on one device; a 0-dim CPU tensor may join a CUDA op (it is moved over),
+// unless the op writes it.
 Device common_device(const OpInfo& info, std::vector<Tensor>& in, const Attrs& attrs) {
   if (in.empty()) return attr<RandomAttrs>(attrs, info.name).device;
   const Tensor* first = nullptr;
@@ -65,11 +67,42 @@ Device common_device(const OpInfo& info, std::vector<Tensor>& in, const Attrs& a
   for (size_t i = 0; i < in.size(); ++i) {
     Tensor& t = in[i];
     if (!t.defined() || t.device() == dev) continue;
-    if (t.dim() == 0 && t.device().is_cpu()) { t = raw::to(t, t.dtype(), dev); continue; }
+    if (t.dim() == 0 && t.device().is_cpu() && !info.is_written(i)) { t = raw::to(t, t.dtype(), dev); continue; }
+    if (info.is_written(i))
+      throw DeviceError(cat(info.name, ": input ", i, " ", describe(t), " is on ", t.device(), " but is updated in "
+                            "place by an op on ", dev, " (move it there first)"));
     throw DeviceError(cat(info.name, ": expected all inputs on one device, got ", describe(*first), " on ",
                           first->device(), " and input ", i, " ", describe(t), " on ", t.device()));
   }
   return dev;
+}
+
+// The inputs an op updates in place must be writable where they are: contiguous (kernels write
+// them as flat arrays), and, while grad mode is on, not part of a graph (the write would not
+// be recorded, so gradients through them would be silently wrong).
+void check_written(const OpInfo& info, const std::vector<Tensor>& in) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = in[i];
+    if (!info.is_written(i) || !t.defined()) continue;
+    check<ValueError>(t.is_contiguous(), info.name, ": input ", i, " (", describe(t),
+                      ") must be contiguous: it is updated in place");
+    if (grad_enabled() && t.requires_grad())
+      throw AutogradError(cat(info.name, ": input ", i, " (", describe(t), ") is ",
+                              t.is_leaf() ? "a leaf tensor" : "a tensor", " that requires grad and is being used in an "
+                              "in-place operation; run it under NoGradGuard (as optimizer steps do)"));
+  }
+}
+
+void run_kernel(const OpInfo& info, kernels::Kernel kernel, const Device& device, std::vector<Tensor>& in,
+                std::vector<Tensor>& out, const Attrs& attrs) {
+  if (!profiling_enabled()) {
+    kernel(kernels::KernelArgs{in, out, attrs});
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  kernel(kernels::KernelArgs{in, out, attrs});
+  record_kernel_time(info.name, device.is_cpu() ? "cpu" : "cuda",
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace
@@ -82,6 +115,7 @@ std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
   check<DTypeError>(info.dtypes.contains(primary), info.name, ": dtype ", dtype_name(primary),
                     " is not supported (supported: ", info.dtypes.to_string(), ")");
   check_device_usable(device, info.name);
+  if (info.writes) check_written(info, in);
 
   const std::vector<OutputSpec> specs = info.shape(in, attrs, info.name);
   std::vector<Tensor> out;
@@ -90,15 +124,15 @@ std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
 
   const kernels::Kernel kernel = device.is_cpu() ? info.cpu : info.cuda;
   if (!kernel) throw DeviceError(cat(info.name, ": no CUDA kernel yet (run it on the CPU)"));
-  if (profiling_enabled()) {
-    const auto start = std::chrono::steady_clock::now();
-    kernel(kernels::KernelArgs{in, out, attrs});
-    record_kernel_time(info.name, device.is_cpu() ? "cpu" : "cuda",
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  } else {
-    kernel(kernels::KernelArgs{in, out, attrs});
-  }
+  run_kernel(info, kernel, device, in, out, attrs);
 
+  if (info.writes) {
+    // Saved tensors remember their storage version: bumping it makes a backward through a
+    // graph that saved a written tensor refuse instead of using the new values.
+    for (size_t i = 0; i < in.size(); ++i)
+      if (info.is_written(i) && in[i].defined()) in[i].storage()->bump_version();
+    return out;                                 // no graph: in-place ops have no backward
+  }
   if (!any_requires_grad(in)) return out;
   auto node = std::make_shared<OpNode>(info, std::move(attrs));
   for (const Tensor& t : in) {

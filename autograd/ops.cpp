@@ -140,6 +140,14 @@ Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const T
 Tensor cast(const Tensor& x, DType dtype) { return one(OpId::cast, {x}, CastAttrs{dtype}); }
 Tensor copy(const Tensor& x) { return one(OpId::copy, {x}); }
 
+void adam_update_(const std::vector<Tensor>& groups, const AdamAttrs& attrs) {
+  call_op(OpId::adam_update, groups, attrs);
+}
+void sgd_update_(const std::vector<Tensor>& groups, const SgdAttrs& attrs) { call_op(OpId::sgd_update, groups, attrs); }
+Tensor clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm) {
+  return one(OpId::clip_grad_norm, grads, ClipAttrs{max_norm});
+}
+
 namespace {
 Tensor random(OpId id, RandomKind kind, const Shape& shape, double a, double b, TensorOptions opts, Generator* gen) {
   Generator& g = gen ? *gen : default_generator();

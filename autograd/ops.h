@@ -1,6 +1,7 @@
-// The differentiable ops users call. Each is a thin typed front for one op-table row (or, for
-// the composites at the end, a few of them); all go through autograd::call_op, which checks
-// devices and dtypes, runs the kernel and records the graph.
+// The ops users call. Each is a thin typed front for one op-table row (or, for the composites
+// at the end, a few of them); all go through autograd::call_op, which checks devices and dtypes,
+// runs the kernel and records the graph. The optimizer updates (names ending in `_`) work in
+// place and are not differentiable.
 #pragma once
 #include <array>
 #include <vector>
@@ -103,6 +104,19 @@ Tensor normal(const Shape& shape, double mean, double std, TensorOptions opts = 
 Tensor bernoulli(const Shape& shape, double p, TensorOptions opts = {}, Generator* gen = nullptr);
 Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
 Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
+
+// ---- optimizer updates, in place (run them under NoGradGuard) ---------------------------------
+// One step of torch.optim.Adam / AdamW (attrs.decoupled) on every (param, grad, exp_avg,
+// exp_avg_sq) group of `groups`: param and the moments are updated; the grad may be strided, the
+// rest must be contiguous. Every group uses the same attrs (step included).
+void adam_update_(const std::vector<Tensor>& groups, const AdamAttrs& attrs);
+// One step of torch.optim.SGD (dampening 0) on every (param, grad, momentum_buffer) group; the
+// buffer is undefined exactly when attrs.momentum is 0.
+void sgd_update_(const std::vector<Tensor>& groups, const SgdAttrs& attrs);
+// torch.nn.utils.clip_grad_norm_: returns the L2 norm of all grads together (0-dim float64, summed
+// in double) and, when max_norm / (norm + 1e-6) < 1, scales every grad by that factor in place.
+// A non-finite norm scales nothing; max_norm = +inf only measures.
+Tensor clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm);
 
 // ---- composites ---------------------------------------------------------------------------
 // Sums a broadcast gradient back down to `shape` (the inverse of broadcasting).

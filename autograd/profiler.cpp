@@ -1,6 +1,7 @@
 #include "autograd/profiler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -29,12 +30,15 @@ bool enabled_from_env() {
   return on;
 }
 
-}  // namespace
-
-bool profiling_enabled() {
-  static const bool on = enabled_from_env();
+std::atomic<bool>& enabled() {
+  static std::atomic<bool> on{enabled_from_env()};
   return on;
 }
+
+}  // namespace
+
+bool profiling_enabled() { return enabled().load(std::memory_order_relaxed); }
+void set_profiling_enabled(bool on) { enabled().store(on, std::memory_order_relaxed); }
 
 void record_kernel_time(const char* op, const char* device, double seconds) {
   Profile& p = profile();
@@ -62,6 +66,13 @@ std::string profile_report() {
   }
   std::snprintf(line, sizeof line, "%-34s %10s %12.2f\n", "total", "", total * 1e3);
   return out + line;
+}
+
+int64_t profiled_calls(const std::string& op, const std::string& device) {
+  Profile& p = profile();
+  std::lock_guard lock(p.mu);
+  auto it = p.entries.find(op + " (" + device + ")");
+  return it == p.entries.end() ? 0 : it->second.calls;
 }
 
 void reset_profile() {

@@ -2,13 +2,19 @@
 // the process prints, at exit, the time per op (calls, total, share) to stderr. Off by default;
 // when off it costs one branch per op.
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace qkv::autograd {
 
 bool profiling_enabled();
+// Turns timing on or off from code (QKV_PROFILE only sets the start state and the report at
+// exit); tests count op calls this way.
+void set_profiling_enabled(bool on);
 void record_kernel_time(const char* op, const char* device, double seconds);
 std::string profile_report();   // the table printed at exit
 void reset_profile();
+// Kernel calls of `op` on `device` ("cpu" or "cuda") recorded since the last reset_profile().
+int64_t profiled_calls(const std::string& op, const std::string& device = "cpu");
 
 }  // namespace qkv::autograd

@@ -359,5 +359,55 @@ Specs random(std::span<const Tensor>, const Attrs& attrs, const char* op) {
   return {{a.shape, a.dtype}};
 }
 
+namespace {
+
+// Checks every group of names.size() inputs: the first is float32 or float64, and each
+// other defined member has its shape and dtype. Errors name the op, the group and the member.
+void check_groups(std::span<const Tensor> in, std::span<const char* const> names, const char* op) {
+  const size_t n = names.size();
+  for (size_t k = 0; k * n < in.size(); ++k) {
+    const Tensor& first = in[k * n];
+    check<DTypeError>(kFloat.contains(first.dtype()), op, ": group ", k, ": ", names[0], " ", describe(first),
+                      " must be float32 or float64");
+    for (size_t j = 1; j < n; ++j) {
+      const Tensor& t = in[k * n + j];
+      if (!t.defined()) continue;
+      check<DTypeError>(t.dtype() == first.dtype(), op, ": group ", k, ": ", names[j], " ", describe(t),
+                        " does not match ", names[0], " ", describe(first), " (dtypes differ)");
+      check<ShapeError>(t.shape() == first.shape(), op, ": group ", k, ": ", names[j], " ", describe(t),
+                        " does not match ", names[0], " ", describe(first));
+    }
+  }
+}
+
+}  // namespace
+
+Specs adam_update(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const int64_t step = attr<AdamAttrs>(attrs, op).step;
+  check<ValueError>(step >= 1, op, ": step must be >= 1 (bias correction divides by 1 - beta^step), got ", step);
+  static constexpr const char* names[] = {"param", "grad", "exp_avg", "exp_avg_sq"};
+  check_groups(in, names, op);
+  return {};
+}
+
+Specs sgd_update(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const auto& a = attr<SgdAttrs>(attrs, op);
+  static constexpr const char* names[] = {"param", "grad", "momentum_buffer"};
+  check_groups(in, names, op);
+  for (size_t k = 0; k * 3 < in.size(); ++k)
+    check<ValueError>(in[k * 3 + 2].defined() == (a.momentum != 0), op, ": group ", k,
+                      a.momentum != 0 ? " has no momentum_buffer" : " has a momentum_buffer", " but momentum is ",
+                      a.momentum, " (a buffer goes with momentum != 0, and only then)");
+  return {};
+}
+
+Specs clip_grad_norm(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const double max_norm = attr<ClipAttrs>(attrs, op).max_norm;
+  check<ValueError>(max_norm > 0, op, ": max_norm must be > 0 (+inf only measures), got ", max_norm);
+  static constexpr const char* names[] = {"grad"};
+  check_groups(in, names, op);
+  return {{Shape{}, DType::f64}};
+}
+
 }  // namespace shape
 }  // namespace qkv::autograd

@@ -46,6 +46,11 @@ std::vector<OutputSpec> masked_fill(std::span<const Tensor>, const Attrs&, const
 std::vector<OutputSpec> where(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> cast(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> random(std::span<const Tensor>, const Attrs&, const char* op);
+// The in-place optimizer ops: every group's tensors match its first (the param, or the grad of
+// clip_grad_norm) in shape and dtype. No outputs, except clip_grad_norm's 0-dim float64 norm.
+std::vector<OutputSpec> adam_update(std::span<const Tensor>, const Attrs&, const char* op);     // (p, g, m, v)+
+std::vector<OutputSpec> sgd_update(std::span<const Tensor>, const Attrs&, const char* op);      // (p, g, buf?)+
+std::vector<OutputSpec> clip_grad_norm(std::span<const Tensor>, const Attrs&, const char* op);  // grads -> norm
 
 }  // namespace shape
 

@@ -34,6 +34,17 @@ struct BatchNormAttrs { double eps = 1e-5; };
 struct Pool2dAttrs { std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}; };
 // adaptive_avg_pool2d's output size.
 struct AdaptivePoolAttrs { std::array<int64_t, 2> output{1, 1}; };
+// One optimizer step (adam_update, sgd_update): PyTorch's hyperparameters. step is the update
+// count of every parameter in the call, this update included (bias correction); decoupled
+// selects AdamW's weight decay. first: the SGD momentum buffer starts as the gradient.
+struct AdamAttrs {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  int64_t step = 1;
+  bool decoupled = false;
+};
+struct SgdAttrs { double lr = 1e-2, momentum = 0, weight_decay = 0; bool nesterov = false, first = false; };
+// clip_grad_norm: grads are scaled when max_norm / (norm + 1e-6) < 1; +inf only measures.
+struct ClipAttrs { double max_norm = 1; };
 struct RandomAttrs {
   RandomKind kind = RandomKind::uniform;
   double a = 0, b = 1;          // uniform [a, b); normal mean a, std b; bernoulli p = a
@@ -45,7 +56,8 @@ struct RandomAttrs {
 
 using Attrs = std::variant<NoAttrs, ReduceAttrs, DimAttrs, ScalarAttrs, GeluAttrs, MatmulAttrs,
                            LayerNormAttrs, CrossEntropyAttrs, DropoutAttrs, CastAttrs, RandomAttrs,
-                           AttentionAttrs, Conv2dAttrs, BatchNormAttrs, Pool2dAttrs, AdaptivePoolAttrs>;
+                           AttentionAttrs, Conv2dAttrs, BatchNormAttrs, Pool2dAttrs, AdaptivePoolAttrs, AdamAttrs,
+                           SgdAttrs, ClipAttrs>;
 
 template <class T>
 const T& attr(const Attrs& a, const char* op) {

@@ -1,6 +1,7 @@
 // The calling convention every kernel shares: inputs (possibly strided, possibly undefined for
 // optional inputs), outputs already allocated contiguous with the shapes the op's shape rule
-// gave, and the op's attributes. Kernels write only their outputs and never record autograd.
+// gave, and the op's attributes. Kernels write only their outputs, plus the inputs their row's
+// `writes` column names (those arrive contiguous), and never record autograd.
 #pragma once
 #include <span>
 

@@ -59,6 +59,10 @@ void batch_norm(const KernelArgs&);
 // pool.cpp
 void max_pool2d(const KernelArgs&);
 void adaptive_avg_pool2d(const KernelArgs&);
+// optim.cpp (in place: they update the inputs their row's writes column names)
+void adam_update(const KernelArgs&);
+void sgd_update(const KernelArgs&);
+void clip_grad_norm(const KernelArgs&);
 // random.cpp
 void dropout(const KernelArgs&);
 void uniform(const KernelArgs&);

@@ -1,5 +1,5 @@
-// qkvlab ops: prints the op table — every primitive op with its dtypes, devices and whether it
-// has a backward rule — and the differentiable views.
+// qkvlab ops: prints the op table — every primitive op with its arity, dtypes, devices, the
+// inputs it updates in place and whether it has a backward rule — and the differentiable views.
 #include <iomanip>
 #include <iostream>
 
@@ -8,18 +8,37 @@
 #include "lab/cli/commands.h"
 
 namespace qkv::cli {
+namespace {
+
+// "2", "1+" (one or more inputs), "4k" (one or more groups of 4).
+std::string arity_str(const autograd::OpInfo& r) {
+  if (r.arity >= 0) return std::to_string(r.arity);
+  return r.group_size() == 1 ? "1+" : std::to_string(r.group_size()) + "k";
+}
+
+// The written positions ("0,2,3"), or "-".
+std::string written_str(const autograd::OpInfo& r) {
+  std::string out;
+  for (unsigned i = 0; i < 32; ++i)
+    if ((r.writes >> i) & 1u) out += (out.empty() ? "" : ",") + std::to_string(i);
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
 
 void print_op_table(std::ostream& os) {
   using autograd::op_table;
   os << std::left << std::setw(24) << "op" << std::setw(6) << "in" << std::setw(6) << "out" << std::setw(34)
-     << "dtypes (input 0)" << std::setw(11) << "devices" << "backward\n";
+     << "dtypes (input 0)" << std::setw(11) << "devices" << std::setw(10) << "in place" << "backward\n";
   for (const auto& r : op_table()) {
     std::string devices = "cpu";
     if (r.cuda && cuda_compiled()) devices += ",cuda";
-    os << std::setw(24) << r.name << std::setw(6) << (r.arity < 0 ? std::string("1+") : std::to_string(r.arity))
-       << std::setw(6) << r.outputs << std::setw(34) << r.dtypes.to_string(true) << std::setw(11) << devices
+    os << std::setw(24) << r.name << std::setw(6) << arity_str(r) << std::setw(6) << r.outputs << std::setw(34)
+       << r.dtypes.to_string(true) << std::setw(11) << devices << std::setw(10) << written_str(r)
        << (r.backward ? "yes" : "no") << "\n";
   }
+  os << "\nin: 1+ = one or more inputs, 4k = one or more groups of 4 inputs; in place: the inputs the op updates "
+        "(positions within a group)\n";
   os << "\n" << std::setw(24) << "view" << "backward (views share storage: all dtypes, all devices)\n";
   for (const auto& v : autograd::view_table()) os << std::setw(24) << v.name << v.backward << "\n";
   os << "\n" << op_table().size() << " ops, " << autograd::view_table().size() << " views; CUDA backend "
@@ -27,7 +46,7 @@ void print_op_table(std::ostream& os) {
 }
 
 void add_ops_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("ops", "Print the op table: op, dtypes, devices, backward yes/no");
+  auto* cmd = app.add_subcommand("ops", "Print the op table: op, arity, dtypes, devices, in-place inputs, backward");
   cmd->callback([] { print_op_table(std::cout); });
 }
 

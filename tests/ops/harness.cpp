@@ -164,12 +164,74 @@ std::vector<Tensor> analytic_grads(OpId op, const Sample& s, std::vector<Tensor>
   return grads;
 }
 
+// A copy of every input, so that each call of an op that writes inputs starts from the sample.
+std::vector<Tensor> fresh(const std::vector<Tensor>& in) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : in) {
+    if (!t.defined()) {
+      out.push_back(t);
+      continue;
+    }
+    Tensor c = empty(t.shape(), {t.dtype(), t.device()});
+    raw::copy(c, t);
+    out.push_back(c);
+  }
+  return out;
+}
+
+// What a call left to compare: its outputs, then its written inputs in input order (undefined
+// where a written input was left out).
+struct Result {
+  Tensor t;
+  std::string what;
+};
+std::vector<Result> results(const autograd::OpInfo& info, const std::vector<Tensor>& out,
+                            const std::vector<Tensor>& in) {
+  std::vector<Result> r;
+  for (size_t k = 0; k < out.size(); ++k) r.push_back({out[k], cat("output ", k)});
+  for (size_t i = 0; i < in.size(); ++i)
+    if (info.is_written(i)) r.push_back({in[i], cat("written input ", i)});
+  return r;
+}
+
+void expect_results(const std::vector<Result>& got, const std::vector<Ref>& want, double tol, const char* op,
+                    const Sample& s, const std::string& prefix) {
+  for (size_t k = 0; k < want.size(); ++k)
+    if (got[k].t.defined()) expect_close(got[k].t, want[k], tol, tol, {op, s, prefix + got[k].what});
+}
+
+// Each written input made non-contiguous in turn must be refused (kernels write them as flat
+// arrays). Returns how many were tried: 0-dim and one-element tensors are always contiguous.
+int expect_noncontiguous_writes_refused(OpId op, const Sample& s, const std::vector<Tensor>& in, const Attrs& attrs) {
+  const auto& info = op_info(op);
+  int tried = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!info.is_written(i)) continue;
+    std::vector<Tensor> bad = fresh(in);
+    bad[i] = noncontiguous(bad[i]);
+    if (!bad[i].defined() || bad[i].is_contiguous()) continue;
+    bool refused = false;
+    try {
+      NoGradGuard ng;
+      call_op(op, bad, attrs);
+    } catch (const ValueError& e) {
+      refused = std::string(e.what()).find(cat("input ", i, " (")) != std::string::npos &&
+                std::string(e.what()).find("must be contiguous") != std::string::npos;
+    }
+    CHECK_MESSAGE(refused, info.name, " [", s.label, "]: a non-contiguous written input ", i, " was not refused");
+    ++tried;
+  }
+  return tried;
+}
+
 }  // namespace
 
 std::string CaseReport::line(const char* op) const {
   std::ostringstream os;
   os << op << std::string(std::max<size_t>(1, 24 - std::string(op).size()), ' ') << samples << " samples: "
-     << forward_checks << " forward, " << noncontig_checks << " non-contiguous, " << grad_checks << " gradient, ";
+     << forward_checks << " forward, " << noncontig_checks << " non-contiguous, ";
+  if (inplace_refusals > 0) os << inplace_refusals << " in-place refusals, ";
+  os << grad_checks << " gradient, ";
   if (cuda_skipped) os << (cuda_available() ? "CUDA skipped (no CUDA kernel yet)" : "CUDA skipped (no GPU visible)");
   else os << cuda_checks << " CUDA-vs-CPU";
   return os.str();
@@ -194,29 +256,38 @@ CaseReport run_case(OpId op, const OpCase& c) {
       for (const Tensor& t : in) refs_in.push_back(t.defined() ? ref_of(t) : Ref());
       const std::vector<Ref> want = c.reference(refs_in, attrs);
       const double tol = tolerance(dt, c);
+      const bool writes = info.writes != 0;
+      const std::vector<Tensor> cpu_in = writes ? fresh(in) : in;   // `in` keeps the sample's values
       std::vector<Tensor> got;
       {
         NoGradGuard ng;
-        got = call_op(op, in, attrs);
+        got = call_op(op, cpu_in, attrs);
       }
-      REQUIRE(got.size() >= want.size());
-      for (size_t k = 0; k < want.size(); ++k)
-        expect_close(got[k], want[k], tol, tol, {info.name, s, cat(dtype_name(dt), " output ", k)});
+      const std::vector<Result> cpu_results = results(info, got, cpu_in);
+      if (writes) REQUIRE(want.size() == cpu_results.size());
+      else REQUIRE(got.size() >= want.size());
+      expect_results(cpu_results, want, tol, info.name, s, cat(dtype_name(dt), " "));
       ++report.forward_checks;
 
       if (!in.empty()) {
-        std::vector<Tensor> strided;
-        for (const Tensor& t : in) strided.push_back(noncontiguous(t));
-        NoGradGuard ng;
-        std::vector<Tensor> got2 = call_op(op, strided, attrs);
-        for (size_t k = 0; k < want.size(); ++k)
-          expect_close(got2[k], want[k], tol, tol, {info.name, s, cat(dtype_name(dt), " non-contiguous output ", k)});
+        std::vector<Tensor> strided = writes ? fresh(in) : in;
+        for (size_t i = 0; i < strided.size(); ++i)
+          if (!info.is_written(i)) strided[i] = noncontiguous(strided[i]);
+        std::vector<Tensor> got2;
+        {
+          NoGradGuard ng;
+          got2 = call_op(op, strided, attrs);
+        }
+        expect_results(results(info, got2, strided), want, tol, info.name, s,
+                       cat(dtype_name(dt), " non-contiguous "));
         ++report.noncontig_checks;
+        if (writes) report.inplace_refusals += expect_noncontiguous_writes_refused(op, s, in, attrs);
       }
 
       // Gradients are checked where the op's output is float64 (central differences need it).
-      const bool float_out = got[0].dtype() == DType::f32 || got[0].dtype() == DType::f64;
-      Tensor weights = randn(got[0].shape(), {float_out ? got[0].dtype() : DType::f64, kCPU}, &gen);
+      const bool float_out = !got.empty() && (got[0].dtype() == DType::f32 || got[0].dtype() == DType::f64);
+      const Tensor weights =
+          differentiable ? randn(got[0].shape(), {float_out ? got[0].dtype() : DType::f64, kCPU}, &gen) : Tensor();
       const bool grad_here = differentiable && got[0].dtype() == DType::f64;
       std::vector<Tensor> cpu_grads;
       if (grad_here || (differentiable && float_out && cuda_available())) cpu_grads = analytic_grads(op, s, in, weights);
@@ -253,8 +324,10 @@ CaseReport run_case(OpId op, const OpCase& c) {
           NoGradGuard ng;
           gout = call_op(op, gin, gattrs);
         }
+        std::vector<Ref> cpu_values;
         for (size_t k = 0; k < want.size(); ++k)
-          expect_close(gout[k], ref_of(got[k]), tol, tol, {info.name, s, cat(dtype_name(dt), " CUDA output ", k)});
+          cpu_values.push_back(cpu_results[k].t.defined() ? ref_of(cpu_results[k].t) : Ref());
+        expect_results(results(info, gout, gin), cpu_values, tol, info.name, s, cat(dtype_name(dt), " CUDA "));
         if (differentiable && float_out) {
           std::vector<Tensor> gg = analytic_grads(op, s, gin, weights);
           for (size_t i = 0; i < gg.size(); ++i)

@@ -4,6 +4,9 @@
 //      float32, on contiguous inputs and on non-contiguous views of the same values;
 //   2. gradients against central differences in float64;
 //   3. CUDA against CPU (outputs and gradients) when a GPU is visible.
+// For an op that updates inputs in place (its row's `writes` column), the written inputs are
+// compared as well as the outputs, only the read-only inputs are made non-contiguous, and a
+// non-contiguous written input must be refused; such ops have no gradient to check.
 #pragma once
 #include <functional>
 #include <string>
@@ -63,6 +66,9 @@ struct Sample {
   Attrs attrs = NoAttrs{};
 };
 
+// Returns the expected outputs (a prefix of them is enough for ops that write no input). For an
+// op that writes inputs: every output, then the expected new value of every written input in
+// input order (an empty Ref for a written input left out).
 using Reference = std::function<std::vector<Ref>(const std::vector<Ref>& in, const Attrs& attrs)>;
 
 struct OpCase {
@@ -77,6 +83,7 @@ struct OpCase {
 // What the harness found for one op (printed as one line of the harness table).
 struct CaseReport {
   int samples = 0, forward_checks = 0, noncontig_checks = 0, grad_checks = 0, cuda_checks = 0;
+  int inplace_refusals = 0;   // non-contiguous written inputs refused
   bool cuda_skipped = true;
   std::string line(const char* op) const;
 };

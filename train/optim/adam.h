@@ -1,7 +1,8 @@
 // Adam and AdamW (train/optim/): the update of torch.optim.Adam / torch.optim.AdamW on the
-// single-tensor, non-fused, non-amsgrad path. Adam adds weight decay to the gradient (L2);
-// AdamW decays the parameter directly (p *= 1 - lr * weight_decay) before the Adam update.
-// Buffers: "exp_avg" (first moment) and "exp_avg_sq" (second moment).
+// single-tensor, non-fused, non-amsgrad path, run by the adam_update op (autograd/ops.h). Adam
+// adds weight decay to the gradient (L2); AdamW decays the parameter directly
+// (p *= 1 - lr * weight_decay) before the Adam update. A parameter group's weight_decay
+// overrides the options'. Buffers: "exp_avg" (first moment) and "exp_avg_sq" (second moment).
 #pragma once
 #include "train/optim/optimizer.h"
 
@@ -18,12 +19,13 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   explicit Adam(NamedTensors params, AdamOptions options = {});
+  explicit Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
   const AdamOptions& options() const { return options_; }
 
  protected:
-  Adam(std::string name, NamedTensors params, AdamOptions options, bool decoupled_decay);
+  Adam(std::string name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled_decay);
   std::vector<std::string> buffer_names() const override;
-  void update(Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update(const Batch& batch) override;
 
  private:
   AdamOptions options_;
@@ -33,6 +35,7 @@ class Adam : public Optimizer {
 class AdamW : public Adam {
  public:
   explicit AdamW(NamedTensors params, AdamOptions options = {});
+  explicit AdamW(std::vector<ParamGroup> groups, AdamOptions options = {});
 };
 
 }  // namespace qkv::optim

@@ -1,59 +1,45 @@
-// clip_grad_norm: the global gradient norm (a fused double-accumulating loop for contiguous CPU
-// grads, qkv ops elsewhere) and the in-place rescaling of the grads.
+// clip_grad_norm: gathers the defined grads by device and calls the clip_grad_norm op on them
+// (kernels/cpu/optim.cpp has the arithmetic).
 #include "train/optim/clip.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "tensor/view.h"
 
 namespace qkv::optim {
 namespace {
 
-constexpr int64_t kParallelThreshold = 1 << 15;   // elements; below this one thread is faster
+// The grads on one device, in parameter order. The op writes contiguous tensors only: a
+// non-contiguous grad is clipped through a contiguous copy, written back afterwards.
+struct DeviceGrads {
+  Device device;
+  std::vector<Tensor> grads;
+  std::vector<std::pair<Tensor, Tensor>> staged;   // (grad, its contiguous copy)
 
-template <class T>
-double fused_sum_of_squares(const T* g, int64_t n) {
-  double acc = 0;
-#pragma omp parallel for schedule(static) reduction(+ : acc) if (n >= kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) acc += double(g[i]) * double(g[i]);
-  return acc;
-}
-
-template <class T>
-void fused_scale(T* g, int64_t n, double factor) {
-  const T f = T(factor);
-#pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) g[i] = g[i] * f;
-}
-
-// The sum of squares of a fusable grad, computed here. Other grads add theirs to a 0-dim
-// float64 tensor kept per device (returning 0), so CUDA grads cost one host copy per device.
-double sum_of_squares(const Tensor& g, std::vector<Tensor>& device_partials) {
-  if (is_fusable_cpu({g}))
-    return g.dtype() == DType::f32 ? fused_sum_of_squares(g.data<float>(), g.numel())
-                                   : fused_sum_of_squares(g.data<double>(), g.numel());
-  const Tensor g64 = cast(g, DType::f64);
-  const Tensor s = sum(g64 * g64);
-  for (Tensor& partial : device_partials)
-    if (partial.device() == s.device()) {
-      partial = partial + s;
-      return 0.0;
-    }
-  device_partials.push_back(s);
-  return 0.0;
-}
-
-void scale_in_place(Tensor& g, double factor) {
-  if (!is_fusable_cpu({g})) {
-    g.copy_(g * factor);
-    return;
+  double clip(double max_norm) {
+    const double norm = clip_grad_norm_(grads, max_norm).item<double>();
+    for (auto& [g, copy] : staged) g.copy_(copy);
+    return norm;
   }
-  if (g.dtype() == DType::f32)
-    fused_scale(g.data<float>(), g.numel(), factor);
-  else
-    fused_scale(g.data<double>(), g.numel(), factor);
-  g.storage()->bump_version();
+};
+
+std::vector<DeviceGrads> grads_by_device(const NamedTensors& params) {
+  std::vector<DeviceGrads> out;
+  for (const auto& entry : params) {
+    Tensor g = entry.second.grad();
+    if (!g.defined()) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const DeviceGrads& d) { return d.device == g.device(); });
+    if (it == out.end()) it = out.insert(out.end(), DeviceGrads{g.device(), {}, {}});
+    if (!g.is_contiguous()) {
+      it->staged.emplace_back(g, raw::contiguous(g));
+      g = it->staged.back().second;
+    }
+    it->grads.push_back(g);
+  }
+  return out;
 }
 
 }  // namespace
@@ -61,21 +47,20 @@ void scale_in_place(Tensor& g, double factor) {
 double clip_grad_norm(const NamedTensors& params, double max_norm) {
   check<ValueError>(!std::isnan(max_norm) && max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
   NoGradGuard no_grad;
+  std::vector<DeviceGrads> devices = grads_by_device(params);
+  if (devices.empty()) return 0.0;
+  if (devices.size() == 1) return devices[0].clip(max_norm);
+  // Grads on several devices: measure each device's norm, combine them, then clip each device
+  // with the max_norm that gives it the global factor max_norm / (norm + 1e-6).
+  std::vector<double> norms;
   double total = 0;
-  std::vector<Tensor> device_partials;
-  for (const auto& entry : params) {
-    const Tensor g = entry.second.grad();
-    if (g.defined()) total += sum_of_squares(g, device_partials);
+  for (DeviceGrads& d : devices) {
+    norms.push_back(d.clip(INFINITY));
+    total += norms.back() * norms.back();
   }
-  for (const Tensor& partial : device_partials) total += partial.item<double>();
-  const double norm = std::sqrt(total);
-  if (!std::isfinite(norm)) return norm;
-  const double factor = max_norm / (norm + 1e-6);
-  if (factor >= 1) return norm;
-  for (const auto& entry : params) {
-    Tensor g = entry.second.grad();
-    if (g.defined()) scale_in_place(g, factor);
-  }
+  const double norm = std::sqrt(total), factor = max_norm / (norm + 1e-6);
+  if (!std::isfinite(norm) || factor >= 1) return norm;
+  for (size_t k = 0; k < devices.size(); ++k) devices[k].clip(factor * (norms[k] + 1e-6));
   return norm;
 }
 

@@ -1,5 +1,5 @@
 // Gradient clipping (train/optim/): clip_grad_norm, torch.nn.utils.clip_grad_norm_ with the
-// L2 norm.
+// L2 norm, run by the clip_grad_norm op (autograd/ops.h) once per device the grads are on.
 #pragma once
 #include "train/optim/optimizer.h"
 

@@ -1,5 +1,6 @@
-// The Optimizer base class: parameter checks, the step loop (skip undefined grads, create
-// buffers lazily, count updates), zero_grad, the learning rate, and state_dict save / restore.
+// The Optimizer base class: parameter and group checks, the step loop (skip undefined grads,
+// create buffers lazily, count updates, batch each group's parameters by update count for one
+// op call per batch), zero_grad, the learning rate, and state_dict save / restore.
 #include "train/optim/optimizer.h"
 
 #include <algorithm>
@@ -8,17 +9,17 @@
 #include <set>
 
 #include "autograd/grad_mode.h"
+#include "tensor/view.h"
 
 namespace qkv::optim {
 
-bool is_fusable_cpu(std::initializer_list<Tensor> tensors) {
-  const Tensor& first = *tensors.begin();
-  if (first.dtype() != DType::f32 && first.dtype() != DType::f64) return false;
-  for (const Tensor& t : tensors)
-    if (!t.defined() || t.is_cuda() || !t.is_contiguous() || t.dtype() != first.dtype() ||
-        t.numel() != first.numel())
-      return false;
-  return true;
+std::vector<ParamGroup> weight_decay_groups(const NamedTensors& params, double weight_decay) {
+  ParamGroup decayed{{}, weight_decay}, plain{{}, 0.0};
+  for (const auto& entry : params) (entry.second.dim() >= 2 ? decayed : plain).params.push_back(entry);
+  std::vector<ParamGroup> groups;
+  for (ParamGroup* g : {&decayed, &plain})
+    if (!g->params.empty()) groups.push_back(std::move(*g));
+  return groups;
 }
 
 namespace {
@@ -30,6 +31,10 @@ void check_param(const std::string& opt, const std::string& name, const Tensor& 
                     "' has dtype ", dtype_name(p.dtype()), "; optimizers update float32 or float64 tensors");
   check<ValueError>(p.requires_grad() && p.is_leaf(), opt, ": parameter '", name,
                     "' must be a leaf tensor that requires grad (call set_requires_grad() on it)");
+}
+
+void check_weight_decay(const std::string& opt, const std::string& what, double wd) {
+  check<ValueError>(std::isfinite(wd) && wd >= 0, opt, ": ", what, " must be finite and >= 0, got ", wd);
 }
 
 Tensor count_tensor(int64_t n) { return from_vector(std::vector<int64_t>{n}, Shape{}); }
@@ -53,14 +58,22 @@ Tensor copy_like(const Tensor& src, const Tensor& like) {
 
 }  // namespace
 
-Optimizer::Optimizer(std::string name, NamedTensors params, double lr)
-    : name_(std::move(name)), params_(std::move(params)), states_(params_.size()) {
-  check<ValueError>(!params_.empty(), name_, ": got an empty parameter list");
+Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr, double weight_decay)
+    : name_(std::move(name)) {
+  check_weight_decay(name_, "weight_decay", weight_decay);
   std::set<std::string> seen;
-  for (const auto& [pname, p] : params_) {
-    check_param(name_, pname, p);
-    check<ValueError>(seen.insert(pname).second, name_, ": parameter name '", pname, "' appears twice");
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].weight_decay) check_weight_decay(name_, cat("group ", g, "'s weight_decay"), *groups[g].weight_decay);
+    for (const auto& [pname, p] : groups[g].params) {
+      check_param(name_, pname, p);
+      check<ValueError>(seen.insert(pname).second, name_, ": parameter name '", pname, "' appears twice");
+    }
+    groups_.push_back({params_.size(), params_.size() + groups[g].params.size(),
+                       groups[g].weight_decay.value_or(weight_decay)});
+    for (auto& entry : groups[g].params) params_.push_back(std::move(entry));
   }
+  check<ValueError>(!params_.empty(), name_, ": got an empty parameter list");
+  states_.resize(params_.size());
   set_lr(lr);
 }
 
@@ -75,9 +88,28 @@ void Optimizer::zero_grad() {
 
 void Optimizer::step() {
   NoGradGuard no_grad;
+  for (const auto& [pname, p] : params_) {      // checked before anything changes
+    const Tensor g = p.grad();
+    if (g.defined())
+      check<DTypeError>(g.dtype() == p.dtype(), name_, ": parameter '", pname, "' is ", dtype_name(p.dtype()),
+                        " but its grad is ", dtype_name(g.dtype()));
+  }
   const std::vector<std::string> buffers = buffer_names();
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i].second;
+  for (const GroupRange& group : groups_) step_group(group, buffers);
+  ++steps_;
+}
+
+// The group's parameters with a grad, batched by update count (bias correction depends on it),
+// one update() per batch. The update ops write contiguous tensors only: a non-contiguous
+// parameter is updated through a contiguous copy, written back after its batch.
+void Optimizer::step_group(const GroupRange& group, const std::vector<std::string>& buffers) {
+  struct Pending {
+    Batch batch;
+    std::vector<std::pair<Tensor, Tensor>> staged;   // (parameter, its contiguous copy)
+  };
+  std::map<int64_t, Pending> batches;
+  for (size_t i = group.begin; i < group.end; ++i) {
+    const Tensor& p = params_[i].second;
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     ParamState& s = states_[i];
@@ -86,9 +118,23 @@ void Optimizer::step() {
       for (size_t b = 0; b < buffers.size(); ++b) s.buffers.push_back(zeros(p.shape(), {p.dtype(), p.device()}));
     }
     ++s.step;
-    update(p, g, s);
+    Pending& pending = batches[s.step];
+    Batch& batch = pending.batch;
+    batch.step = s.step;
+    batch.weight_decay = group.weight_decay;
+    if (p.is_contiguous()) {
+      batch.params.push_back(p);
+    } else {
+      pending.staged.emplace_back(p, raw::contiguous(p));
+      batch.params.push_back(pending.staged.back().second);
+    }
+    batch.grads.push_back(g);
+    batch.buffers.push_back(s.buffers);
   }
-  ++steps_;
+  for (auto& [count, pending] : batches) {
+    update(pending.batch);
+    for (auto& [p, copy] : pending.staged) p.copy_(copy);
+  }
 }
 
 NamedTensors Optimizer::state_dict() const {

@@ -1,11 +1,11 @@
-// The base class of the training optimizers (train/optim/): a list of named parameters, the
-// learning rate, the step count, and per-parameter state (an update count and the optimizer's
-// buffers, e.g. Adam's moments), with state_dict() / load_state_dict() to save and resume it.
-// Also is_fusable_cpu(), the test the optimizers and clip_grad_norm use to pick their fused
-// raw-pointer loop over the generic path built from qkv ops.
+// The base class of the training optimizers (train/optim/): parameter groups, the learning
+// rate, the step count, per-parameter state (an update count and the optimizer's buffers, e.g.
+// Adam's moments) with state_dict() / load_state_dict() to save and resume it, and the step
+// loop, which batches the parameters for the update ops (autograd/ops.h: adam_update_, ...).
+// The arithmetic lives in those ops; this file is bookkeeping.
 #pragma once
 #include <cstdint>
-#include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,32 +16,43 @@ namespace qkv::optim {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
-// True when every tensor is a contiguous CPU float32/float64 tensor with the dtype and element
-// count of the first: then one flat loop over raw pointers can update them all.
-bool is_fusable_cpu(std::initializer_list<Tensor> tensors);
+// Parameters that share settings; weight_decay, when set, overrides the optimizer's.
+struct ParamGroup {
+  NamedTensors params;
+  std::optional<double> weight_decay;
+};
+
+// GPT practice (nanoGPT, minGPT): tensors with at least 2 dims (matrices, embeddings) decay with
+// `weight_decay`, the others (biases, LayerNorm weights and biases) get weight decay 0. Returns
+// the decayed group, then the other one; an empty group is left out. Order within a group is
+// the order of `params`.
+std::vector<ParamGroup> weight_decay_groups(const NamedTensors& params, double weight_decay);
 
 class Optimizer {
  public:
-  // `params` are leaf float32/float64 tensors that require grad, with unique non-empty names.
-  // `name` ("Adam", "SGD", ...) prefixes error messages.
-  Optimizer(std::string name, NamedTensors params, double lr);
+  // `groups` hold leaf float32/float64 tensors that require grad, with non-empty names unique
+  // across all groups, at least one in all; a group may be empty. `name` ("Adam", "SGD", ...)
+  // prefixes error messages; `weight_decay` is the optimizer's, which groups may override.
+  Optimizer(std::string name, std::vector<ParamGroup> groups, double lr, double weight_decay);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
   // One update of every parameter whose grad is defined (others are skipped, as in PyTorch),
-  // under NoGradGuard, in place. Buffers are created on a parameter's first update.
+  // under NoGradGuard, in place. Buffers are created on a parameter's first update. Within a
+  // group, the parameters with the same update count go to update() together: one op call.
   virtual void step();
   void zero_grad();                             // drops every parameter's .grad
 
   double lr() const { return lr_; }
   void set_lr(double lr);                       // lr >= 0 and finite
   int64_t steps() const { return steps_; }      // calls to step() so far
-  const NamedTensors& params() const { return params_; }
+  const NamedTensors& params() const { return params_; }   // every group's, in order
 
   // A snapshot (copies, not views) of the optimizer state: "step" (0-dim int64, steps()), and
   // for each parameter that has been updated, "step.<param>" (its own update count, which
-  // drives bias correction) and "<buffer>.<param>" for each buffer_names() entry.
+  // drives bias correction) and "<buffer>.<param>" for each buffer_names() entry. Groups do not
+  // show: the names are the parameters'.
   NamedTensors state_dict() const;
   // Restores a state_dict() exactly. Every entry is checked before anything changes: a missing,
   // unexpected or mis-shaped entry throws ValueError naming it. Buffers are copied onto each
@@ -49,24 +60,39 @@ class Optimizer {
   void load_state_dict(const NamedTensors& state);
 
  protected:
-  struct ParamState {
-    int64_t step = 0;                           // updates this parameter has received
-    std::vector<Tensor> buffers;                // one per buffer_names() entry, same order
+  // Parameters of one group with the same update count, updated together.
+  struct Batch {
+    std::vector<Tensor> params;                 // contiguous (a non-contiguous one is staged)
+    std::vector<Tensor> grads;                  // may be strided views
+    std::vector<std::vector<Tensor>> buffers;   // buffers[i]: params[i]'s, in buffer_names() order
+    int64_t step = 0;                           // every parameter's update count, this one included
+    double weight_decay = 0;                    // the group's override, else the optimizer's
   };
 
   // Names of the per-parameter buffers ("exp_avg", ...); may be empty.
   virtual std::vector<std::string> buffer_names() const = 0;
-  // Updates `param` in place from `grad`. state.step already counts this update; buffers are
-  // contiguous, zero-filled on the first update, on the parameter's device and dtype.
-  virtual void update(Tensor& param, const Tensor& grad, ParamState& state) = 0;
+  // Updates a batch in place, with one op call. Buffers are contiguous, zero-filled on the
+  // first update, on the parameter's device and dtype.
+  virtual void update(const Batch& batch) = 0;
 
   const std::string& name() const { return name_; }
 
  private:
+  struct ParamState {
+    int64_t step = 0;                           // updates this parameter has received
+    std::vector<Tensor> buffers;                // one per buffer_names() entry, same order
+  };
+  struct GroupRange {
+    size_t begin, end;                          // into params_
+    double weight_decay;
+  };
+
+  void step_group(const GroupRange& group, const std::vector<std::string>& buffers);
   std::vector<ParamState> restore_states(const NamedTensors& state) const;
 
   std::string name_;
   NamedTensors params_;
+  std::vector<GroupRange> groups_;
   std::vector<ParamState> states_;
   double lr_ = 0;
   int64_t steps_ = 0;

@@ -1,7 +1,8 @@
-// SGD (train/optim/): torch.optim.SGD with dampening 0. Weight decay is added to the gradient
-// (L2); with momentum the buffer starts as the first gradient and then follows
-// buf = momentum * buf + g; the step uses buf, or g + momentum * buf with nesterov.
-// Buffer (only when momentum != 0): "momentum_buffer".
+// SGD (train/optim/): torch.optim.SGD with dampening 0, run by the sgd_update op
+// (autograd/ops.h). Weight decay is added to the gradient (L2); a parameter group's
+// weight_decay overrides the options'. With momentum the buffer starts as the first gradient
+// and then follows buf = momentum * buf + g; the step uses buf, or g + momentum * buf with
+// nesterov. Buffer (only when momentum != 0): "momentum_buffer".
 #pragma once
 #include "train/optim/optimizer.h"
 
@@ -17,11 +18,12 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   explicit SGD(NamedTensors params, SGDOptions options = {});
+  explicit SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
   const SGDOptions& options() const { return options_; }
 
  protected:
   std::vector<std::string> buffer_names() const override;
-  void update(Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update(const Batch& batch) override;
 
  private:
   SGDOptions options_;

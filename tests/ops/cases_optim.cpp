@@ -1,0 +1,188 @@
+// Test cases for the optimizer ops (adam_update, sgd_update, clip_grad_norm), which update their
+// inputs in place: each reference returns the expected new values of the written inputs, from
+// plain loops in double following PyTorch's formulas (torch.optim.Adam / AdamW on the
+// single-tensor path, torch.optim.SGD with dampening 0, torch.nn.utils.clip_grad_norm_). Also the
+// in-place rules call_op enforces for them.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/autograd.h"
+#include "autograd/dispatch.h"
+#include "tests/ops/references.h"
+
+namespace qkv::test {
+
+namespace {
+
+// The shapes every sample mixes in one call: a matrix, a 0-dim tensor, a 1-element tensor.
+const std::vector<Shape> kMixed = {{2, 3}, {}, {1}};
+
+// One group per shape: (param, grad, exp_avg, exp_avg_sq).
+std::vector<InputSpec> adam_groups(const std::vector<Shape>& shapes) {
+  std::vector<InputSpec> in;
+  for (const Shape& s : shapes)
+    for (InputSpec spec : {real(s), real(s), real(s), positive(s)}) in.push_back(constant(spec));
+  return in;
+}
+
+// One group per shape: (param, grad, momentum_buffer), the buffer left out without momentum.
+std::vector<InputSpec> sgd_groups(const std::vector<Shape>& shapes, bool momentum) {
+  std::vector<InputSpec> in;
+  for (const Shape& s : shapes)
+    for (InputSpec spec : {real(s), real(s), momentum ? real(s) : absent()}) in.push_back(constant(spec));
+  return in;
+}
+
+std::vector<InputSpec> grads(const std::vector<Shape>& shapes) {
+  std::vector<InputSpec> in;
+  for (const Shape& s : shapes) in.push_back(constant(real(s)));
+  return in;
+}
+
+}  // namespace
+
+OpCase case_adam_update() {
+  OpCase c;
+  const auto adam = [](double wd, int64_t step, bool decoupled) {
+    return AdamAttrs{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = wd, .step = step,
+                     .decoupled = decoupled};
+  };
+  c.samples = {{"Adam, step 1", adam_groups(kMixed), adam(0, 1, false)},
+               {"Adam, L2 decay, step 7", adam_groups({{4}, {3, 2}, {}}), adam(0.1, 7, false)},
+               {"AdamW, step 1", adam_groups(kMixed), adam(0.1, 1, true)},
+               {"AdamW, step 7", adam_groups({{5}, {1}, {2, 2, 2}}), adam(0.3, 7, true)},
+               {"AdamW without decay, one group", adam_groups({{3, 4}}), adam(0, 7, true)}};
+  c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
+    const auto& a = std::get<AdamAttrs>(attrs);
+    const double bc1 = 1 - std::pow(a.beta1, double(a.step)), bc2 = 1 - std::pow(a.beta2, double(a.step));
+    std::vector<Ref> written;
+    for (size_t i = 0; i < in.size(); i += 4) {
+      Ref p = in[i], m = in[i + 2], v = in[i + 3];
+      for (size_t e = 0; e < p.v.size(); ++e) {
+        double g = in[i + 1].v[e];
+        if (a.decoupled) p.v[e] *= 1 - a.lr * a.weight_decay;
+        else g += a.weight_decay * p.v[e];
+        m.v[e] = a.beta1 * m.v[e] + (1 - a.beta1) * g;
+        v.v[e] = a.beta2 * v.v[e] + (1 - a.beta2) * g * g;
+        p.v[e] -= a.lr / bc1 * m.v[e] / (std::sqrt(v.v[e]) / std::sqrt(bc2) + a.eps);
+      }
+      written.insert(written.end(), {p, m, v});
+    }
+    return written;
+  };
+  return c;
+}
+
+OpCase case_sgd_update() {
+  OpCase c;
+  const auto sgd = [](double momentum, double wd, bool nesterov, bool first) {
+    return SgdAttrs{.lr = 0.1, .momentum = momentum, .weight_decay = wd, .nesterov = nesterov, .first = first};
+  };
+  c.samples = {{"plain", sgd_groups(kMixed, false), sgd(0, 0, false, false)},
+               {"weight decay", sgd_groups({{4}, {2, 3}}, false), sgd(0, 0.05, false, true)},
+               {"momentum, first update", sgd_groups(kMixed, true), sgd(0.9, 0, false, true)},
+               {"momentum, weight decay", sgd_groups({{3}, {}, {2, 2}}, true), sgd(0.9, 0.05, false, false)},
+               {"nesterov, first update", sgd_groups(kMixed, true), sgd(0.8, 0.05, true, true)},
+               {"nesterov", sgd_groups({{1}, {4, 2}}, true), sgd(0.8, 0.05, true, false)}};
+  c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
+    const auto& a = std::get<SgdAttrs>(attrs);
+    std::vector<Ref> written;
+    for (size_t i = 0; i < in.size(); i += 3) {
+      Ref p = in[i], buf = in[i + 2];           // buf: empty without momentum
+      for (size_t e = 0; e < p.v.size(); ++e) {
+        double d = in[i + 1].v[e] + a.weight_decay * p.v[e];
+        if (a.momentum != 0) {
+          buf.v[e] = a.first ? d : a.momentum * buf.v[e] + d;
+          d = a.nesterov ? d + a.momentum * buf.v[e] : buf.v[e];
+        }
+        p.v[e] -= a.lr * d;
+      }
+      written.insert(written.end(), {p, buf});
+    }
+    return written;
+  };
+  return c;
+}
+
+OpCase case_clip_grad_norm() {
+  OpCase c;
+  const std::vector<Shape> shapes = {{2, 3}, {}, {1}, {4}};
+  c.samples = {{"max_norm above the norm", grads(shapes), ClipAttrs{1e3}},
+               {"max_norm below the norm", grads(shapes), ClipAttrs{0.5}},
+               {"one grad, scaled", grads({{3, 2}}), ClipAttrs{0.25}},
+               {"max_norm +inf only measures", grads(shapes), ClipAttrs{INFINITY}}};
+  c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
+    const double max_norm = std::get<ClipAttrs>(attrs).max_norm;
+    double total = 0;
+    for (const Ref& g : in)
+      for (double x : g.v) total += x * x;
+    Ref norm(Shape{}, std::sqrt(total));
+    const double factor = max_norm / (norm.v[0] + 1e-6);
+    std::vector<Ref> out = {norm};
+    for (const Ref& g : in) out.push_back(factor < 1 ? map1(g, [&](double x) { return x * factor; }) : g);
+    return out;
+  };
+  return c;
+}
+
+// ---- the in-place rules call_op enforces ---------------------------------------------------------
+
+TEST_CASE("in-place ops: a written input that requires grad is refused while grad mode is on") {
+  Tensor p = ones({3}).set_requires_grad(), g = ones({3}), m = zeros({3}), v = zeros({3});
+  const AdamAttrs attrs{.lr = 0.1, .step = 1};
+  CHECK_THROWS_WITH_AS(adam_update_({p, g, m, v}, attrs),
+                       doctest::Contains("adam_update: input 0 (float32 [3]) is a leaf tensor that requires grad"),
+                       AutogradError);
+  CHECK_THROWS_WITH_AS(adam_update_({p, g, m, v}, attrs), doctest::Contains("NoGradGuard"), AutogradError);
+  CHECK(p.to_vector<double>() == std::vector<double>{1, 1, 1});
+  NoGradGuard no_grad;
+  adam_update_({p, g, m, v}, attrs);
+  CHECK(p.to_vector<double>()[0] == doctest::Approx(0.9));
+}
+
+TEST_CASE("in-place ops: every written input's storage version is bumped, the read-only ones' are not") {
+  Tensor p = ones({3}), g = ones({3}), m = zeros({3}), v = zeros({3});
+  const uint64_t before_p = p.storage()->version(), before_g = g.storage()->version();
+  const uint64_t before_m = m.storage()->version(), before_v = v.storage()->version();
+  adam_update_({p, g, m, v}, AdamAttrs{.lr = 0.1, .step = 1});
+  CHECK(p.storage()->version() == before_p + 1);
+  CHECK(m.storage()->version() == before_m + 1);
+  CHECK(v.storage()->version() == before_v + 1);
+  CHECK(g.storage()->version() == before_g);
+  const Tensor norm = clip_grad_norm_({g}, 1.0);
+  CHECK(g.storage()->version() == before_g + 1);
+  CHECK(norm.dim() == 0);
+  CHECK(norm.dtype() == DType::f64);
+  CHECK(norm.item<double>() == doctest::Approx(std::sqrt(3.0)));
+}
+
+TEST_CASE("in-place ops: a saved tensor updated in place makes backward refuse") {
+  Tensor p = ones({3}).set_requires_grad();
+  Tensor y = sum(p * p);                        // saves p
+  {
+    NoGradGuard no_grad;
+    sgd_update_({p, ones({3}), Tensor()}, SgdAttrs{.lr = 0.1});
+  }
+  CHECK_THROWS_AS(y.backward(), AutogradError);
+}
+
+TEST_CASE("in-place ops: groups are checked one by one") {
+  NoGradGuard no_grad;
+  const Tensor p = ones({2, 3}), g = ones({2, 3}), q = ones({4});
+  const AdamAttrs adam{.lr = 0.1, .step = 1};
+  CHECK_THROWS_WITH_AS(adam_update_({p, g, zeros({2, 3}), zeros({2, 3}), q, ones({4}), zeros({3}), zeros({4})}, adam),
+                       doctest::Contains("adam_update: group 1: exp_avg float32 [3] does not match param float32 [4]"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(adam_update_({p, g, zeros({2, 3})}, adam),
+                       doctest::Contains("adam_update: expected one or more groups of 4 inputs, got 3"), ValueError);
+  CHECK_THROWS_WITH_AS(sgd_update_({p, ones({2, 3}, DType::f64), Tensor()}, SgdAttrs{.lr = 0.1}),
+                       doctest::Contains("sgd_update: group 0: grad float64 [2, 3] does not match param float32"),
+                       DTypeError);
+  CHECK_THROWS_WITH_AS(sgd_update_({p, ones({2, 3}), Tensor()}, SgdAttrs{.lr = 0.1, .momentum = 0.9}),
+                       doctest::Contains("sgd_update: group 0 has no momentum_buffer"), ValueError);
+  CHECK_THROWS_WITH_AS(clip_grad_norm_({ones({3}), ones({2, 2}).transpose(0, 1)}, 1.0),
+                       doctest::Contains("clip_grad_norm: input 1 (float32 [2, 2]) must be contiguous"), ValueError);
+}
+
+}  // namespace qkv::test
