@@ -20,7 +20,10 @@ std::string arity_str(const autograd::OpInfo& r) {
 std::string written_str(const autograd::OpInfo& r) {
   std::string out;
   for (unsigned i = 0; i < 32; ++i)
-    if ((r.writes >> i) & 1u) out += (out.empty() ? "" : ",") + std::to_string(i);
+    if ((r.writes >> i) & 1u) {
+      if (!out.empty()) out += ',';
+      out += std::to_string(i);
+    }
   return out.empty() ? "-" : out;
 }
 

@@ -13,57 +13,10 @@
 
 namespace qkv::loops {
 
-using optim::AdamOptions;
 using optim::AdamW;
 using optim::LRSchedule;
 using optim::NamedTensors;
 using optim::clip_grad_norm;
-
-namespace {
-
-// AdamW in two groups, as GPT training does it: matrices and embeddings decay, biases and
-// LayerNorm parameters do not.
-struct LmOptimizer {
-  NamedTensors all, decayed, plain;
-  std::unique_ptr<AdamW> decay, no_decay;
-
-  LmOptimizer(const NamedTensors& params, const LmTrainOptions& o) : all(params) {
-    for (const auto& p : params) (p.second.dim() >= 2 ? decayed : plain).push_back(p);
-    AdamOptions a = o.adam;
-    decay = std::make_unique<AdamW>(decayed, a);
-    a.weight_decay = 0;
-    no_decay = std::make_unique<AdamW>(plain, a);
-  }
-  void set_lr(double lr) {
-    decay->set_lr(lr);
-    no_decay->set_lr(lr);
-  }
-  void step() {
-    decay->step();
-    no_decay->step();
-  }
-  void zero_grad() {
-    decay->zero_grad();
-    no_decay->zero_grad();
-  }
-  NamedTensors state_dict() const {
-    NamedTensors out;
-    for (auto& [n, t] : decay->state_dict()) out.emplace_back("decay." + n, t);
-    for (auto& [n, t] : no_decay->state_dict()) out.emplace_back("no_decay." + n, t);
-    return out;
-  }
-  void load_state_dict(const NamedTensors& state) {
-    NamedTensors d, p;
-    for (const auto& [n, t] : state) {
-      if (n.starts_with("decay.")) d.emplace_back(n.substr(6), t);
-      else if (n.starts_with("no_decay.")) p.emplace_back(n.substr(9), t);
-    }
-    decay->load_state_dict(d);
-    no_decay->load_state_dict(p);
-  }
-};
-
-}  // namespace
 
 double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches) {
   NoGradGuard no_grad;
@@ -84,7 +37,10 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   check<ValueError>(o.steps > 0 && o.grad_accum > 0 && o.eval_every > 0 && o.eval_batches > 0 && o.keep_checkpoints > 0,
                     "lm training: steps, grad_accum, eval_every, eval_batches and keep_checkpoints must be positive");
   const Device device = model.wte.weight.device();
-  LmOptimizer opt(model.named_parameters(), o);
+  // AdamW in two groups, as GPT training does it: matrices and embeddings decay, biases and
+  // LayerNorm parameters do not.
+  const NamedTensors params = model.named_parameters();
+  AdamW opt(optim::weight_decay_groups(params, o.adam.weight_decay), o.adam);
   LmLoopState s;
   LmTrainResult result;
   std::optional<LmCheckpoint> resumed = o.resume ? load_latest_lm_checkpoint(o.dir, device) : std::nullopt;
@@ -127,7 +83,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       step_tokens += x.numel();
     }
     tokens_timed += step_tokens;
-    const double norm = clip_grad_norm(opt.all, o.clip > 0 ? o.clip : INFINITY);
+    const double norm = clip_grad_norm(params, o.clip > 0 ? o.clip : INFINITY);
     const bool skip = !std::isfinite(norm) || (o.skip_grad_norm > 0 && norm > o.skip_grad_norm);
     if (skip) ++s.skipped;
     else opt.step();
