@@ -16,7 +16,7 @@ const Shape& shape_of(const BackwardArgs& a, size_t i) { return a.input_meta[i].
 Tensor unreduce(const Tensor& g, const Shape& in_shape, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor r = g;
   if (!keepdim)
-    for (int64_t d : dims) r = r.unsqueeze(d);   // dims are sorted ascending
+    for (int64_t d : dims) r = r.unsqueeze(d);  // dims are sorted ascending
   return r.expand(in_shape);
 }
 
@@ -72,7 +72,8 @@ Grads sigmoid(const BackwardArgs& a) {
 }
 Grads relu(const BackwardArgs& a) {
   const Tensor& y = a.outputs[0];
-  return {where(gt(y, scalar_tensor(0, {y.dtype(), y.device()})), a.grads[0], scalar_tensor(0, {y.dtype(), y.device()}))};
+  return {
+      where(gt(y, scalar_tensor(0, {y.dtype(), y.device()})), a.grads[0], scalar_tensor(0, {y.dtype(), y.device()}))};
 }
 Grads gelu(const BackwardArgs& a) {
   return {gelu_backward(a.grads[0], a.inputs[0], attr<GeluAttrs>(a.attrs, "gelu").tanh)};
@@ -146,8 +147,8 @@ Grads embedding(const BackwardArgs& a) {
 }
 
 Grads cross_entropy(const BackwardArgs& a) {
-  const Tensor dx = call_op(OpId::cross_entropy_backward,
-                            {a.grads[0], a.inputs[0], a.inputs[1], a.outputs[1]}, a.attrs)[0];
+  const Tensor dx =
+      call_op(OpId::cross_entropy_backward, {a.grads[0], a.inputs[0], a.inputs[1], a.outputs[1]}, a.attrs)[0];
   return {dx, Tensor()};
 }
 
@@ -158,8 +159,8 @@ Grads dropout(const BackwardArgs& a) {
 
 Grads attention(const BackwardArgs& a) {
   const auto& in = a.inputs;
-  const std::vector<Tensor> g = call_op(OpId::attention_backward,
-                                        {a.grads[0], in[0], in[1], in[2], in[3], a.outputs[0], a.outputs[1]}, a.attrs);
+  const std::vector<Tensor> g =
+      call_op(OpId::attention_backward, {a.grads[0], in[0], in[1], in[2], in[3], a.outputs[0], a.outputs[1]}, a.attrs);
   return {g[0], g[1], g[2], a.input_meta[3].defined ? g[3] : Tensor()};
 }
 

@@ -15,12 +15,12 @@ struct TensorMeta;
 
 struct BackwardArgs {
   const char* op;
-  std::span<const Tensor> inputs;         // saved inputs (undefined unless the row saves them)
-  std::span<const Tensor> outputs;        // saved outputs (likewise)
-  std::span<const TensorMeta> input_meta; // shape / dtype / device of every input
-  std::span<const Tensor> grads;          // one per output; zeros where no gradient arrived
+  std::span<const Tensor> inputs;          // saved inputs (undefined unless the row saves them)
+  std::span<const Tensor> outputs;         // saved outputs (likewise)
+  std::span<const TensorMeta> input_meta;  // shape / dtype / device of every input
+  std::span<const Tensor> grads;           // one per output; zeros where no gradient arrived
   const Attrs& attrs;
-  std::span<const bool> needs_grad;       // per input
+  std::span<const bool> needs_grad;  // per input
 };
 
 // Returns one gradient per input (undefined where none is needed).

@@ -3,8 +3,8 @@
 #include <chrono>
 
 #include "autograd/grad_mode.h"
-#include "autograd/profiler.h"
 #include "autograd/node.h"
+#include "autograd/profiler.h"
 #include "tensor/view.h"
 
 namespace qkv::autograd {
@@ -25,14 +25,15 @@ struct OpNode final : Node {
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     if (!op->backward)
-      throw AutogradError(cat("backward reached op '", op->name, "', which is not differentiable "
+      throw AutogradError(cat("backward reached op '", op->name,
+                              "', which is not differentiable "
                               "(detach its inputs, or compute it under NoGradGuard)"));
     std::vector<Tensor> in(saved_inputs.size()), out(saved_outputs.size());
     for (size_t i = 0; i < in.size(); ++i) in[i] = saved_inputs[i].unpack(op->name);
     for (size_t i = 0; i < out.size(); ++i) out[i] = saved_outputs[i].unpack(op->name);
     if (in.empty()) in.resize(inputs.size());
     if (out.empty()) out.resize(outputs.size());
-    for (size_t i = 0; i < grads.size(); ++i)   // outputs no gradient reached count as zero
+    for (size_t i = 0; i < grads.size(); ++i)  // outputs no gradient reached count as zero
       if (!grads[i].defined() && is_floating(outputs[i].dtype))
         grads[i] = zeros(outputs[i].shape, {outputs[i].dtype, outputs[i].device});
     std::unique_ptr<bool[]> needs(new bool[next.size()]);
@@ -46,8 +47,7 @@ void check_inputs(const OpInfo& info, const std::vector<Tensor>& in) {
   const char* op = info.name;
   if (info.arity >= 0)
     check<ValueError>(int(in.size()) == info.arity, op, ": expected ", info.arity, " inputs, got ", in.size());
-  else if (info.group_size() == 1)
-    check<ValueError>(!in.empty(), op, ": expected at least one input");
+  else if (info.group_size() == 1) check<ValueError>(!in.empty(), op, ": expected at least one input");
   else
     check<ValueError>(!in.empty() && in.size() % size_t(info.group_size()) == 0, op,
                       ": expected one or more groups of ", info.group_size(), " inputs, got ", in.size(), " inputs");
@@ -61,16 +61,24 @@ Device common_device(const OpInfo& info, std::vector<Tensor>& in, const Attrs& a
   if (in.empty()) return attr<RandomAttrs>(attrs, info.name).device;
   const Tensor* first = nullptr;
   for (const Tensor& t : in)
-    if (t.defined() && !(t.dim() == 0 && t.device().is_cpu())) { first = &t; break; }
+    if (t.defined() && !(t.dim() == 0 && t.device().is_cpu())) {
+      first = &t;
+      break;
+    }
   if (!first) return kCPU;
   const Device dev = first->device();
   for (size_t i = 0; i < in.size(); ++i) {
     Tensor& t = in[i];
     if (!t.defined() || t.device() == dev) continue;
-    if (t.dim() == 0 && t.device().is_cpu() && !info.is_written(i)) { t = raw::to(t, t.dtype(), dev); continue; }
+    if (t.dim() == 0 && t.device().is_cpu() && !info.is_written(i)) {
+      t = raw::to(t, t.dtype(), dev);
+      continue;
+    }
     if (info.is_written(i))
-      throw DeviceError(cat(info.name, ": input ", i, " ", describe(t), " is on ", t.device(), " but is updated in "
-                            "place by an op on ", dev, " (move it there first)"));
+      throw DeviceError(cat(info.name, ": input ", i, " ", describe(t), " is on ", t.device(),
+                            " but is updated in "
+                            "place by an op on ",
+                            dev, " (move it there first)"));
     throw DeviceError(cat(info.name, ": expected all inputs on one device, got ", describe(*first), " on ",
                           first->device(), " and input ", i, " ", describe(t), " on ", t.device()));
   }
@@ -88,7 +96,8 @@ void check_written(const OpInfo& info, const std::vector<Tensor>& in) {
                       ") must be contiguous: it is updated in place");
     if (grad_enabled() && t.requires_grad())
       throw AutogradError(cat(info.name, ": input ", i, " (", describe(t), ") is ",
-                              t.is_leaf() ? "a leaf tensor" : "a tensor", " that requires grad and is being used in an "
+                              t.is_leaf() ? "a leaf tensor" : "a tensor",
+                              " that requires grad and is being used in an "
                               "in-place operation; run it under NoGradGuard (as optimizer steps do)"));
   }
 }
@@ -131,7 +140,7 @@ std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
     // graph that saved a written tensor refuse instead of using the new values.
     for (size_t i = 0; i < in.size(); ++i)
       if (info.is_written(i) && in[i].defined()) in[i].storage()->bump_version();
-    return out;                                 // no graph: in-place ops have no backward
+    return out;  // no graph: in-place ops have no backward
   }
   if (!any_requires_grad(in)) return out;
   auto node = std::make_shared<OpNode>(info, std::move(attrs));

@@ -20,7 +20,8 @@ SavedTensor::SavedTensor(const Tensor& t) {
 
 Tensor SavedTensor::unpack(const std::string& op) const {
   if (t_.defined() && t_.storage()->version() != version_)
-    throw AutogradError(cat("a tensor saved by op '", op, "' for backward was modified in place "
+    throw AutogradError(cat("a tensor saved by op '", op,
+                            "' for backward was modified in place "
                             "afterwards; its gradient would be wrong (clone it before modifying)"));
   return t_;
 }
@@ -97,7 +98,8 @@ void run_backward(const Tensor& root, const Tensor& root_grad, bool retain_graph
     std::shared_ptr<Node> node = ready.back();
     ready.pop_back();
     if (node->released && pending.count(node.get()))
-      throw AutogradError(cat("backward reached op '", node->name(), "' whose saved tensors were freed by an "
+      throw AutogradError(cat("backward reached op '", node->name(),
+                              "' whose saved tensors were freed by an "
                               "earlier backward; call backward(grad, /*retain_graph=*/true) the first time"));
     // A node that no gradient reached still releases its inputs' dependency counts.
     std::vector<Tensor> input_grads;

@@ -14,7 +14,7 @@ namespace qkv::autograd {
 struct Node;
 
 struct Edge {
-  std::shared_ptr<Node> node;   // null: this input needs no gradient
+  std::shared_ptr<Node> node;  // null: this input needs no gradient
   int output_nr = 0;
 };
 
@@ -52,9 +52,9 @@ struct Node {
   // Drops saved tensors after a backward that did not retain the graph.
   virtual void release_saved() {}
 
-  std::vector<Edge> next;              // one per input
-  std::vector<TensorMeta> inputs;      // what each input looked like
-  std::vector<TensorMeta> outputs;     // what each output looks like
+  std::vector<Edge> next;           // one per input
+  std::vector<TensorMeta> inputs;   // what each input looked like
+  std::vector<TensorMeta> outputs;  // what each output looks like
   bool released = false;
 };
 

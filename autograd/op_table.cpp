@@ -36,7 +36,7 @@ constexpr bool rows_are_well_formed() {
 }
 
 // Checked on the column's type, so writing nullptr where a function belongs does not compile.
-#define QKV_OP_CHECK(id, in, opt, writes, out, dtypes, save, shape_rule, cpu_kernel, cuda_kernel, backward_rule) \
+#define QKV_OP_CHECK(id, in, opt, writes, out, dtypes, save, shape_rule, cpu_kernel, cuda_kernel, backward_rule)  \
   static_assert(std::is_function_v<decltype(shape_rule)>, "op " #id ": the shape column must name a shape rule"); \
   static_assert(std::is_function_v<decltype(cpu_kernel)>, "op " #id ": the cpu column must name a CPU kernel");
 QKV_OPS(QKV_OP_CHECK)
@@ -44,7 +44,8 @@ QKV_OPS(QKV_OP_CHECK)
 
 static_assert(std::size(kTable) == size_t(kOpCount), "one OpInfo per QKV_OPS row");
 static_assert(rows_are_in_id_order(), "kTable must be indexable by OpId");
-static_assert(rows_are_well_formed(), "an op needs at least one output unless it writes an input; its opt and writes "
+static_assert(rows_are_well_formed(),
+              "an op needs at least one output unless it writes an input; its opt and writes "
               "masks name only its inputs; an op that writes an input has no backward and saves nothing");
 
 }  // namespace

@@ -106,18 +106,18 @@ enum SaveMask : uint8_t { kSaveNone = 0, kSaveInputs = 1, kSaveOutputs = 2, kSav
 struct OpInfo {
   OpId id;
   const char* name;
-  int arity;                 // -g: one or more groups of g inputs
-  unsigned optional;         // bit i set: input i (position i of each group) may be undefined
-  unsigned writes;           // bit i set: input i (position i of each group) is updated in place
+  int arity;          // -g: one or more groups of g inputs
+  unsigned optional;  // bit i set: input i (position i of each group) may be undefined
+  unsigned writes;    // bit i set: input i (position i of each group) is updated in place
   int outputs;
   DTypeSet dtypes;
   SaveMask save;
   ShapeRule shape;
   kernels::Kernel cpu;
-  kernels::Kernel cuda;      // nullptr: no CUDA kernel yet
-  BackwardRule backward;     // nullptr: not differentiable
+  kernels::Kernel cuda;   // nullptr: no CUDA kernel yet
+  BackwardRule backward;  // nullptr: not differentiable
 
-  constexpr int group_size() const { return arity < 0 ? -arity : 0; }   // 0: a fixed arity
+  constexpr int group_size() const { return arity < 0 ? -arity : 0; }  // 0: a fixed arity
   // Input i's position in the row's masks: i itself, or its position within its group.
   constexpr size_t position(size_t i) const { return arity < 0 ? i % size_t(-arity) : i; }
   constexpr bool is_optional(size_t i) const { return position(i) < 32 && ((optional >> position(i)) & 1u); }

@@ -33,8 +33,12 @@ Tensor tanh(const Tensor& x) { return one(OpId::tanh, {x}); }
 Tensor sigmoid(const Tensor& x) { return one(OpId::sigmoid, {x}); }
 Tensor relu(const Tensor& x) { return one(OpId::relu, {x}); }
 Tensor gelu(const Tensor& x, bool t) { return one(OpId::gelu, {x}, GeluAttrs{t}); }
-Tensor gelu_backward(const Tensor& g, const Tensor& x, bool t) { return one(OpId::gelu_backward, {g, x}, GeluAttrs{t}); }
-Tensor masked_fill(const Tensor& x, const Tensor& m, double v) { return one(OpId::masked_fill, {x, m}, ScalarAttrs{v}); }
+Tensor gelu_backward(const Tensor& g, const Tensor& x, bool t) {
+  return one(OpId::gelu_backward, {g, x}, GeluAttrs{t});
+}
+Tensor masked_fill(const Tensor& x, const Tensor& m, double v) {
+  return one(OpId::masked_fill, {x, m}, ScalarAttrs{v});
+}
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return one(OpId::where, {c, a, b}); }
 
 namespace {
@@ -51,12 +55,14 @@ ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
   auto out = call_op(OpId::max, {x}, DimAttrs{wrap_dim(dim, x.dim(), "max"), keepdim});
   return {out[0], out[1]};
 }
-Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
-  return max(x.detach(), dim, keepdim).indices;
-}
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return max(x.detach(), dim, keepdim).indices; }
 
-Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) { return one(OpId::matmul, {a, b}, MatmulAttrs{ta, tb}); }
-Tensor softmax(const Tensor& x, int64_t dim) { return one(OpId::softmax, {x}, DimAttrs{wrap_dim(dim, x.dim(), "softmax")}); }
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  return one(OpId::matmul, {a, b}, MatmulAttrs{ta, tb});
+}
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return one(OpId::softmax, {x}, DimAttrs{wrap_dim(dim, x.dim(), "softmax")});
+}
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   return one(OpId::log_softmax, {x}, DimAttrs{wrap_dim(dim, x.dim(), "log_softmax")});
 }
@@ -152,7 +158,7 @@ namespace {
 Tensor random(OpId id, RandomKind kind, const Shape& shape, double a, double b, TensorOptions opts, Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
   RandomAttrs attrs{kind, a, b, shape, opts.dtype, opts.device, g.seed(), 0};
-  autograd::shape::random({}, attrs, autograd::op_info(id).name);   // validate before drawing
+  autograd::shape::random({}, attrs, autograd::op_info(id).name);  // validate before drawing
   attrs.offset = g.reserve(numel(shape));
   return one(id, {}, attrs);
 }

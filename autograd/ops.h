@@ -17,8 +17,8 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);      // bool
-Tensor eq(const Tensor& a, const Tensor& b);      // bool
+Tensor gt(const Tensor& a, const Tensor& b);  // bool
+Tensor eq(const Tensor& a, const Tensor& b);  // bool
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor exp(const Tensor& x);
@@ -38,8 +38,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
-struct ValuesIndices { Tensor values, indices; };
-ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);   // first maximum wins
+struct ValuesIndices {
+  Tensor values, indices;
+};
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);  // first maximum wins
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 
 // ---- linear algebra and normalization ------------------------------------------------------
@@ -49,9 +51,11 @@ Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 // Normalizes over the last dim; weight and bias ([D]) may be undefined.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
-struct LayerNormGrads { Tensor dx, dweight, dbias; };
-LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
-                                   const Tensor& mean, const Tensor& rstd);
+struct LayerNormGrads {
+  Tensor dx, dweight, dbias;
+};
+LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& rstd);
 
 // ---- lookup, loss, regularization ----------------------------------------------------------
 Tensor embedding(const Tensor& weight, const Tensor& ids);
@@ -64,8 +68,8 @@ Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen =
 // q [B, H, T, D], k [B, Hk, S, D], v [B, Hk, S, Dv] with H a multiple of Hk (query head h reads
 // KV head h / (H / Hk)); k and v may be the same tensor; bias [T, S] or undefined; causal masks
 // key j for query i when j > i + S - T; scale 0 means 1/sqrt(D). Returns [B, H, T, Dv].
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias = Tensor(),
-                 bool causal = false, double scale = 0);
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias = Tensor(), bool causal = false,
+                 double scale = 0);
 
 // ---- convolution, normalization and pooling of images [N, C, H, W] ---------------------------
 // Spatial pairs are (height, width), as in PyTorch.
@@ -73,7 +77,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
 // Ho = (H + 2 padding - kh) / stride + 1 (likewise Wo).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0});
-struct Conv2dGrads { Tensor dx, dweight, dbias; };
+struct Conv2dGrads {
+  Tensor dx, dweight, dbias;
+};
 Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                             std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0});
 // Inference batch norm over dim 1 of x [N, C, ...] with the given running statistics ([C]);
@@ -96,7 +102,7 @@ Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const T
 
 // ---- conversion -------------------------------------------------------------------------------
 Tensor cast(const Tensor& x, DType dtype);
-Tensor copy(const Tensor& x);                     // a contiguous copy
+Tensor copy(const Tensor& x);  // a contiguous copy
 
 // ---- random (Philox; `gen` defaults to default_generator()) --------------------------------
 Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts = {}, Generator* gen = nullptr);

@@ -11,7 +11,10 @@
 namespace qkv::autograd {
 namespace {
 
-struct Entry { int64_t calls = 0; double seconds = 0; };
+struct Entry {
+  int64_t calls = 0;
+  double seconds = 0;
+};
 
 struct Profile {
   std::mutex mu;
@@ -19,7 +22,7 @@ struct Profile {
 };
 
 Profile& profile() {
-  static auto* p = new Profile();   // outlives static destruction; reported by the atexit hook
+  static auto* p = new Profile();  // outlives static destruction; reported by the atexit hook
   return *p;
 }
 

@@ -12,7 +12,7 @@ bool profiling_enabled();
 // exit); tests count op calls this way.
 void set_profiling_enabled(bool on);
 void record_kernel_time(const char* op, const char* device, double seconds);
-std::string profile_report();   // the table printed at exit
+std::string profile_report();  // the table printed at exit
 void reset_profile();
 // Kernel calls of `op` on `device` ("cpu" or "cuda") recorded since the last reset_profile().
 int64_t profiled_calls(const std::string& op, const std::string& device = "cpu");

@@ -19,12 +19,12 @@ void same_dtype(const Tensor& a, const Tensor& b, const char* op) {
                     " (convert one with .to(dtype))");
 }
 void index_dtype(const Tensor& t, const char* op, const char* what) {
-  check<DTypeError>(t.dtype() == DType::i32 || t.dtype() == DType::i64, op, ": ", what,
-                    " must be int32 or int64, got ", describe(t));
+  check<DTypeError>(t.dtype() == DType::i32 || t.dtype() == DType::i64, op, ": ", what, " must be int32 or int64, got ",
+                    describe(t));
 }
 void mask_dtype(const Tensor& t, const char* op, const char* what) {
-  check<DTypeError>(t.dtype() == DType::b8 || t.dtype() == DType::u8, op, ": ", what,
-                    " must be bool or uint8, got ", describe(t));
+  check<DTypeError>(t.dtype() == DType::b8 || t.dtype() == DType::u8, op, ": ", what, " must be bool or uint8, got ",
+                    describe(t));
 }
 
 }  // namespace
@@ -74,8 +74,8 @@ Specs matmul(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
   const auto& a = attr<MatmulAttrs>(attrs, op);
   const Tensor &x = in[0], &y = in[1];
   same_dtype(x, y, op);
-  check<ShapeError>(x.dim() >= 2 && y.dim() >= 2, op, ": expected inputs with at least 2 dims, got ",
-                    describe(x), " and ", describe(y));
+  check<ShapeError>(x.dim() >= 2 && y.dim() >= 2, op, ": expected inputs with at least 2 dims, got ", describe(x),
+                    " and ", describe(y));
   const int64_t m = a.trans_a ? x.size(-1) : x.size(-2), k1 = a.trans_a ? x.size(-2) : x.size(-1);
   const int64_t k2 = a.trans_b ? y.size(-1) : y.size(-2), n = a.trans_b ? y.size(-2) : y.size(-1);
   check<ShapeError>(k1 == k2, op, ": inner dimensions differ: ", describe(x), (a.trans_a ? "^T" : ""), " @ ",
@@ -122,9 +122,10 @@ Specs cross_entropy(std::span<const Tensor> in, const Attrs& attrs, const char* 
   const auto& a = attr<CrossEntropyAttrs>(attrs, op);
   const Tensor &x = in[0], &t = in[1];
   index_dtype(t, op, "target");
-  check<ShapeError>(x.dim() >= 1 && Shape(x.shape().begin(), x.shape().end() - 1) == t.shape(), op,
-                    ": logits ", describe(x), " need targets of shape ",
-                    shape_str(x.dim() ? Shape(x.shape().begin(), x.shape().end() - 1) : Shape{}), ", got ", describe(t));
+  check<ShapeError>(x.dim() >= 1 && Shape(x.shape().begin(), x.shape().end() - 1) == t.shape(), op, ": logits ",
+                    describe(x), " need targets of shape ",
+                    shape_str(x.dim() ? Shape(x.shape().begin(), x.shape().end() - 1) : Shape{}), ", got ",
+                    describe(t));
   check<ShapeError>(x.size(-1) > 0, op, ": logits have no classes: ", describe(x));
   Shape loss = a.reduction == Reduction::none ? t.shape() : Shape{};
   return {{loss, x.dtype()}, {t.shape(), x.dtype()}};
@@ -138,8 +139,9 @@ Specs cross_entropy_backward(std::span<const Tensor> in, const Attrs&, const cha
 Specs attention(std::span<const Tensor> in, const Attrs&, const char* op) {
   const Tensor &q = in[0], &k = in[1], &v = in[2], &bias = in[3];
   for (const Tensor* t : {&k, &v}) same_dtype(q, *t, op);
-  check<ShapeError>(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": expected q, k, v of shape [batch, heads, len, dim], got ",
-                    describe(q), ", ", describe(k), ", ", describe(v));
+  check<ShapeError>(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op,
+                    ": expected q, k, v of shape [batch, heads, len, dim], got ", describe(q), ", ", describe(k), ", ",
+                    describe(v));
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), Hk = k.size(1), S = k.size(2);
   check<ShapeError>(k.size(0) == B && v.size(0) == B, op, ": batch sizes differ: q ", describe(q), ", k ", describe(k),
                     ", v ", describe(v));
@@ -149,7 +151,8 @@ Specs attention(std::span<const Tensor> in, const Attrs&, const char* op) {
   check<ShapeError>(Hk > 0 && H % Hk == 0, op, ": ", H, " query heads cannot be grouped over ", Hk, " key/value heads");
   if (bias.defined()) {
     same_dtype(q, bias, op);
-    check<ShapeError>(bias.shape() == Shape{T, S}, op, ": bias must have shape [", T, ", ", S, "], got ", describe(bias));
+    check<ShapeError>(bias.shape() == Shape{T, S}, op, ": bias must have shape [", T, ", ", S, "], got ",
+                      describe(bias));
   }
   return {{{B, H, T, v.size(3)}, q.dtype()}, {{B, H, T}, q.dtype()}};
 }
@@ -159,7 +162,9 @@ Specs attention_backward(std::span<const Tensor> in, const Attrs&, const char* o
   check<ShapeError>(in[0].shape() == in[5].shape(), op, ": grad ", describe(in[0]), " does not match the output ",
                     describe(in[5]));
   const Shape dbias = in[4].defined() ? in[4].shape() : Shape{0};
-  return {{in[1].shape(), in[1].dtype()}, {in[2].shape(), in[2].dtype()}, {in[3].shape(), in[3].dtype()},
+  return {{in[1].shape(), in[1].dtype()},
+          {in[2].shape(), in[2].dtype()},
+          {in[3].shape(), in[3].dtype()},
           {dbias, in[1].dtype()}};
 }
 
@@ -183,9 +188,9 @@ std::array<int64_t, 2> window_output(const Tensor& x, const std::array<int64_t, 
   std::array<int64_t, 2> out{};
   for (size_t d = 0; d < 2; ++d) {
     const int64_t padded = x.size(int64_t(d) + 2) + 2 * padding[d];
-    check<ShapeError>(padded >= kernel[d], op, ": kernel ", kernel[0], "x", kernel[1], " is larger than the padded input ",
-                      x.size(2) + 2 * padding[0], "x", x.size(3) + 2 * padding[1], " (input ", describe(x), ", padding ",
-                      pair_str(padding), ")");
+    check<ShapeError>(padded >= kernel[d], op, ": kernel ", kernel[0], "x", kernel[1],
+                      " is larger than the padded input ", x.size(2) + 2 * padding[0], "x", x.size(3) + 2 * padding[1],
+                      " (input ", describe(x), ", padding ", pair_str(padding), ")");
     out[d] = (padded - kernel[d]) / stride[d] + 1;
   }
   return out;
@@ -305,8 +310,8 @@ Specs index_add(std::span<const Tensor> in, const Attrs& attrs, const char* op) 
   Shape want = base.shape();
   check<ShapeError>(!want.empty(), op, ": cannot index a 0-dim tensor");
   want[dim] = idx.numel();
-  check<ShapeError>(src.shape() == want, op, ": source must have shape ", shape_str(want), " for base ",
-                    describe(base), " and ", idx.numel(), " indices, got ", describe(src));
+  check<ShapeError>(src.shape() == want, op, ": source must have shape ", shape_str(want), " for base ", describe(base),
+                    " and ", idx.numel(), " indices, got ", describe(src));
   return {{base.shape(), base.dtype()}};
 }
 
@@ -330,15 +335,14 @@ Specs scatter_add(std::span<const Tensor> in, const Attrs& attrs, const char* op
   for (int64_t d = 0; ok && d < base.dim(); ++d) ok = d == dim || idx.shape()[d] <= base.shape()[d];
   check<ShapeError>(ok, op, ": index ", describe(idx), " must have the dims of base ", describe(base),
                     " and be no larger outside dim ", dim);
-  check<ShapeError>(src.shape() == idx.shape(), op, ": source ", describe(src), " must match index ",
-                    describe(idx));
+  check<ShapeError>(src.shape() == idx.shape(), op, ": source ", describe(src), " must match index ", describe(idx));
   return {{base.shape(), base.dtype()}};
 }
 
 Specs masked_fill(std::span<const Tensor> in, const Attrs&, const char* op) {
   mask_dtype(in[1], op, "mask");
-  check<ShapeError>(broadcast_shapes(in[0].shape(), in[1].shape(), op) == in[0].shape(), op, ": mask ",
-                    describe(in[1]), " must broadcast to the input ", describe(in[0]));
+  check<ShapeError>(broadcast_shapes(in[0].shape(), in[1].shape(), op) == in[0].shape(), op, ": mask ", describe(in[1]),
+                    " must broadcast to the input ", describe(in[0]));
   return {{in[0].shape(), in[0].dtype()}};
 }
 

@@ -17,10 +17,10 @@ using ShapeRule = std::vector<OutputSpec> (*)(std::span<const Tensor> in, const 
 
 namespace shape {
 
-std::vector<OutputSpec> broadcast(std::span<const Tensor>, const Attrs&, const char* op);   // a, b same dtype
-std::vector<OutputSpec> compare(std::span<const Tensor>, const Attrs&, const char* op);     // -> bool
-std::vector<OutputSpec> same(std::span<const Tensor>, const Attrs&, const char* op);        // like input 0
-std::vector<OutputSpec> same_pair(std::span<const Tensor>, const Attrs&, const char* op);   // two of one shape
+std::vector<OutputSpec> broadcast(std::span<const Tensor>, const Attrs&, const char* op);  // a, b same dtype
+std::vector<OutputSpec> compare(std::span<const Tensor>, const Attrs&, const char* op);    // -> bool
+std::vector<OutputSpec> same(std::span<const Tensor>, const Attrs&, const char* op);       // like input 0
+std::vector<OutputSpec> same_pair(std::span<const Tensor>, const Attrs&, const char* op);  // two of one shape
 std::vector<OutputSpec> reduce(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> reduce_dim(std::span<const Tensor>, const Attrs&, const char* op);  // values, indices
 std::vector<OutputSpec> matmul(std::span<const Tensor>, const Attrs&, const char* op);
@@ -32,10 +32,11 @@ std::vector<OutputSpec> cross_entropy_backward(std::span<const Tensor>, const At
 std::vector<OutputSpec> attention(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> attention_backward(std::span<const Tensor>, const Attrs&, const char* op);
 // Convolution and pooling over [N, C, H, W] (attrs: kernels/attrs.h).
-std::vector<OutputSpec> conv2d(std::span<const Tensor>, const Attrs&, const char* op);           // x, w, bias?
-std::vector<OutputSpec> conv2d_backward(std::span<const Tensor>, const Attrs&, const char* op);  // g, x, w -> dx, dw, db
+std::vector<OutputSpec> conv2d(std::span<const Tensor>, const Attrs&, const char* op);  // x, w, bias?
+std::vector<OutputSpec> conv2d_backward(std::span<const Tensor>, const Attrs&,
+                                        const char* op);  // g, x, w -> dx, dw, db
 std::vector<OutputSpec> batch_norm(std::span<const Tensor>, const Attrs&, const char* op);
-std::vector<OutputSpec> max_pool2d(std::span<const Tensor>, const Attrs&, const char* op);       // values, indices
+std::vector<OutputSpec> max_pool2d(std::span<const Tensor>, const Attrs&, const char* op);  // values, indices
 std::vector<OutputSpec> adaptive_avg_pool2d(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> concat(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> index_select(std::span<const Tensor>, const Attrs&, const char* op);

@@ -23,8 +23,10 @@ bool Tensor::requires_grad() const { return impl().autograd && impl().autograd->
 Tensor& Tensor::set_requires_grad(bool on) {
   auto& meta = impl().autograd;
   if (meta && meta->grad_fn)
-    throw AutogradError("set_requires_grad(): only leaf tensors can change requires_grad; this tensor was "
-                        "computed by op '" + meta->grad_fn->name() + "' (use detach() for a new leaf)");
+    throw AutogradError(
+        "set_requires_grad(): only leaf tensors can change requires_grad; this tensor was "
+        "computed by op '" +
+        meta->grad_fn->name() + "' (use detach() for a new leaf)");
   if (on)
     check<DTypeError>(is_floating(dtype()), "set_requires_grad(): only floating tensors can require grad, got ",
                       dtype_name(dtype()));
@@ -53,19 +55,18 @@ void Tensor::zero_grad() {
   if (impl().autograd) impl().autograd->grad.reset();
 }
 
-std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
-  return impl().autograd ? impl().autograd->grad_fn : nullptr;
-}
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return impl().autograd ? impl().autograd->grad_fn : nullptr; }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   if (!requires_grad())
-    throw AutogradError(cat("backward(): this ", autograd::describe(*this), " tensor does not require grad and "
+    throw AutogradError(cat("backward(): this ", autograd::describe(*this),
+                            " tensor does not require grad and "
                             "has no grad_fn (mark its inputs with set_requires_grad(), and do not compute it "
                             "under NoGradGuard)"));
   Tensor g = gradient;
   if (!g.defined()) {
-    check<ShapeError>(numel() == 1, "backward(): called without a gradient on a tensor of shape ",
-                      shape_str(shape()), "; pass a gradient of that shape, or reduce to one element first");
+    check<ShapeError>(numel() == 1, "backward(): called without a gradient on a tensor of shape ", shape_str(shape()),
+                      "; pass a gradient of that shape, or reduce to one element first");
     g = ones(shape(), {dtype(), device()});
   } else {
     check<ShapeError>(g.shape() == shape(), "backward(): gradient shape ", shape_str(g.shape()),
@@ -126,8 +127,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
   const int64_t n = shape()[size_t(d)];
   if (start < 0) start += n;
-  check<IndexError>(start >= 0 && length >= 0 && start + length <= n, "narrow: range [", start, ", ",
-                    start + length, ") is outside dim ", d, " of size ", n);
+  check<IndexError>(start >= 0 && length >= 0 && start + length <= n, "narrow: range [", start, ", ", start + length,
+                    ") is outside dim ", d, " of size ", n);
   return slice(d, start, start + length);
 }
 
@@ -168,7 +169,8 @@ Tensor Tensor::to(const Device& d) const {
 namespace {
 void check_inplace(const Tensor& t, const char* op) {
   if (grad_enabled() && t.requires_grad())
-    throw AutogradError(cat(op, ": in-place update of a tensor that requires grad; do it under NoGradGuard "
+    throw AutogradError(cat(op,
+                            ": in-place update of a tensor that requires grad; do it under NoGradGuard "
                             "(optimizer steps) or on a detach()ed tensor"));
 }
 }  // namespace

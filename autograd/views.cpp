@@ -29,8 +29,7 @@ struct ViewNode final : Node {
     switch (kind) {
       case ViewKind::reshape:
       case ViewKind::squeeze:
-      case ViewKind::unsqueeze:
-        return {g.reshape(in.shape)};
+      case ViewKind::unsqueeze: return {g.reshape(in.shape)};
       case ViewKind::permute: {
         std::vector<int64_t> inv(args.dims.size());
         for (size_t i = 0; i < inv.size(); ++i) inv[size_t(args.dims[i])] = int64_t(i);
@@ -41,10 +40,8 @@ struct ViewNode final : Node {
         raw::copy(raw::slice(full, args.dim, args.start, args.end, args.step), g);
         return {full};
       }
-      case ViewKind::expand:
-        return {sum_to(g, in.shape)};
-      case ViewKind::transfer:
-        return {g.to(in.device)};
+      case ViewKind::expand: return {sum_to(g, in.shape)};
+      case ViewKind::transfer: return {g.to(in.device)};
     }
     return {};
   }

@@ -11,15 +11,17 @@
 #include <cstdio>
 #include <omp.h>
 
-#include "nn/models/encoder.h"
 #include "bench/torch_runner.h"
+#include "nn/models/encoder.h"
 #include "train/optim/adam.h"
 
 using namespace qkv;
 
 namespace {
 
-struct Shape4 { int64_t d_model, length; };
+struct Shape4 {
+  int64_t d_model, length;
+};
 
 double qkvlab_ms(const Shape4& s, const std::string& variant, int steps) {
   nn::EncoderConfig c;

@@ -17,8 +17,8 @@
 
 #include "bench/torch_runner.h"
 #include "nn/models/gpt.h"
-#include "train/loops/mfu.h"
 #include "nn/variant.h"
+#include "train/loops/mfu.h"
 #include "train/optim/adam.h"
 
 using namespace qkv;
@@ -29,12 +29,13 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 struct StepTime {
-  double median_ms = -1, best_ms = -1;   // negative: not measured
+  double median_ms = -1, best_ms = -1;  // negative: not measured
 };
 
 nn::GPTConfig gpt_config(const std::string& variant_name, int64_t vocab) {
   const nn::Variant v = nn::parse_variant(variant_name);
-  check<ValueError>(!v.pos2d, "bench_gpt: ", variant_name, " adds 2D positional scores, which are for non-causal tasks");
+  check<ValueError>(!v.pos2d, "bench_gpt: ", variant_name,
+                    " adds 2D positional scores, which are for non-causal tasks");
   nn::GPTConfig c;
   c.vocab = vocab;
   c.context = 1024;
@@ -51,7 +52,7 @@ nn::GPTConfig gpt_config(const std::string& variant_name, int64_t vocab) {
 StepTime qkvlab_step_ms(const nn::GPTConfig& c, int64_t B, int64_t T, int steps) {
   Generator gen(0);
   nn::GPT model(c, &gen);
-  optim::AdamW opt(model.named_parameters(), {.lr = 1e-4, .weight_decay = 0.01});   // torch.optim.AdamW's decay
+  optim::AdamW opt(model.named_parameters(), {.lr = 1e-4, .weight_decay = 0.01});  // torch.optim.AdamW's decay
   Tensor ids = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
   Tensor targets = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
   auto step = [&] {
@@ -73,7 +74,7 @@ StepTime qkvlab_step_ms(const nn::GPTConfig& c, int64_t B, int64_t T, int steps)
 
 struct TorchResult {
   StepTime time;
-  std::string note;   // "PyTorch 1.13.0, 2 threads, ... parameters", or why it did not run
+  std::string note;  // "PyTorch 1.13.0, 2 threads, ... parameters", or why it did not run
 };
 
 // Runs bench/torch_step.py's GPT with Debian's /usr/bin/python3.
@@ -99,7 +100,8 @@ int main(int argc, char** argv) {
   app.add_option("--variant", variant, "attention variant: QKV, Q=K-V, Q-K=V, Q=K=V, GQA-g, MQA, Q-GQA-g, Q-MQA");
   app.add_option("--batch", batch, "sequences per step")->check(CLI::Range(1, 4096));
   app.add_option("--seq", seq, "tokens per sequence (at most the 1024 positions)")->check(CLI::Range(1, 1024));
-  app.add_option("--vocab", vocab, "vocabulary (GPT-2: 50257; 50304 is its multiple of 64)")->check(CLI::Range(2, 1 << 20));
+  app.add_option("--vocab", vocab, "vocabulary (GPT-2: 50257; 50304 is its multiple of 64)")
+      ->check(CLI::Range(2, 1 << 20));
   app.add_flag("--no-torch", no_torch, "skip the PyTorch comparison");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -110,18 +112,19 @@ int main(int argc, char** argv) {
     // tied embedding once) plus the attention scores and mixing, 12 L T^2 d per sequence.
     const double flops = 6.0 * double(params) * double(tokens) +
                          12.0 * double(c.layers) * double(seq) * double(seq) * double(c.d_model()) * double(batch);
-    std::printf("GPT training step (forward + backward + AdamW + zero_grad): %lld layers, d_model %lld, %lld heads, "
-                "vocab %lld, %s, %lld parameters, batch %lld x %lld tokens, %d threads\n",
-                (long long)c.layers, (long long)c.d_model(), (long long)c.attention.heads, (long long)c.vocab,
-                nn::variant_name(v).c_str(), (long long)params, (long long)batch, (long long)seq, omp_get_max_threads());
+    std::printf(
+        "GPT training step (forward + backward + AdamW + zero_grad): %lld layers, d_model %lld, %lld heads, "
+        "vocab %lld, %s, %lld parameters, batch %lld x %lld tokens, %d threads\n",
+        (long long)c.layers, (long long)c.d_model(), (long long)c.attention.heads, (long long)c.vocab,
+        nn::variant_name(v).c_str(), (long long)params, (long long)batch, (long long)seq, omp_get_max_threads());
     const double peak = loops::measure_gemm_flops(kCPU, 2048, 3) / 1e9;
     const StepTime ours = qkvlab_step_ms(c, batch, seq, steps);
     const TorchResult torch =
         no_torch ? TorchResult{{}, "skipped"}
                  : torch_step_ms(cat("--vocab ", c.vocab, " --context ", c.context, " --layers ", c.layers,
                                      " --d-model ", c.d_model(), " --heads ", c.attention.heads, " --kv-heads ",
-                                     c.attention.kv_heads, bench::torch_slots(v.sharing), " --batch ", batch, " --length ", seq,
-                                     " --steps ", steps, " --warmup 2"));
+                                     c.attention.kv_heads, bench::torch_slots(v.sharing), " --batch ", batch,
+                                     " --length ", seq, " --steps ", steps, " --warmup 2"));
     const double gflops = flops / (ours.median_ms * 1e6);
     std::printf("%-8s %12s %12s\n", "", "median ms", "best ms");
     std::printf("%-8s %12.1f %12.1f\n", "qkvlab", ours.median_ms, ours.best_ms);
@@ -129,12 +132,12 @@ int main(int argc, char** argv) {
       std::printf("%-8s %12.1f %12.1f   (%s)\nspeedup  %11.2fx %11.2fx  (PyTorch ms / qkvlab ms)\n", "PyTorch",
                   torch.time.median_ms, torch.time.best_ms, torch.note.c_str(), torch.time.median_ms / ours.median_ms,
                   torch.time.best_ms / ours.best_ms);
-    else
-      std::printf("%-8s %12s %12s   (%s)\n", "PyTorch", "-", "-", torch.note.c_str());
+    else std::printf("%-8s %12s %12s   (%s)\n", "PyTorch", "-", "-", torch.note.c_str());
     std::printf("FLOPs/step %.3g = 6 x params x tokens + 12 x layers x seq^2 x d_model x batch\n", flops);
-    std::printf("qkvlab   %.1f GFLOP/s at the median step = %.0f%% of the measured float32 GEMM peak %.1f GFLOP/s "
-                "(2048^3 matmul, best of 3)\n",
-                gflops, 100.0 * gflops / peak, peak);
+    std::printf(
+        "qkvlab   %.1f GFLOP/s at the median step = %.0f%% of the measured float32 GEMM peak %.1f GFLOP/s "
+        "(2048^3 matmul, best of 3)\n",
+        gflops, 100.0 * gflops / peak, peak);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpt: %s\n", e.what());
     return 1;

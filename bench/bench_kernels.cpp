@@ -32,7 +32,7 @@ void sync(const Device& d) {
 // Best of `reps` timings of each function, run alternately.
 std::vector<double> best_seconds(const std::vector<std::function<void()>>& fns, int reps, const Device& dev) {
   std::vector<double> best(fns.size(), 1e30);
-  for (auto& f : fns) f();   // warm up: caches, allocator, thread pool
+  for (auto& f : fns) f();  // warm up: caches, allocator, thread pool
   sync(dev);
   for (int r = 0; r < reps; ++r)
     for (size_t i = 0; i < fns.size(); ++i) {
@@ -57,7 +57,8 @@ void bench_matmul(const std::vector<int64_t>& sizes, int reps, const Device& dev
       Eigen::Map<const RowMat> ma(a.data<float>(), n, n), mb(b.data<float>(), n, n);
       RowMat mc(n, n);
       auto t = best_seconds({[&] { Tensor c = matmul(a, b); }, [&] { mc.noalias() = ma * mb; }}, r, dev);
-      std::printf("%8lld %14.1f %14.1f %7.1f%%\n", (long long)n, flops / t[0] / 1e9, flops / t[1] / 1e9, 100 * t[1] / t[0]);
+      std::printf("%8lld %14.1f %14.1f %7.1f%%\n", (long long)n, flops / t[0] / 1e9, flops / t[1] / 1e9,
+                  100 * t[1] / t[0]);
     } else {
       auto t = best_seconds({[&] { Tensor c = matmul(a, b); }}, r, dev);
       std::printf("%8lld %14.1f %14s %8s\n", (long long)n, flops / t[0] / 1e9, "-", "-");
@@ -89,7 +90,11 @@ void bench_bandwidth(int64_t n, int reps, const Device& dev) {
   } else {
     copy_fn = [&] { dst.copy_(x); };
   }
-  struct Case { const char* name; double bytes_moved; std::function<void()> fn; };
+  struct Case {
+    const char* name;
+    double bytes_moved;
+    std::function<void()> fn;
+  };
   std::vector<Case> cases = {
       {"memcpy", 2 * bytes, copy_fn},
       {"add", 3 * bytes, [&] { Tensor z = x + y; }},
@@ -119,7 +124,8 @@ int main(int argc, char** argv) {
   int reps = 10;
   std::string device = "cpu";
   app.add_option("--sizes", sizes, "square matmul sizes")->delimiter(',');
-  app.add_option("--elements", elements, "elements per tensor in the bandwidth test")->check(CLI::Range(int64_t(1024), int64_t(1) << 32));
+  app.add_option("--elements", elements, "elements per tensor in the bandwidth test")
+      ->check(CLI::Range(int64_t(1024), int64_t(1) << 32));
   app.add_option("--reps", reps, "timed repetitions (best is reported)")->check(CLI::Range(1, 1000));
   app.add_option("--device", device, "cpu or cuda:N");
   CLI11_PARSE(app, argc, argv);

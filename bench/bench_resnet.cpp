@@ -37,7 +37,7 @@ double conv_macs(const nn::BasicResNet& model, int64_t size) {
     return out;
   };
   int64_t s = conv(model.conv1, size);
-  s = (s + 2 - 3) / 2 + 1;   // max pool 3/2 pad 1
+  s = (s + 2 - 3) / 2 + 1;  // max pool 3/2 pad 1
   for (const nn::ResStage* stage : {&model.layer1, &model.layer2, &model.layer3, &model.layer4})
     for (const auto& b : stage->blocks) {
       if (b->downsample) conv(b->downsample->conv, s);
@@ -50,7 +50,7 @@ void bench_size(const nn::ResNet34& model, int64_t batch, int64_t size, int reps
   Generator gen(static_cast<uint64_t>(size));
   const Tensor x = randn({batch, 3, size, size}, {}, &gen);
   NoGradGuard ng;
-  model.features(x);   // warm up: allocator, threads
+  model.features(x);  // warm up: allocator, threads
   double best = 1e30, total = 0;
   const double cpu0 = cpu_seconds();
   for (int r = 0; r < reps; ++r) {

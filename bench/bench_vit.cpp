@@ -99,13 +99,13 @@ int main(int argc, char** argv) {
     const bench::TorchTiming torch =
         no_torch ? bench::TorchTiming{-1, "skipped"}
                  : bench::time_torch_step(cat("vit --d-model 64 --layers 4 --heads 4 --patch 7 --image 28 --batch 128 "
-                                              "--steps ", std::max(3, steps / 2), bench::torch_slots(nn::parse_sharing(variant))));
+                                              "--steps ",
+                                              std::max(3, steps / 2), bench::torch_slots(nn::parse_sharing(variant))));
     std::printf("qkvlab   %8.1f ms/step %8.0f images/s\n", ours, 128e3 / ours);
     if (torch.ms > 0)
       std::printf("PyTorch  %8.1f ms/step %8.0f images/s   speedup %.2fx  (%s)\n", torch.ms, 128e3 / torch.ms,
                   torch.ms / ours, torch.note.c_str());
-    else
-      std::printf("PyTorch  - (%s)\n", torch.note.c_str());
+    else std::printf("PyTorch  - (%s)\n", torch.note.c_str());
     if (!data.empty()) {
       const auto [seconds, wait] = mnist_epoch(variant, data);
       std::printf("MNIST epoch through the loader: %.1f s, %.1f%% of it waiting for batches\n", seconds,

@@ -25,9 +25,7 @@ std::optional<nlohmann::json> run_torch_script(const std::string& script, const 
     auto j = nlohmann::json::parse(out);
     if (rc == 0 && j.contains("ms_per_step")) return j;
     why = j.value("error", "PyTorch run failed");
-  } catch (const std::exception&) {
-    why = "PyTorch not available (/usr/bin/python3 with python3-torch)";
-  }
+  } catch (const std::exception&) { why = "PyTorch not available (/usr/bin/python3 with python3-torch)"; }
   return std::nullopt;
 }
 

@@ -11,8 +11,8 @@
 namespace qkv::bench {
 
 struct TorchTiming {
-  double ms = -1;     // negative: not measured
-  std::string note;   // "PyTorch 1.13.0, 2 threads", or why it did not run
+  double ms = -1;    // negative: not measured
+  std::string note;  // "PyTorch 1.13.0, 2 threads", or why it did not run
 };
 
 // torch_step.py's --slots argument for a sharing pattern: the slot serving Q, K and V.

@@ -15,25 +15,58 @@ enum class Reduction : uint8_t { none, mean, sum };
 enum class RandomKind : uint8_t { uniform, normal, bernoulli };
 
 struct NoAttrs {};
-struct ReduceAttrs { std::vector<int64_t> dims; bool keepdim = false; };   // empty dims = all
-struct DimAttrs { int64_t dim = 0; bool keepdim = false; };
-struct ScalarAttrs { double value = 0; };                                  // pow exponent, fill value
-struct GeluAttrs { bool tanh = false; };                                   // false: exact (erf) form
-struct MatmulAttrs { bool trans_a = false, trans_b = false; };
-struct LayerNormAttrs { double eps = 1e-5; };
-struct CrossEntropyAttrs { int64_t ignore_index = -100; Reduction reduction = Reduction::mean; };
-struct DropoutAttrs { double p = 0; uint64_t seed = 0, offset = 0; };
+struct ReduceAttrs {
+  std::vector<int64_t> dims;
+  bool keepdim = false;
+};  // empty dims = all
+struct DimAttrs {
+  int64_t dim = 0;
+  bool keepdim = false;
+};
+struct ScalarAttrs {
+  double value = 0;
+};  // pow exponent, fill value
+struct GeluAttrs {
+  bool tanh = false;
+};  // false: exact (erf) form
+struct MatmulAttrs {
+  bool trans_a = false, trans_b = false;
+};
+struct LayerNormAttrs {
+  double eps = 1e-5;
+};
+struct CrossEntropyAttrs {
+  int64_t ignore_index = -100;
+  Reduction reduction = Reduction::mean;
+};
+struct DropoutAttrs {
+  double p = 0;
+  uint64_t seed = 0, offset = 0;
+};
 // Scaled dot-product attention: scores = scale * q k^T (+ bias), bottom-right causal mask.
-struct AttentionAttrs { bool causal = false; double scale = 1.0; };
-struct CastAttrs { DType dtype = DType::f32; };
+struct AttentionAttrs {
+  bool causal = false;
+  double scale = 1.0;
+};
+struct CastAttrs {
+  DType dtype = DType::f32;
+};
 // Spatial pairs are (height, width). conv2d: no dilation, no groups, zero padding.
-struct Conv2dAttrs { std::array<int64_t, 2> stride{1, 1}, padding{0, 0}; };
+struct Conv2dAttrs {
+  std::array<int64_t, 2> stride{1, 1}, padding{0, 0};
+};
 // Inference batch norm over dim 1 with the running statistics.
-struct BatchNormAttrs { double eps = 1e-5; };
+struct BatchNormAttrs {
+  double eps = 1e-5;
+};
 // max_pool2d as PyTorch's (dilation 1, floor mode): padding counts as -inf.
-struct Pool2dAttrs { std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}; };
+struct Pool2dAttrs {
+  std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0};
+};
 // adaptive_avg_pool2d's output size.
-struct AdaptivePoolAttrs { std::array<int64_t, 2> output{1, 1}; };
+struct AdaptivePoolAttrs {
+  std::array<int64_t, 2> output{1, 1};
+};
 // One optimizer step (adam_update, sgd_update): PyTorch's hyperparameters. step is the update
 // count of every parameter in the call, this update included (bias correction); decoupled
 // selects AdamW's weight decay. first: the SGD momentum buffer starts as the gradient.
@@ -42,25 +75,28 @@ struct AdamAttrs {
   int64_t step = 1;
   bool decoupled = false;
 };
-struct SgdAttrs { double lr = 1e-2, momentum = 0, weight_decay = 0; bool nesterov = false, first = false; };
+struct SgdAttrs {
+  double lr = 1e-2, momentum = 0, weight_decay = 0;
+  bool nesterov = false, first = false;
+};
 // clip_grad_norm: grads are scaled when max_norm / (norm + 1e-6) < 1; +inf only measures.
-struct ClipAttrs { double max_norm = 1; };
+struct ClipAttrs {
+  double max_norm = 1;
+};
 struct RandomAttrs {
   RandomKind kind = RandomKind::uniform;
-  double a = 0, b = 1;          // uniform [a, b); normal mean a, std b; bernoulli p = a
+  double a = 0, b = 1;  // uniform [a, b); normal mean a, std b; bernoulli p = a
   Shape shape;
   DType dtype = DType::f32;
   Device device;
   uint64_t seed = 0, offset = 0;
 };
 
-using Attrs = std::variant<NoAttrs, ReduceAttrs, DimAttrs, ScalarAttrs, GeluAttrs, MatmulAttrs,
-                           LayerNormAttrs, CrossEntropyAttrs, DropoutAttrs, CastAttrs, RandomAttrs,
-                           AttentionAttrs, Conv2dAttrs, BatchNormAttrs, Pool2dAttrs, AdaptivePoolAttrs, AdamAttrs,
-                           SgdAttrs, ClipAttrs>;
+using Attrs = std::variant<NoAttrs, ReduceAttrs, DimAttrs, ScalarAttrs, GeluAttrs, MatmulAttrs, LayerNormAttrs,
+                           CrossEntropyAttrs, DropoutAttrs, CastAttrs, RandomAttrs, AttentionAttrs, Conv2dAttrs,
+                           BatchNormAttrs, Pool2dAttrs, AdaptivePoolAttrs, AdamAttrs, SgdAttrs, ClipAttrs>;
 
-template <class T>
-const T& attr(const Attrs& a, const char* op) {
+template <class T> const T& attr(const Attrs& a, const char* op) {
   const T* p = std::get_if<T>(&a);
   check<ValueError>(p != nullptr, op, ": called with the wrong attribute kind");
   return *p;

@@ -5,8 +5,8 @@
 
 namespace qkv::kernels::common {
 
-void concat(const KernelArgs&);   // copies each input into its slice of the output
-void cast(const KernelArgs&);     // copy with dtype conversion
-void copy(const KernelArgs&);     // contiguous copy
+void concat(const KernelArgs&);  // copies each input into its slice of the output
+void cast(const KernelArgs&);    // copy with dtype conversion
+void copy(const KernelArgs&);    // contiguous copy
 
 }  // namespace qkv::kernels::common

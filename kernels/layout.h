@@ -14,7 +14,7 @@ struct ReduceLayout {
   Tensor x;
   int64_t outer = 1, reduced = 1, inner = 1;
 };
-ReduceLayout reduce_layout(const Tensor& x, const std::vector<int64_t>& dims);   // dims sorted, unique
+ReduceLayout reduce_layout(const Tensor& x, const std::vector<int64_t>& dims);  // dims sorted, unique
 // Throws ShapeError naming `op` for a max-like reduction over an empty dim (it has no value).
 void check_reducible(const ReduceLayout& L, const char* op, const Tensor& x);
 
@@ -27,10 +27,10 @@ struct Around {
 // A contiguous [rows, n] view with `dim` moved last, for row-wise kernels (softmax), and the way
 // back for their results.
 struct RowView {
-  Tensor x;                    // contiguous, `dim` last
+  Tensor x;  // contiguous, `dim` last
   int64_t rows = 0, n = 0;
-  std::vector<int64_t> perm;   // permutation applied
-  bool moved = false;          // false when dim was already last
+  std::vector<int64_t> perm;  // permutation applied
+  bool moved = false;         // false when dim was already last
 
   RowView(const Tensor& t, int64_t dim);
   // Where to compute a result destined for `out`: out itself, or a buffer laid out like x.

@@ -18,7 +18,8 @@ void AttentionConfig::validate() const {
                       role_name(r), " to Q, so ", role_name(r), " has all ", heads, " heads; kv_heads ", kv_heads,
                       " (GQA/MQA) needs K and V untied from Q (QKV or Q-K=V)");
   check<ValueError>(pos2d >= 0 && pos2d % 2 == 0, "attention: pos2d channels must be even, got ", pos2d);
-  check<ValueError>(pos2d == 0 || !causal, "attention: the 2D positional scores are defined for non-causal "
+  check<ValueError>(pos2d == 0 || !causal,
+                    "attention: the 2D positional scores are defined for non-causal "
                     "attention only (PAPER.md: '(+) ... non-causal tasks only')");
 }
 
@@ -48,9 +49,10 @@ Attention::Heads Attention::project(const Tensor& x) const {
   check<ShapeError>(x.dim() == 3 && x.size(2) == config_.d_model, "attention: expected input [batch, len, ",
                     config_.d_model, "], got ", shape_str(x.shape()));
   const SharingPattern& p = config_.pattern();
-  std::vector<Tensor> out;   // one per slot, in slot order: a tied role gets the same handle
+  std::vector<Tensor> out;  // one per slot, in slot order: a tied role gets the same handle
   for (int i = 0; i < p.slot_count(); ++i)
-    out.push_back(split_heads(slots_[size_t(i)]->forward(x), p.serves_query(i) ? config_.heads : config_.kv_head_count()));
+    out.push_back(
+        split_heads(slots_[size_t(i)]->forward(x), p.serves_query(i) ? config_.heads : config_.kv_head_count()));
   return {out[size_t(p.slot_index(Role::q))], out[size_t(p.slot_index(Role::k))], out[size_t(p.slot_index(Role::v))]};
 }
 
@@ -77,19 +79,20 @@ Tensor Attention::forward(const Tensor& x) const {
   if (config_.pos2d > 0) {
     auto [b, multiplier] = pos2d_terms(T);
     bias = b;
-    q = q * multiplier;   // S sum(w) = scale (sum(w) q) k^T
+    q = q * multiplier;  // S sum(w) = scale (sum(w) q) k^T
   }
-  Tensor y = attention(q, h.k, h.v, bias, config_.causal);   // [B, H, T, dh]
+  Tensor y = attention(q, h.k, h.v, bias, config_.causal);  // [B, H, T, dh]
   return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
 }
 
 Tensor Attention::forward_cached(const Tensor& x, KVCache& cache, int64_t layer) const {
-  check<ValueError>(config_.causal && config_.pos2d == 0, "attention: a KV cache serves causal attention without "
+  check<ValueError>(config_.causal && config_.pos2d == 0,
+                    "attention: a KV cache serves causal attention without "
                     "2D positional scores");
   const int64_t B = x.size(0), T = x.size(1);
   Heads h = project(x);
   auto [k, v] = cache.append(layer, h.k, h.v);
-  Tensor y = attention(h.q, k, v, Tensor(), /*causal=*/true);   // bottom-right: new query i sees keys <= past + i
+  Tensor y = attention(h.q, k, v, Tensor(), /*causal=*/true);  // bottom-right: new query i sees keys <= past + i
   return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
 }
 
@@ -97,7 +100,7 @@ Tensor Attention::scores(const Tensor& x) const {
   const int64_t T = x.size(1), H = config_.heads, Hk = config_.kv_head_count();
   Heads h = project(x);
   Tensor k = h.k;
-  if (Hk != H) {   // each KV head serves a contiguous group of query heads
+  if (Hk != H) {  // each KV head serves a contiguous group of query heads
     const Shape s = k.shape();
     k = k.unsqueeze(2).expand({s[0], Hk, H / Hk, s[2], s[3]}).reshape({s[0], H, s[2], s[3]});
   }

@@ -23,16 +23,16 @@ class KVCache;
 struct AttentionConfig {
   int64_t d_model = 64;
   int64_t heads = 4;
-  int64_t kv_heads = 0;      // 0: as many as heads (MHA); 1: MQA; g: GQA-g
+  int64_t kv_heads = 0;  // 0: as many as heads (MHA); 1: MQA; g: GQA-g
   Sharing sharing = Sharing::qkv;
-  int64_t pos2d = 0;         // channels m of the 2D positional scores; 0: off
+  int64_t pos2d = 0;  // channels m of the 2D positional scores; 0: off
   bool causal = false;
-  bool bias = true;          // biases on the projections
+  bool bias = true;  // biases on the projections
 
   int64_t head_dim() const { return d_model / heads; }
   int64_t kv_head_count() const { return kv_heads == 0 ? heads : kv_heads; }
   const SharingPattern& pattern() const { return sharing_pattern(sharing); }
-  void validate() const;     // throws ValueError naming the bad combination
+  void validate() const;  // throws ValueError naming the bad combination
 };
 
 class Attention : public Module {
@@ -49,7 +49,9 @@ class Attention : public Module {
   Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t layer) const;
 
   // The pieces, for tests, analysis and plots.
-  struct Heads { Tensor q, k, v; };   // q [B, H, T, dh]; k, v [B, Hk, T, dh]; tied roles share
+  struct Heads {
+    Tensor q, k, v;
+  };  // q [B, H, T, dh]; k, v [B, Hk, T, dh]; tied roles share
   Heads project(const Tensor& x) const;
   Tensor scores(const Tensor& x) const;         // S' [B, H, T, T] before masking (with 2D scores)
   Tensor probabilities(const Tensor& x) const;  // softmax of the masked scores [B, H, T, T]
@@ -58,16 +60,16 @@ class Attention : public Module {
   // The projection serving `role`; tied roles get the same Linear.
   Linear& projection(Role role) const { return *slots_[size_t(config_.pattern().slot_index(role))]; }
   Linear o;
-  Tensor pos2d_weight, pos2d_bias;   // [m] and [1], when pos2d > 0
+  Tensor pos2d_weight, pos2d_bias;  // [m] and [1], when pos2d > 0
 
  private:
   // The 2D score bias [T, T] = P.w + b and the score multiplier sum(w).
   std::pair<Tensor, Tensor> pos2d_terms(int64_t T) const;
-  Tensor split_heads(const Tensor& x, int64_t heads) const;   // [B, T, h*dh] -> [B, h, T, dh]
+  Tensor split_heads(const Tensor& x, int64_t heads) const;  // [B, T, h*dh] -> [B, h, T, dh]
   AttentionConfig config_;
-  std::vector<std::unique_ptr<Linear>> slots_;   // one per distinct slot of the pattern's row
+  std::vector<std::unique_ptr<Linear>> slots_;  // one per distinct slot of the pattern's row
   mutable std::mutex table_mu_;
-  mutable std::map<int64_t, Tensor> pos2d_tables_;   // P by sequence length, on the weights' device
+  mutable std::map<int64_t, Tensor> pos2d_tables_;  // P by sequence length, on the weights' device
 };
 
 }  // namespace qkv::nn

@@ -22,9 +22,10 @@ KVCache::KVCache(const AttentionConfig& a, int64_t layers, int64_t batch, int64_
 std::pair<Tensor, Tensor> KVCache::append(int64_t layer, const Tensor& k, const Tensor& v) {
   check<IndexError>(layer >= 0 && layer < int64_t(keys_.size()), "kv cache: layer ", layer, " of ", keys_.size());
   const int64_t T = k.size(2);
-  check<ValueError>(length_ + T <= capacity_, "kv cache: ", length_, " cached + ", T, " new positions exceed its capacity ",
-                    capacity_, " (the model's context)");
-  check<ShapeError>(k.dim() == 4 && k.size(0) == batch_ && k.size(1) == keys_[0].size(1) && k.size(3) == keys_[0].size(3),
+  check<ValueError>(length_ + T <= capacity_, "kv cache: ", length_, " cached + ", T,
+                    " new positions exceed its capacity ", capacity_, " (the model's context)");
+  check<ShapeError>(k.dim() == 4 && k.size(0) == batch_ && k.size(1) == keys_[0].size(1) &&
+                        k.size(3) == keys_[0].size(3),
                     "kv cache: expected keys [", batch_, ", ", keys_[0].size(1), ", T, ", keys_[0].size(3), "], got ",
                     shape_str(k.shape()));
   NoGradGuard no_grad;

@@ -14,10 +14,10 @@ class KVCache {
  public:
   // `dtype` is the storage type (float32, or bfloat16/float16 to halve it); attention reads
   // the cached entries back in the model's float32.
-  KVCache(const AttentionConfig& attention, int64_t layers, int64_t batch, int64_t capacity,
-          DType dtype = DType::f32, const Device& device = kCPU);
+  KVCache(const AttentionConfig& attention, int64_t layers, int64_t batch, int64_t capacity, DType dtype = DType::f32,
+          const Device& device = kCPU);
 
-  int64_t length() const { return length_; }       // positions filled
+  int64_t length() const { return length_; }  // positions filled
   int64_t capacity() const { return capacity_; }
   int64_t batch() const { return batch_; }
   bool stores_values() const { return attention_.pattern().cache_tensors() == 2; }
@@ -40,7 +40,7 @@ class KVCache {
   AttentionConfig attention_;
   int64_t batch_, capacity_, length_ = 0;
   DType dtype_;
-  std::vector<Tensor> keys_, values_;   // per layer; values_ empty when K=V
+  std::vector<Tensor> keys_, values_;  // per layer; values_ empty when K=V
 };
 
 }  // namespace qkv::nn

@@ -6,17 +6,17 @@
 namespace qkv::nn {
 
 enum class Activation { relu, gelu, gelu_tanh };
-Activation parse_activation(const std::string& name);   // "relu", "gelu", "gelu_tanh"
+Activation parse_activation(const std::string& name);  // "relu", "gelu", "gelu_tanh"
 Tensor activate(const Tensor& x, Activation a);
 
 // y = x W^T + b, W [out, in]. Init as torch.nn.Linear: U(-1/sqrt(in), 1/sqrt(in)) for both.
 class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias = true, Generator* gen = nullptr);
-  Tensor forward(const Tensor& x) const;   // x [..., in] -> [..., out]
+  Tensor forward(const Tensor& x) const;  // x [..., in] -> [..., out]
   int64_t in_features() const { return weight.size(1); }
   int64_t out_features() const { return weight.size(0); }
-  Tensor weight, bias;                     // bias undefined without one
+  Tensor weight, bias;  // bias undefined without one
 };
 
 // Rows of a [num, dim] table by index. Init N(0, 1) as torch.nn.Embedding.

@@ -26,8 +26,7 @@ void Module::register_module(const std::string& name, Module* child) {
   children_.emplace_back(name, child);
 }
 
-void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out,
-                     bool buffers) const {
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out, bool buffers) const {
   for (const auto& [name, slot] : buffers ? buffers_ : params_) out.emplace_back(prefix + name, slot);
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out, buffers);
 }
@@ -118,9 +117,7 @@ void Module::save(const std::string& path, const std::map<std::string, std::stri
 void Module::load(const std::string& path, bool strict) {
   try {
     load_state_dict(safetensors::load(path), strict);
-  } catch (const IOError&) {
-    throw;
-  } catch (const Error& e) {
+  } catch (const IOError&) { throw; } catch (const Error& e) {
     throw IOError(cat(path, ": ", e.what()));
   }
 }

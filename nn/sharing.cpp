@@ -29,7 +29,7 @@ constexpr bool rows_well_formed() {
   for (const SharingPattern& r : kTable) {
     if (r.name.empty() || r.alias.empty()) return false;
     for (std::string_view s : r.slot)
-      if (s.empty() || s == "o" || s.find('.') != std::string_view::npos) return false;   // "o" is W_o
+      if (s.empty() || s == "o" || s.find('.') != std::string_view::npos) return false;  // "o" is W_o
   }
   return true;
 }

@@ -38,13 +38,13 @@ enum class Sharing : uint8_t {
 
 enum class Role : uint8_t { q, k, v };
 inline constexpr std::array<Role, 3> kRoles{Role::q, Role::k, Role::v};
-const char* role_name(Role r);   // "Q", "K", "V"
+const char* role_name(Role r);  // "Q", "K", "V"
 
 struct SharingPattern {
   Sharing id;
-  std::string_view name;                   // as the paper writes it: "Q-K=V"
-  std::string_view alias;                  // the official code's: "kv"
-  std::array<std::string_view, 3> slot;    // the slot serving Q, K, V (its module name)
+  std::string_view name;                 // as the paper writes it: "Q-K=V"
+  std::string_view alias;                // the official code's: "kv"
+  std::array<std::string_view, 3> slot;  // the slot serving Q, K, V (its module name)
 
   // Distinct slots in the order the roles first use them; slot_index(r) indexes it.
   constexpr int slot_count() const { return 1 + (slot[1] != slot[0]) + (slot[2] != slot[0] && slot[2] != slot[1]); }

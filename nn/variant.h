@@ -21,14 +21,14 @@ namespace qkv::nn {
 
 struct Variant {
   Sharing sharing = Sharing::qkv;
-  int64_t kv_heads = 0;   // 0: as many as the query heads (MHA); 1: MQA; g: GQA-g
-  bool pos2d = false;     // the (+) variants' 2D positional scores
+  int64_t kv_heads = 0;  // 0: as many as the query heads (MHA); 1: MQA; g: GQA-g
+  bool pos2d = false;    // the (+) variants' 2D positional scores
   bool operator==(const Variant&) const = default;
 };
 
 std::optional<Variant> try_parse_variant(std::string_view name);
-Variant parse_variant(std::string_view name);   // ValueError listing the accepted forms
-std::string variant_name(const Variant& v);      // canonical: "Q-GQA-4", "(Q=K-V)+"
+Variant parse_variant(std::string_view name);  // ValueError listing the accepted forms
+std::string variant_name(const Variant& v);    // canonical: "Q-GQA-4", "(Q=K-V)+"
 // Every form the parser accepts, for messages and --help.
 std::string accepted_variant_forms();
 // Whether the row has head-sharing forms / (+) forms (the rules above).

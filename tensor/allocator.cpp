@@ -40,9 +40,8 @@ void* CachingAllocator::allocate(size_t bytes) {
       p = raw_.alloc(size, device_.index);
     }
     if (!p)
-      throw OutOfMemory(cat("out of memory on ", device_, ": failed to allocate ", bytes,
-                            " bytes (", stats_.current, " bytes in use, ", stats_.reserved,
-                            " reserved)"));
+      throw OutOfMemory(cat("out of memory on ", device_, ": failed to allocate ", bytes, " bytes (", stats_.current,
+                            " bytes in use, ", stats_.reserved, " reserved)"));
     stats_.reserved += size;
   }
   stats_.current += bytes;

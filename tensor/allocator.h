@@ -29,7 +29,7 @@ class Allocator {
   virtual void deallocate(void* ptr, size_t bytes) = 0;
   virtual MemoryStats stats() const = 0;
   virtual void reset_peak() = 0;
-  virtual void empty_cache() = 0;   // returns cached, unused blocks to the system
+  virtual void empty_cache() = 0;  // returns cached, unused blocks to the system
 };
 
 // The system side of a caching allocator: raw allocation that may fail (returns nullptr).
@@ -56,7 +56,7 @@ class CachingAllocator final : public Allocator {
   RawMemory raw_;
   size_t alignment_;
   mutable std::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;   // block size -> cached blocks
+  std::map<size_t, std::vector<void*>> free_;  // block size -> cached blocks
   MemoryStats stats_;
 };
 

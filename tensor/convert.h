@@ -10,8 +10,7 @@ namespace qkv {
 
 template <class T> inline constexpr bool is_half_v = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
 
-template <class D, class S>
-QKV_HD D convert(S v) {
+template <class D, class S> QKV_HD D convert(S v) {
   if constexpr (std::is_same_v<D, S>) return v;
   else if constexpr (is_half_v<S>) return convert<D>(static_cast<float>(v));
   else if constexpr (is_half_v<D>) return D(static_cast<float>(v));

@@ -12,8 +12,7 @@ namespace {
 
 constexpr int64_t kParallelCopy = 1 << 16;
 
-template <class D, class S>
-void copy_cpu_typed(const Tensor& dst, const Tensor& src_b) {
+template <class D, class S> void copy_cpu_typed(const Tensor& dst, const Tensor& src_b) {
   auto L = make_strided_loop<2>(dst.shape(), {dst.strides(), src_b.strides()});
   D* d = static_cast<D*>(dst.raw_data());
   const S* s = static_cast<const S*>(src_b.raw_data());
@@ -23,7 +22,8 @@ void copy_cpu_typed(const Tensor& dst, const Tensor& src_b) {
     const S* sp = s + off[1];
     if (is[0] == 1 && is[1] == 1) {
       if constexpr (std::is_same_v<D, S>) std::memcpy(dp, sp, size_t(n) * sizeof(D));
-      else for (int64_t i = 0; i < n; ++i) dp[i] = convert<D>(sp[i]);
+      else
+        for (int64_t i = 0; i < n; ++i) dp[i] = convert<D>(sp[i]);
     } else if (is[0] == 1 && is[1] == 0) {
       const D v = convert<D>(sp[0]);
       for (int64_t i = 0; i < n; ++i) dp[i] = v;
@@ -34,9 +34,8 @@ void copy_cpu_typed(const Tensor& dst, const Tensor& src_b) {
 }
 
 void copy_cpu(const Tensor& dst, const Tensor& src_b) {
-  visit_dtype(dst.dtype(), [&]<class D>() {
-    visit_dtype(src_b.dtype(), [&]<class S>() { copy_cpu_typed<D, S>(dst, src_b); });
-  });
+  visit_dtype(dst.dtype(),
+              [&]<class D>() { visit_dtype(src_b.dtype(), [&]<class S>() { copy_cpu_typed<D, S>(dst, src_b); }); });
 }
 
 bool overlaps(const Tensor& a, const Tensor& b) {

@@ -21,10 +21,16 @@ Device::Device(std::string_view s) {
       int v = 0;
       bool ok = true;
       for (char c : rest.substr(1)) {
-        if (c < '0' || c > '9' || v > 1000) { ok = false; break; }
+        if (c < '0' || c > '9' || v > 1000) {
+          ok = false;
+          break;
+        }
         v = v * 10 + (c - '0');
       }
-      if (ok) { index = v; return; }
+      if (ok) {
+        index = v;
+        return;
+      }
     }
   }
   throw DeviceError(cat("unknown device '", s, "': expected 'cpu', 'cuda' or 'cuda:N'"));
@@ -38,7 +44,8 @@ bool cuda_available() { return cuda_device_count() > 0; }
 void check_device_usable(const Device& d, const char* what) {
   if (d.is_cpu()) return;
   if (!cuda_compiled())
-    throw DeviceError(cat(what, ": device ", d, " requested but this qkvlab build has no CUDA "
+    throw DeviceError(cat(what, ": device ", d,
+                          " requested but this qkvlab build has no CUDA "
                           "backend (configure with -DQKV_CUDA=ON)"));
   int n = cuda_device_count();
   if (d.index < 0 || d.index >= n)

@@ -15,7 +15,7 @@ struct Device {
 
   constexpr Device() = default;
   constexpr Device(DeviceType t, int i = 0) : type(t), index(i) {}
-  Device(std::string_view spec);      // "cpu", "cuda", "cuda:1"
+  Device(std::string_view spec);  // "cpu", "cuda", "cuda:1"
   Device(const char* spec) : Device(std::string_view(spec)) {}
 
   bool is_cpu() const { return type == DeviceType::cpu; }
@@ -30,7 +30,7 @@ inline constexpr Device kCPU{DeviceType::cpu, 0};
 // Whether this build has the CUDA backend, and how many devices the runtime sees (0 without one).
 bool cuda_compiled();
 int cuda_device_count();
-bool cuda_available();   // compiled and at least one device visible
+bool cuda_available();  // compiled and at least one device visible
 // Throws DeviceError naming `what` when `d` is a CUDA device this process cannot use.
 void check_device_usable(const Device& d, const char* what);
 

@@ -6,10 +6,14 @@ namespace qkv {
 
 size_t dtype_size(DType dt) {
   switch (dt) {
-    case DType::f32: case DType::i32: return 4;
-    case DType::f64: case DType::i64: return 8;
-    case DType::bf16: case DType::f16: return 2;
-    case DType::u8: case DType::b8: return 1;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f64:
+    case DType::i64: return 8;
+    case DType::bf16:
+    case DType::f16: return 2;
+    case DType::u8:
+    case DType::b8: return 1;
   }
   return 0;
 }
@@ -37,13 +41,11 @@ DType parse_dtype(std::string_view s) {
   if (s == "int64" || s == "i64" || s == "long") return DType::i64;
   if (s == "uint8" || s == "u8") return DType::u8;
   if (s == "bool" || s == "b8") return DType::b8;
-  throw DTypeError(cat("unknown dtype '", s,
-                       "': expected one of float32, float64, bfloat16, float16, int32, int64, uint8, bool"));
+  throw DTypeError(
+      cat("unknown dtype '", s, "': expected one of float32, float64, bfloat16, float16, int32, int64, uint8, bool"));
 }
 
-bool is_floating(DType dt) {
-  return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16 || dt == DType::f16;
-}
+bool is_floating(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16 || dt == DType::f16; }
 bool is_integral(DType dt) { return !is_floating(dt); }
 
 std::ostream& operator<<(std::ostream& os, DType dt) { return os << dtype_name(dt); }

@@ -15,11 +15,11 @@ enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, u8, b8 };
 inline constexpr int kNumDTypes = 8;
 
 size_t dtype_size(DType dt);
-const char* dtype_name(DType dt);           // "float32", ...
-const char* dtype_short_name(DType dt);     // "f32", ...
-DType parse_dtype(std::string_view name);   // accepts "float32", "f32", "fp32", "bf16", ...
+const char* dtype_name(DType dt);          // "float32", ...
+const char* dtype_short_name(DType dt);    // "f32", ...
+DType parse_dtype(std::string_view name);  // accepts "float32", "f32", "fp32", "bf16", ...
 bool is_floating(DType dt);
-bool is_integral(DType dt);                 // int32, int64, uint8, bool
+bool is_integral(DType dt);  // int32, int64, uint8, bool
 std::ostream& operator<<(std::ostream& os, DType dt);
 
 // A set of dtypes, used by the op table to say what an op accepts.
@@ -27,9 +27,13 @@ struct DTypeSet {
   uint32_t bits = 0;
   constexpr DTypeSet() = default;
   constexpr DTypeSet(DType d) : bits(1u << unsigned(d)) {}
-  constexpr DTypeSet operator|(DTypeSet o) const { DTypeSet s; s.bits = bits | o.bits; return s; }
+  constexpr DTypeSet operator|(DTypeSet o) const {
+    DTypeSet s;
+    s.bits = bits | o.bits;
+    return s;
+  }
   constexpr bool contains(DType d) const { return (bits >> unsigned(d)) & 1u; }
-  std::string to_string(bool short_names = false) const;   // "float32,float64" or "f32,f64"
+  std::string to_string(bool short_names = false) const;  // "float32,float64" or "f32,f64"
 };
 inline constexpr DTypeSet kFloat = DTypeSet(DType::f32) | DType::f64;
 inline constexpr DTypeSet kIndex = DTypeSet(DType::i32) | DType::i64;
@@ -48,8 +52,7 @@ template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
 template <> constexpr DType dtype_of<bool>() { return DType::b8; }
 
 // visit_dtype(dt, [&]<class T>() { ... }) calls the lambda with T = the C++ element type.
-template <class F>
-decltype(auto) visit_dtype(DType dt, F&& f) {
+template <class F> decltype(auto) visit_dtype(DType dt, F&& f) {
   switch (dt) {
     case DType::f32: return f.template operator()<float>();
     case DType::f64: return f.template operator()<double>();
@@ -64,31 +67,27 @@ decltype(auto) visit_dtype(DType dt, F&& f) {
 }
 
 // Visitors restricted to the types a kernel supports; `op` names the caller in the error.
-template <class F>
-decltype(auto) visit_float(DType dt, const char* op, F&& f) {
+template <class F> decltype(auto) visit_float(DType dt, const char* op, F&& f) {
   switch (dt) {
     case DType::f32: return f.template operator()<float>();
     case DType::f64: return f.template operator()<double>();
     default: throw DTypeError(cat(op, ": expected float32 or float64, got ", dtype_name(dt)));
   }
 }
-template <class F>
-decltype(auto) visit_index(DType dt, const char* op, F&& f) {
+template <class F> decltype(auto) visit_index(DType dt, const char* op, F&& f) {
   switch (dt) {
     case DType::i32: return f.template operator()<int32_t>();
     case DType::i64: return f.template operator()<int64_t>();
     default: throw DTypeError(cat(op, ": expected int32 or int64 indices, got ", dtype_name(dt)));
   }
 }
-template <class F>
-decltype(auto) visit_numeric(DType dt, const char* op, F&& f) {
+template <class F> decltype(auto) visit_numeric(DType dt, const char* op, F&& f) {
   switch (dt) {
     case DType::f32: return f.template operator()<float>();
     case DType::f64: return f.template operator()<double>();
     case DType::i32: return f.template operator()<int32_t>();
     case DType::i64: return f.template operator()<int64_t>();
-    default:
-      throw DTypeError(cat(op, ": expected float32, float64, int32 or int64, got ", dtype_name(dt)));
+    default: throw DTypeError(cat(op, ": expected float32, float64, int32 or int64, got ", dtype_name(dt)));
   }
 }
 

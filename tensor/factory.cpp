@@ -44,8 +44,7 @@ Tensor arange(int64_t end, TensorOptions opts) { return arange(0, double(end), 1
 
 Tensor arange(double start, double end, double step, TensorOptions opts) {
   check<ValueError>(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
-                    "arange: need finite start/end and a non-zero step, got (", start, ", ", end,
-                    ", ", step, ")");
+                    "arange: need finite start/end and a non-zero step, got (", start, ", ", end, ", ", step, ")");
   const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)));
   Tensor host = empty({n}, {DType::f64, kCPU});
   double* p = host.data<double>();
@@ -53,8 +52,7 @@ Tensor arange(double start, double end, double step, TensorOptions opts) {
   return raw::to(host, opts.dtype, opts.device);
 }
 
-template <class T>
-Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
+template <class T> Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
   check<ShapeError>(numel(shape) == int64_t(values.size()), "from_vector: ", values.size(),
                     " values do not fill shape ", shape_str(shape));
   Tensor host = empty(shape, {dtype_of<T>(), kCPU});

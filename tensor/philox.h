@@ -11,7 +11,9 @@
 
 namespace qkv::philox {
 
-struct U32x4 { uint32_t v[4]; };
+struct U32x4 {
+  uint32_t v[4];
+};
 
 QKV_HD void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
   uint64_t p = uint64_t(a) * uint64_t(b);
@@ -36,14 +38,11 @@ QKV_HD U32x4 philox4x32_10(U32x4 ctr, uint32_t k0, uint32_t k1) {
 
 // The four 32-bit words of block `block` of the stream keyed by `seed`.
 QKV_HD U32x4 block(uint64_t seed, uint64_t block) {
-  return philox4x32_10(U32x4{{uint32_t(block), uint32_t(block >> 32), 0u, 0u}}, uint32_t(seed),
-                       uint32_t(seed >> 32));
+  return philox4x32_10(U32x4{{uint32_t(block), uint32_t(block >> 32), 0u, 0u}}, uint32_t(seed), uint32_t(seed >> 32));
 }
 
 // Element i of a stream starting at block `offset`: its 32 random bits.
-QKV_HD uint32_t bits(uint64_t seed, uint64_t offset, uint64_t i) {
-  return block(seed, offset + i / 4).v[i % 4];
-}
+QKV_HD uint32_t bits(uint64_t seed, uint64_t offset, uint64_t i) { return block(seed, offset + i / 4).v[i % 4]; }
 
 // Uniform in [0, 1): float keeps 24 bits, double uses all 32 (both exact, so CPU == CUDA).
 QKV_HD float to_unit_float(uint32_t x) { return float(x >> 8) * (1.0f / 16777216.0f); }
@@ -53,7 +52,7 @@ QKV_HD double to_unit_double(uint32_t x) { return double(x) * (1.0 / 4294967296.
 QKV_HD double normal(uint64_t seed, uint64_t offset, uint64_t i) {
   U32x4 b = block(seed, offset + i / 4);
   const int lane = int(i % 4), pair = lane & ~1;
-  const double u1 = (double(b.v[pair]) + 1.0) * (1.0 / 4294967296.0);   // (0, 1]: log is finite
+  const double u1 = (double(b.v[pair]) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]: log is finite
   const double u2 = double(b.v[pair + 1]) * (1.0 / 4294967296.0);
   const double r = std::sqrt(-2.0 * std::log(u1));
   const double theta = 6.283185307179586476925286766559 * u2;

@@ -69,8 +69,13 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
     amax = std::max(amax, std::abs(x));
     if (x != 0) amin_nz = std::min(amin_nz, std::abs(x));
   }
-  Printer p{v, t.shape(), contiguous_strides(t.shape()), t.numel() > kSummarizeAbove, integral,
-            t.dtype() == DType::b8, !integral && (amax >= 1e5 || amin_nz < 1e-4)};
+  Printer p{v,
+            t.shape(),
+            contiguous_strides(t.shape()),
+            t.numel() > kSummarizeAbove,
+            integral,
+            t.dtype() == DType::b8,
+            !integral && (amax >= 1e5 || amin_nz < 1e-4)};
   for (double x : v) p.width = std::max(p.width, int(p.fmt(x).size()));
   os << "tensor(";
   if (t.numel() == 0) os << "[]";

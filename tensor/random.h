@@ -8,7 +8,7 @@ namespace qkv {
 
 struct GeneratorState {
   uint64_t seed = 0;
-  uint64_t offset = 0;   // next unused Philox block
+  uint64_t offset = 0;  // next unused Philox block
   friend bool operator==(const GeneratorState&, const GeneratorState&) = default;
 };
 

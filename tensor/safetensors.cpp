@@ -18,12 +18,14 @@ static_assert(std::endian::native == std::endian::little, "safetensors I/O assum
 namespace {
 
 using json = nlohmann::json;
-constexpr uint64_t kMaxHeader = 100u << 20;   // the reference implementation's limit
+constexpr uint64_t kMaxHeader = 100u << 20;  // the reference implementation's limit
 
-struct CodeName { DType dtype; const char* code; };
-constexpr CodeName kCodes[] = {{DType::f32, "F32"}, {DType::f64, "F64"}, {DType::bf16, "BF16"},
-                               {DType::f16, "F16"}, {DType::i32, "I32"}, {DType::i64, "I64"},
-                               {DType::u8, "U8"},   {DType::b8, "BOOL"}};
+struct CodeName {
+  DType dtype;
+  const char* code;
+};
+constexpr CodeName kCodes[] = {{DType::f32, "F32"}, {DType::f64, "F64"}, {DType::bf16, "BF16"}, {DType::f16, "F16"},
+                               {DType::i32, "I32"}, {DType::i64, "I64"}, {DType::u8, "U8"},     {DType::b8, "BOOL"}};
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) {
   throw IOError(cat(path, ": not a valid safetensors file: ", what));
@@ -40,8 +42,8 @@ const char* dtype_code(DType dt) {
 DType parse_dtype_code(const std::string& code, const std::string& context) {
   for (const auto& c : kCodes)
     if (code == c.code) return c.dtype;
-  throw IOError(cat(context, ": unsupported dtype \"", code,
-                    "\" (qkvlab reads F32, F64, BF16, F16, I32, I64, U8, BOOL)"));
+  throw IOError(
+      cat(context, ": unsupported dtype \"", code, "\" (qkvlab reads F32, F64, BF16, F16, I32, I64, U8, BOOL)"));
 }
 
 void save(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -51,8 +53,7 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
-    check<ValueError>(!name.empty() && name != "__metadata__", path,
-                      ": invalid tensor name '", name, "'");
+    check<ValueError>(!name.empty() && name != "__metadata__", path, ": invalid tensor name '", name, "'");
     check<ValueError>(seen.insert(name).second, path, ": tensor name '", name, "' appears twice");
     check<ValueError>(t.defined(), path, ": tensor '", name, "' is undefined");
   }
@@ -66,13 +67,11 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
   size_t pos = 0;
   for (size_t i : order) {
     const auto& [name, t] = tensors[i];
-    header[name] = {{"dtype", dtype_code(t.dtype())},
-                    {"shape", t.shape()},
-                    {"data_offsets", {pos, pos + t.nbytes()}}};
+    header[name] = {{"dtype", dtype_code(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {pos, pos + t.nbytes()}}};
     pos += t.nbytes();
   }
   std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');   // pad so the data section is 8-byte aligned
+  text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data section is 8-byte aligned
 
   write_file_atomically(path, [&](std::ostream& os) {
     uint64_t n = text.size();
@@ -113,9 +112,7 @@ Header read_header(const std::string& path) {
       }
       return true;
     });
-  } catch (const json::exception& e) {
-    bad(path, cat("header is not valid JSON: ", e.what()));
-  }
+  } catch (const json::exception& e) { bad(path, cat("header is not valid JSON: ", e.what())); }
   if (!duplicate.empty()) bad(path, cat("tensor '", duplicate, "' appears twice in the header"));
   if (!header.is_object()) bad(path, "header is not a JSON object");
 
@@ -151,12 +148,12 @@ Header read_header(const std::string& path) {
     info.begin = off[0].get<uint64_t>();
     info.end = off[1].get<uint64_t>();
     if (info.begin > info.end || info.end > data_size)
-      throw IOError(cat(where, ": data_offsets [", info.begin, ", ", info.end,
-                        "] fall outside the ", data_size, "-byte data section (truncated file?)"));
+      throw IOError(cat(where, ": data_offsets [", info.begin, ", ", info.end, "] fall outside the ", data_size,
+                        "-byte data section (truncated file?)"));
     const uint64_t want = uint64_t(numel(info.shape)) * dtype_size(info.dtype);
     if (info.end - info.begin != want)
-      throw IOError(cat(where, ": data_offsets cover ", info.end - info.begin, " bytes but ",
-                        dtype_code(info.dtype), " ", shape_str(info.shape), " needs ", want));
+      throw IOError(cat(where, ": data_offsets cover ", info.end - info.begin, " bytes but ", dtype_code(info.dtype),
+                        " ", shape_str(info.shape), " needs ", want));
     h.tensors.emplace(name, info);
   }
   // The data section must be covered exactly: no overlaps, no holes.
@@ -167,12 +164,11 @@ Header read_header(const std::string& path) {
   size_t covered = 0;
   for (const auto& [begin, name] : spans) {
     if (begin != covered)
-      bad(path, cat("tensor '", name, "' starts at byte ", begin, " but the previous tensor ends at ",
-                    covered, begin < covered ? " (overlap)" : " (hole)"));
+      bad(path, cat("tensor '", name, "' starts at byte ", begin, " but the previous tensor ends at ", covered,
+                    begin < covered ? " (overlap)" : " (hole)"));
     covered = h.tensors.at(name).end;
   }
-  if (covered != data_size)
-    bad(path, cat("data section is ", data_size, " bytes but the tensors cover ", covered));
+  if (covered != data_size) bad(path, cat("data section is ", data_size, " bytes but the tensors cover ", covered));
   return h;
 }
 
@@ -189,7 +185,8 @@ std::map<std::string, Tensor> load(const std::string& path, Device device, Metad
     if (info.dtype == DType::b8) {
       const uint8_t* p = static_cast<const uint8_t*>(host.raw_data());
       for (int64_t i = 0; i < host.numel(); ++i)
-        if (p[i] > 1) throw IOError(cat(path, ": tensor '", name, "': BOOL byte ", i, " is ", int(p[i]), ", expected 0 or 1"));
+        if (p[i] > 1)
+          throw IOError(cat(path, ": tensor '", name, "': BOOL byte ", i, " is ", int(p[i]), ", expected 0 or 1"));
     }
     out.emplace(name, raw::to(host, info.dtype, device));
   }

@@ -16,13 +16,13 @@ namespace qkv::safetensors {
 struct TensorInfo {
   DType dtype;
   Shape shape;
-  size_t begin = 0, end = 0;   // byte range in the data section
+  size_t begin = 0, end = 0;  // byte range in the data section
 };
 
 struct Header {
   std::map<std::string, TensorInfo> tensors;
   std::map<std::string, std::string> metadata;
-  size_t data_start = 0;       // file offset of the data section
+  size_t data_start = 0;  // file offset of the data section
 };
 
 using Metadata = std::map<std::string, std::string>;
@@ -33,10 +33,9 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
 // Reads and validates the header only.
 Header read_header(const std::string& path);
 // Loads every tensor onto `device`.
-std::map<std::string, Tensor> load(const std::string& path, Device device = kCPU,
-                                   Metadata* metadata = nullptr);
+std::map<std::string, Tensor> load(const std::string& path, Device device = kCPU, Metadata* metadata = nullptr);
 
-const char* dtype_code(DType dt);          // "F32", "BF16", ...
+const char* dtype_code(DType dt);  // "F32", "BF16", ...
 DType parse_dtype_code(const std::string& code, const std::string& context);
 
 }  // namespace qkv::safetensors

@@ -33,8 +33,8 @@ std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << shape_
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
   if (dim < lo || dim > hi)
-    throw IndexError(cat(op, ": dim ", dim, " is out of range for a tensor with ", ndim,
-                         " dims (expected ", lo, "..", hi, ")"));
+    throw IndexError(
+        cat(op, ": dim ", dim, " is out of range for a tensor with ", ndim, " dims (expected ", lo, "..", hi, ")"));
   if (ndim == 0) return 0;
   return dim < 0 ? dim + ndim : dim;
 }
@@ -60,8 +60,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw ShapeError(cat(op, ": shapes ", shape_str(a), " and ", shape_str(b),
-                           " do not broadcast (dim ", i, ": ", da, " vs ", db, ")"));
+      throw ShapeError(cat(op, ": shapes ", shape_str(a), " and ", shape_str(b), " do not broadcast (dim ", i, ": ", da,
+                           " vs ", db, ")"));
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -70,8 +70,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 Strides broadcast_strides(const Shape& from, const Strides& from_strides, const Shape& to) {
   Strides st(to.size(), 0);
   size_t off = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i)
-    st[off + i] = from[i] == 1 ? 0 : from_strides[i];
+  for (size_t i = 0; i < from.size(); ++i) st[off + i] = from[i] == 1 ? 0 : from_strides[i];
   return st;
 }
 

@@ -14,7 +14,7 @@ using Strides = std::vector<int64_t>;
 
 int64_t numel(const Shape& s);
 Strides contiguous_strides(const Shape& s);
-std::string shape_str(const Shape& s);      // "[2, 3]"
+std::string shape_str(const Shape& s);  // "[2, 3]"
 std::ostream& operator<<(std::ostream& os, const Shape& s);
 
 // Wraps a possibly negative dim into [0, ndim); throws IndexError naming `op` when out of range.

@@ -14,7 +14,7 @@ namespace qkv {
 
 class Storage {
  public:
-  Storage(size_t nbytes, Device device);   // allocates through allocator_for(device)
+  Storage(size_t nbytes, Device device);  // allocates through allocator_for(device)
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();

@@ -13,10 +13,9 @@
 
 namespace qkv {
 
-template <size_t N>
-struct StridedLoop {
-  Shape shape;                    // merged shape; never empty (a scalar is [1])
-  std::array<Strides, N> strides; // per operand, in elements
+template <size_t N> struct StridedLoop {
+  Shape shape;                     // merged shape; never empty (a scalar is [1])
+  std::array<Strides, N> strides;  // per operand, in elements
 
   int64_t inner() const { return shape.back(); }
   int64_t rows() const {
@@ -31,15 +30,13 @@ struct StridedLoop {
   }
 };
 
-template <size_t N>
-StridedLoop<N> make_strided_loop(const Shape& shape, const std::array<Strides, N>& strides) {
+template <size_t N> StridedLoop<N> make_strided_loop(const Shape& shape, const std::array<Strides, N>& strides) {
   StridedLoop<N> L;
   // Drop size-1 dims, then merge dim i into i+1 when every operand steps through them evenly.
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
     bool merge = !L.shape.empty();
-    for (size_t k = 0; k < N && merge; ++k)
-      merge = L.strides[k].back() == strides[k][d] * shape[d];
+    for (size_t k = 0; k < N && merge; ++k) merge = L.strides[k].back() == strides[k][d] * shape[d];
     if (merge) {
       L.shape.back() *= shape[d];
       for (size_t k = 0; k < N; ++k) L.strides[k].back() = strides[k][d];
@@ -58,10 +55,9 @@ StridedLoop<N> make_strided_loop(const Shape& shape, const std::array<Strides, N
 
 // Calls f(offsets, n) for every row: offsets[k] is operand k's element offset of the row start,
 // n the row length. `min_parallel` is the element count below which it runs on one thread.
-template <size_t N, class F>
-void for_each_row(const StridedLoop<N>& L, int64_t min_parallel, F&& f) {
+template <size_t N, class F> void for_each_row(const StridedLoop<N>& L, int64_t min_parallel, F&& f) {
   const int64_t rows = L.rows(), inner = L.inner();
-  const int nd = int(L.shape.size()) - 1;   // outer dims
+  const int nd = int(L.shape.size()) - 1;  // outer dims
   auto run = [&](int64_t r0, int64_t r1) {
     if (r0 >= r1) return;
     // Decompose r0 into an outer index, then step it like an odometer.
@@ -86,7 +82,10 @@ void for_each_row(const StridedLoop<N>& L, int64_t min_parallel, F&& f) {
   const int64_t total = rows * inner;
   const int threads = omp_get_max_threads();
   if (total < min_parallel || threads == 1 || omp_in_parallel()) {
-    if (rows == 1) { f(std::array<int64_t, N>{}, inner); return; }
+    if (rows == 1) {
+      f(std::array<int64_t, N>{}, inner);
+      return;
+    }
     run(0, rows);
     return;
   }

@@ -13,26 +13,21 @@ int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size"
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
 bool Tensor::is_contiguous() const { return raw::is_contiguous(shape(), strides()); }
 
-void* Tensor::raw_data() const {
-  return static_cast<char*>(storage()->data()) + offset() * int64_t(element_size());
-}
+void* Tensor::raw_data() const { return static_cast<char*>(storage()->data()) + offset() * int64_t(element_size()); }
 
-template <class T>
-std::vector<T> Tensor::to_vector() const {
+template <class T> std::vector<T> Tensor::to_vector() const {
   Tensor host = raw::to(*this, dtype_of<T>(), kCPU);
   host = raw::contiguous(host);
   const T* p = host.data<T>();
   return std::vector<T>(p, p + host.numel());
 }
 
-template <class T>
-T Tensor::item() const {
-  check<ShapeError>(numel() == 1, "item(): expected a tensor with one element, got shape ",
-                    shape_str(shape()));
+template <class T> T Tensor::item() const {
+  check<ShapeError>(numel() == 1, "item(): expected a tensor with one element, got shape ", shape_str(shape()));
   return to_vector<T>()[0];
 }
 
-#define QKV_INSTANTIATE_VALUES(T)                      \
+#define QKV_INSTANTIATE_VALUES(T)                       \
   template std::vector<T> Tensor::to_vector<T>() const; \
   template T Tensor::item<T>() const;
 QKV_INSTANTIATE_VALUES(float)
@@ -44,14 +39,10 @@ QKV_INSTANTIATE_VALUES(bf16)
 QKV_INSTANTIATE_VALUES(f16)
 #undef QKV_INSTANTIATE_VALUES
 
-template <>
-std::vector<bool> Tensor::to_vector<bool>() const {
+template <> std::vector<bool> Tensor::to_vector<bool>() const {
   std::vector<uint8_t> v = raw::to(*this, DType::b8, kCPU).to_vector<uint8_t>();
   return std::vector<bool>(v.begin(), v.end());
 }
-template <>
-bool Tensor::item<bool>() const {
-  return item<uint8_t>() != 0;
-}
+template <> bool Tensor::item<bool>() const { return item<uint8_t>() != 0; }
 
 }  // namespace qkv

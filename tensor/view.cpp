@@ -38,18 +38,16 @@ Shape infer_shape(const Shape& shape, int64_t n, const char* op) {
     }
   }
   if (infer_at >= 0) {
-    check<ShapeError>(known != 0 && n % known == 0, op, ": cannot infer -1 in ", shape_str(shape),
-                      " for ", n, " elements");
+    check<ShapeError>(known != 0 && n % known == 0, op, ": cannot infer -1 in ", shape_str(shape), " for ", n,
+                      " elements");
     out[infer_at] = n / known;
   } else {
-    check<ShapeError>(known == n, op, ": shape ", shape_str(shape), " has ", known,
-                      " elements but the tensor has ", n);
+    check<ShapeError>(known == n, op, ": shape ", shape_str(shape), " has ", known, " elements but the tensor has ", n);
   }
   return out;
 }
 
-std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_strides,
-                                    const Shape& new_shape) {
+std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_strides, const Shape& new_shape) {
   if (old_shape.empty() || numel(old_shape) == 0) return contiguous_strides(new_shape);
   Strides out(new_shape.size());
   int64_t view_d = int64_t(new_shape.size()) - 1;
@@ -78,16 +76,15 @@ std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_s
 Tensor reshape_view(const Tensor& t, const Shape& shape) {
   Shape s = infer_shape(shape, t.numel(), "view");
   auto st = view_strides(t.shape(), t.strides(), s);
-  check<ShapeError>(st.has_value(), "view: cannot view a tensor of shape ", shape_str(t.shape()),
-                    " with strides ", shape_str(t.strides()), " as ", shape_str(s),
-                    " without a copy (use reshape)");
+  check<ShapeError>(st.has_value(), "view: cannot view a tensor of shape ", shape_str(t.shape()), " with strides ",
+                    shape_str(t.strides()), " as ", shape_str(s), " without a copy (use reshape)");
   return as_strided(t, s, *st, t.offset());
 }
 
 Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
   const int64_t n = t.dim();
-  check<ShapeError>(int64_t(dims.size()) == n, "permute: got ", dims.size(), " dims ",
-                    shape_str(dims), " for a tensor with ", n, " dims");
+  check<ShapeError>(int64_t(dims.size()) == n, "permute: got ", dims.size(), " dims ", shape_str(dims),
+                    " for a tensor with ", n, " dims");
   Shape s(n);
   Strides st(n);
   std::vector<bool> seen(n, false);
@@ -121,8 +118,8 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
 }
 
 Tensor expand(const Tensor& t, const Shape& shape) {
-  check<ShapeError>(shape.size() >= t.shape().size(), "expand: cannot expand shape ",
-                    shape_str(t.shape()), " to ", shape_str(shape), " (fewer dims)");
+  check<ShapeError>(shape.size() >= t.shape().size(), "expand: cannot expand shape ", shape_str(t.shape()), " to ",
+                    shape_str(shape), " (fewer dims)");
   const size_t lead = shape.size() - t.shape().size();
   Shape s(shape.size());
   Strides st(shape.size(), 0);
@@ -134,9 +131,8 @@ Tensor expand(const Tensor& t, const Shape& shape) {
     }
     int64_t have = t.shape()[i - lead];
     int64_t want = shape[i] == -1 ? have : shape[i];
-    check<ShapeError>(want == have || have == 1, "expand: cannot expand shape ",
-                      shape_str(t.shape()), " to ", shape_str(shape), " (dim ", i, ": ", have,
-                      " vs ", want, ")");
+    check<ShapeError>(want == have || have == 1, "expand: cannot expand shape ", shape_str(t.shape()), " to ",
+                      shape_str(shape), " (dim ", i, ": ", have, " vs ", want, ")");
     s[i] = want;
     st[i] = want == have ? t.strides()[i - lead] : 0;
   }

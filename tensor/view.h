@@ -16,10 +16,12 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op);
 std::optional<Strides> view_strides(const Shape& shape, const Strides& strides, const Shape& new_shape);
 
 // Python-style bounds (negative counts from the end) clamped to [0, n], with end >= start.
-struct SliceRange { int64_t start, end; };
+struct SliceRange {
+  int64_t start, end;
+};
 SliceRange normalize_slice(int64_t n, int64_t start, int64_t end);
 
-Tensor reshape_view(const Tensor& t, const Shape& shape);   // throws if a copy would be needed
+Tensor reshape_view(const Tensor& t, const Shape& shape);  // throws if a copy would be needed
 Tensor permute(const Tensor& t, const std::vector<int64_t>& dims);
 Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step);
 Tensor expand(const Tensor& t, const Shape& shape);
@@ -29,7 +31,7 @@ Tensor unsqueeze(const Tensor& t, int64_t dim);
 // Copies src into dst elementwise: src broadcasts to dst's shape, its dtype is converted, and
 // either may live on any device. dst may be a strided view.
 void copy(const Tensor& dst, const Tensor& src);
-Tensor contiguous(const Tensor& t);              // t itself when already contiguous
+Tensor contiguous(const Tensor& t);  // t itself when already contiguous
 Tensor to(const Tensor& t, DType dtype, Device device);
 void fill(const Tensor& t, double value);
 

@@ -21,7 +21,7 @@ template <class T> using MutMap = Eigen::Map<RowMat<T>, 0, Eigen::OuterStride<>>
 template <class T> using Vec = Eigen::Matrix<T, Dynamic, 1>;
 
 constexpr int64_t kBlockQ = 64, kBlockK = 64;
-constexpr int64_t kBiasChunks = 32;   // bias-gradient partial sums (attention_backward)
+constexpr int64_t kBiasChunks = 32;  // bias-gradient partial sums (attention_backward)
 
 // A [B, H, T, D] tensor whose last dim is contiguous (a permuted [B, T, H, D] projection is
 // used in place); heads are read as T x D row-major matrices with the tensor's row stride.
@@ -50,8 +50,7 @@ template <class T>
 void tile_scores(RowMat<T>& s, const ConstMap<T>& q, const ConstMap<T>& k, int64_t i0, int64_t ni, int64_t j0,
                  int64_t nj, T scale, const T* bias, int64_t S, int64_t T_, bool causal) {
   s.noalias() = scale * (q.middleRows(i0, ni) * k.middleRows(j0, nj).transpose());
-  if (bias)
-    s += ConstMap<T>(bias + i0 * S + j0, ni, nj, Eigen::OuterStride<>(S));
+  if (bias) s += ConstMap<T>(bias + i0 * S + j0, ni, nj, Eigen::OuterStride<>(S));
   if (causal)
     for (int64_t r = 0; r < ni; ++r)
       for (int64_t c = visible_keys(i0 + r, T_, S, true) - j0; c < nj; ++c)
@@ -88,7 +87,10 @@ void attention(const KernelArgs& k) {
             for (int64_t r = 0; r < ni; ++r) {
               const F row_max = s.row(r).maxCoeff();
               const F m_new = std::max(m[r], row_max);
-              if (m_new == ninf) { s.row(r).setZero(); continue; }   // nothing visible yet
+              if (m_new == ninf) {
+                s.row(r).setZero();
+                continue;
+              }  // nothing visible yet
               const F correction = std::exp(m[r] - m_new);
               s.row(r) = (s.row(r).array() - m_new).exp().matrix();
               l[r] = l[r] * correction + s.row(r).sum();
@@ -100,7 +102,7 @@ void attention(const KernelArgs& k) {
           F* o = out + ((b * H + h) * T + i0) * Dv;
           F* L = lse + (b * H + h) * T + i0;
           for (int64_t r = 0; r < ni; ++r) {
-            const bool empty = l[r] == F(0);   // a row that sees no key (causal with T > S)
+            const bool empty = l[r] == F(0);  // a row that sees no key (causal with T > S)
             Eigen::Map<Vec<F>>(o + r * Dv, Dv) = empty ? Vec<F>::Zero(Dv) : Vec<F>(acc.row(r).transpose() / l[r]);
             L[r] = empty ? ninf : m[r] + std::log(l[r]);
           }
@@ -165,13 +167,13 @@ void attention_backward(const KernelArgs& k) {
               p.resize(ni, nj);
               tile_scores<F>(p, q, kk, i0, ni, j0, nj, scale, bp, S, T, a.causal);
               for (int64_t r = 0; r < ni; ++r) {
-                if (L[i0 + r] == ninf) p.row(r).setZero();   // the row saw no key
+                if (L[i0 + r] == ninf) p.row(r).setZero();  // the row saw no key
                 else p.row(r) = (p.row(r).array() - L[i0 + r]).exp().matrix();
               }
               dV.middleRows(j0, nj).noalias() += p.transpose() * dO.middleRows(i0, ni);
               dp.noalias() = dO.middleRows(i0, ni) * v.middleRows(j0, nj).transpose();
               for (int64_t r = 0; r < ni; ++r) dp.row(r).array() -= dl[i0 + r];
-              p.array() *= dp.array();   // p is now dS, the gradient of the scores
+              p.array() *= dp.array();  // p is now dS, the gradient of the scores
               dQ.middleRows(i0, ni).noalias() += scale * (p * kk.middleRows(j0, nj));
               dK.middleRows(j0, nj).noalias() += scale * (p.transpose() * q.middleRows(i0, ni));
               if (bp) dbias_part[size_t(c)].block(i0, j0, ni, nj) += p;

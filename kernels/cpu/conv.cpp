@@ -30,14 +30,10 @@
 namespace qkv::kernels::cpu {
 namespace {
 
-template <class T>
-using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using MatMap = Eigen::Map<Mat<T>>;
-template <class T>
-using ConstMatMap = Eigen::Map<const Mat<T>>;
-template <class T>
-using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+template <class T> using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T> using MatMap = Eigen::Map<Mat<T>>;
+template <class T> using ConstMatMap = Eigen::Map<const Mat<T>>;
+template <class T> using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
 // Column matrices of one GEMM hold at most this many elements (bounds the per-thread buffer).
 constexpr int64_t kMaxColumnElements = int64_t(1) << 22;
@@ -45,20 +41,25 @@ constexpr int64_t kMaxColumnElements = int64_t(1) << 22;
 constexpr int64_t kTargetColumns = 256;
 
 // Output indices [lo, hi) along one axis whose input index o * stride - pad + tap is inside.
-struct Span { int64_t lo, hi; };
+struct Span {
+  int64_t lo, hi;
+};
 Span valid_outputs(int64_t tap, int64_t pad, int64_t stride, int64_t n, int64_t out) {
   const int64_t lo = std::min(out, pad > tap ? (pad - tap + stride - 1) / stride : 0);
-  const int64_t last = n - 1 + pad - tap;   // o * stride <= last
+  const int64_t last = n - 1 + pad - tap;  // o * stride <= last
   const int64_t hi = last < 0 ? lo : std::clamp(last / stride + 1, lo, out);
   return {lo, hi};
 }
 
 // A kernel tap (i, j) and the output rows and columns where it reads inside the image.
-struct Tap { int64_t i, j; Span rows, cols; };
+struct Tap {
+  int64_t i, j;
+  Span rows, cols;
+};
 
 struct ConvGeom {
   int64_t N, C, H, W, O, kh, kw, Ho, Wo, sh, sw, ph, pw;
-  std::vector<Tap> taps;   // the taps lowered into the column matrix, row (c, t) = c T + t
+  std::vector<Tap> taps;  // the taps lowered into the column matrix, row (c, t) = c T + t
   int64_t K() const { return C * int64_t(taps.size()); }
   bool all_taps() const { return int64_t(taps.size()) == kh * kw; }
   int64_t P() const { return Ho * Wo; }
@@ -71,8 +72,8 @@ struct ConvGeom {
 // With live_only, taps that read only padding for every output are left out (their rows of the
 // column matrix would be zero): a 3x3 pad-1 convolution of a 1x1 input keeps its centre tap.
 ConvGeom geometry(const Tensor& x, const Tensor& w, const Shape& y, const Conv2dAttrs& a, bool live_only) {
-  ConvGeom g{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), y[2], y[3],
-             a.stride[0], a.stride[1], a.padding[0], a.padding[1], {}};
+  ConvGeom g{x.size(0), x.size(1), x.size(2),   x.size(3),   w.size(0),    w.size(2),    w.size(3),
+             y[2],      y[3],      a.stride[0], a.stride[1], a.padding[0], a.padding[1], {}};
   for (int64_t i = 0; i < g.kh; ++i)
     for (int64_t j = 0; j < g.kw; ++j) {
       const Tap t{i, j, valid_outputs(i, g.ph, g.sh, g.H, g.Ho), valid_outputs(j, g.pw, g.sw, g.W, g.Wo)};
@@ -83,12 +84,11 @@ ConvGeom geometry(const Tensor& x, const Tensor& w, const Shape& y, const Conv2d
 
 // Row (c, t) of the column matrix: plane [H, W] under kernel tap t. Padded entries are not
 // written (the buffer arrives zeroed and they are the same for every image).
-template <class T>
-void im2col_row(const T* plane, const ConvGeom& g, const Tap& t, T* row) {
+template <class T> void im2col_row(const T* plane, const ConvGeom& g, const Tap& t, T* row) {
   const Span rows = t.rows, cols = t.cols;
   const int64_t n = cols.hi - cols.lo;
   if (n <= 0 || rows.hi <= rows.lo) return;
-  const T* src = plane + (t.i - g.ph) * g.W + (t.j - g.pw);   // src[oh sh W + ow sw]: input under (oh, ow)
+  const T* src = plane + (t.i - g.ph) * g.W + (t.j - g.pw);  // src[oh sh W + ow sw]: input under (oh, ow)
   if (g.same_width()) {
     // Entry oh W + ow reads src[oh W + ow]: the valid block is one run; the entries it fills at
     // row ends from the neighbouring rows are set back to zero.
@@ -109,8 +109,7 @@ void im2col_row(const T* plane, const ConvGeom& g, const Tap& t, T* row) {
 }
 
 // The adjoint of im2col_row: adds the row's valid entries back onto the plane.
-template <class T>
-void col2im_row(const T* row, const ConvGeom& g, const Tap& t, T* plane) {
+template <class T> void col2im_row(const T* row, const ConvGeom& g, const Tap& t, T* plane) {
   const Span rows = t.rows, cols = t.cols;
   const int64_t n = cols.hi - cols.lo;
   if (n <= 0) return;
@@ -124,16 +123,15 @@ void col2im_row(const T* row, const ConvGeom& g, const Tap& t, T* plane) {
 }
 
 // Image x [C, H, W] into columns [col0, col0 + P) of cols [K, ld].
-template <class T>
-void im2col(const T* x, const ConvGeom& g, T* cols, int64_t ld, int64_t col0) {
+template <class T> void im2col(const T* x, const ConvGeom& g, T* cols, int64_t ld, int64_t col0) {
   const int64_t nt = int64_t(g.taps.size());
   for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t t = 0; t < nt; ++t) im2col_row(x + c * g.H * g.W, g, g.taps[size_t(t)], cols + (c * nt + t) * ld + col0);
+    for (int64_t t = 0; t < nt; ++t)
+      im2col_row(x + c * g.H * g.W, g, g.taps[size_t(t)], cols + (c * nt + t) * ld + col0);
 }
 
 // dx [C, H, W] += col2im(cols [K, P]).
-template <class T>
-void col2im(const T* cols, const ConvGeom& g, T* dx) {
+template <class T> void col2im(const T* cols, const ConvGeom& g, T* dx) {
   const int64_t nt = int64_t(g.taps.size());
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t t = 0; t < nt; ++t) col2im_row(cols + (c * nt + t) * g.P(), g, g.taps[size_t(t)], dx + c * g.H * g.W);
@@ -151,8 +149,7 @@ int64_t group_size(const ConvGeom& g, int threads) {
 
 // A per-thread scratch buffer from the caching allocator (no page faults on reuse). Column
 // buffers are zeroed once, when the convolution pads: padded entries are never written after.
-template <class T>
-struct Buffer {
+template <class T> struct Buffer {
   Tensor t;
   T* get(int64_t size, bool zero) {
     if (!t.defined() || t.numel() < size) {
@@ -184,12 +181,12 @@ void forward_group(const T* x, const T* w, const T* bias, T* y, const ConvGeom& 
     }
   }
   if (bias)
-    for (int64_t b = 0; b < nb; ++b) MatMap<T>(y + (n0 + b) * O * P, O, P).colwise() += Eigen::Map<const Vec<T>>(bias, O);
+    for (int64_t b = 0; b < nb; ++b)
+      MatMap<T>(y + (n0 + b) * O * P, O, P).colwise() += Eigen::Map<const Vec<T>>(bias, O);
 }
 
 // The weight's columns of the lowered taps, [O, C T] (column c T + t = weight[o, c, i_t, j_t]).
-template <class T>
-const T* live_weight(const T* w, const ConvGeom& g, Buffer<T>& buf) {
+template <class T> const T* live_weight(const T* w, const ConvGeom& g, Buffer<T>& buf) {
   if (g.all_taps()) return w;
   const int64_t nt = int64_t(g.taps.size());
   T* out = buf.get(g.O * g.K(), false);
@@ -199,8 +196,7 @@ const T* live_weight(const T* w, const ConvGeom& g, Buffer<T>& buf) {
   return out;
 }
 
-template <class T>
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, T* y, const ConvGeom& g) {
+template <class T> void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, T* y, const ConvGeom& g) {
   const int threads = omp_get_max_threads();
   const int64_t group = group_size(g, threads), groups = (g.N + group - 1) / group;
   const T* xp = x.data<T>();
@@ -231,8 +227,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, T* y, 
 }
 
 // Per-thread partial sums of the parameter gradients.
-template <class T>
-struct ParamGrads {
+template <class T> struct ParamGrads {
   Mat<T> dw;
   Vec<double> db;
 };
@@ -255,7 +250,7 @@ void backward_image(const T* gp, const T* xp, const T* wp, T* dxp, const ConvGeo
   acc.dw.noalias() += G * ConstMatMap<T>(cols, K, P).transpose();
   MatMap<T> dcols(dcol_buf.get(K * P, false), K, P);
   dcols.noalias() = W.transpose() * G;
-  col2im(dcols.data(), g, dx);   // dx arrives zeroed
+  col2im(dcols.data(), g, dx);  // dx arrives zeroed
 }
 
 }  // namespace
@@ -272,7 +267,7 @@ void conv2d(const KernelArgs& k) {
       conv2d_forward<T>(x, w, bias, y.data<T>(), g);
       return;
     }
-    MatMap<T> out(y.data<T>(), g.N * g.O, g.P());   // no input channels: y = bias
+    MatMap<T> out(y.data<T>(), g.N * g.O, g.P());  // no input channels: y = bias
     for (int64_t r = 0; r < g.N * g.O; ++r) out.row(r).setConstant(bias.defined() ? bias.data<T>()[r % g.O] : T(0));
   });
 }

@@ -62,7 +62,10 @@ void cross_entropy_backward(const KernelArgs& k) {
 #pragma omp parallel for schedule(static) if (rows * C >= kParallelGrain)
       for (int64_t r = 0; r < rows; ++r) {
         ArrMap<T> d(dx + r * C, C);
-        if (t[r] == a.ignore_index) { d.setZero(); continue; }
+        if (t[r] == a.ignore_index) {
+          d.setZero();
+          continue;
+        }
         const T scale = T(double(a.reduction == Reduction::none ? gp[r] : gp[0]) / denom);
         d = (ConstArrMap<T>(x + r * C, C) - lse[r]).exp() * scale;
         d[int64_t(t[r])] -= scale;

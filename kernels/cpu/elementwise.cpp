@@ -1,8 +1,8 @@
 // Elementwise CPU kernels: arithmetic and comparisons with broadcasting, unary math, GELU and
 // its derivative, masked_fill and where. Float math goes through Eigen's vectorized functions.
 #include <Eigen/Core>
-#include <unsupported/Eigen/SpecialFunctions>
 #include <cmath>
+#include <unsupported/Eigen/SpecialFunctions>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
@@ -10,53 +10,70 @@
 namespace qkv::kernels::cpu {
 namespace {
 
-template <class F>
-void binary_numeric(const KernelArgs& k, const char* op, F&& f) {
+template <class F> void binary_numeric(const KernelArgs& k, const char* op, F&& f) {
   visit_numeric(k.in[0].dtype(), op, [&]<class T>() { binary_map<T, T>(k.out[0], k.in[0], k.in[1], f); });
 }
-template <class F>
-void compare(const KernelArgs& k, const char* op, F&& f) {
+template <class F> void compare(const KernelArgs& k, const char* op, F&& f) {
   visit_numeric(k.in[0].dtype(), op, [&]<class T>() { binary_map<bool, T>(k.out[0], k.in[0], k.in[1], f); });
 }
-template <class F>
-void unary_float(const KernelArgs& k, const char* op, F&& f) {
+template <class F> void unary_float(const KernelArgs& k, const char* op, F&& f) {
   visit_float(k.in[0].dtype(), op, [&]<class T>() { unary_map<T, T>(k.out[0], k.in[0], f); });
 }
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;   // 1/sqrt(2)
+constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/sqrt(2)
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2 pi)
 constexpr double kGeluCubic = 0.044715;
 
 }  // namespace
 
-void add(const KernelArgs& k) { binary_numeric(k, "add", [](const auto& a, const auto& b) { return a + b; }); }
-void sub(const KernelArgs& k) { binary_numeric(k, "sub", [](const auto& a, const auto& b) { return a - b; }); }
-void mul(const KernelArgs& k) { binary_numeric(k, "mul", [](const auto& a, const auto& b) { return a * b; }); }
+void add(const KernelArgs& k) {
+  binary_numeric(k, "add", [](const auto& a, const auto& b) { return a + b; });
+}
+void sub(const KernelArgs& k) {
+  binary_numeric(k, "sub", [](const auto& a, const auto& b) { return a - b; });
+}
+void mul(const KernelArgs& k) {
+  binary_numeric(k, "mul", [](const auto& a, const auto& b) { return a * b; });
+}
 void div(const KernelArgs& k) {
   visit_float(k.in[0].dtype(), "div", [&]<class T>() {
     binary_map<T, T>(k.out[0], k.in[0], k.in[1], [](const auto& a, const auto& b) { return a / b; });
   });
 }
-void gt(const KernelArgs& k) { compare(k, "gt", [](const auto& a, const auto& b) { return a > b; }); }
-void eq(const KernelArgs& k) { compare(k, "eq", [](const auto& a, const auto& b) { return a == b; }); }
+void gt(const KernelArgs& k) {
+  compare(k, "gt", [](const auto& a, const auto& b) { return a > b; });
+}
+void eq(const KernelArgs& k) {
+  compare(k, "eq", [](const auto& a, const auto& b) { return a == b; });
+}
 
 void neg(const KernelArgs& k) {
-  visit_numeric(k.in[0].dtype(), "neg", [&]<class T>() {
-    unary_map<T, T>(k.out[0], k.in[0], [](const auto& x) { return -x; });
-  });
+  visit_numeric(k.in[0].dtype(), "neg",
+                [&]<class T>() { unary_map<T, T>(k.out[0], k.in[0], [](const auto& x) { return -x; }); });
 }
 void abs(const KernelArgs& k) {
-  visit_numeric(k.in[0].dtype(), "abs", [&]<class T>() {
-    unary_map<T, T>(k.out[0], k.in[0], [](const auto& x) { return x.abs(); });
-  });
+  visit_numeric(k.in[0].dtype(), "abs",
+                [&]<class T>() { unary_map<T, T>(k.out[0], k.in[0], [](const auto& x) { return x.abs(); }); });
 }
-void exp(const KernelArgs& k) { unary_float(k, "exp", [](const auto& x) { return x.exp(); }); }
-void log(const KernelArgs& k) { unary_float(k, "log", [](const auto& x) { return x.log(); }); }
-void sqrt(const KernelArgs& k) { unary_float(k, "sqrt", [](const auto& x) { return x.sqrt(); }); }
-void rsqrt(const KernelArgs& k) { unary_float(k, "rsqrt", [](const auto& x) { return x.rsqrt(); }); }
-void tanh(const KernelArgs& k) { unary_float(k, "tanh", [](const auto& x) { return x.tanh(); }); }
-void sigmoid(const KernelArgs& k) { unary_float(k, "sigmoid", [](const auto& x) { return x.logistic(); }); }
+void exp(const KernelArgs& k) {
+  unary_float(k, "exp", [](const auto& x) { return x.exp(); });
+}
+void log(const KernelArgs& k) {
+  unary_float(k, "log", [](const auto& x) { return x.log(); });
+}
+void sqrt(const KernelArgs& k) {
+  unary_float(k, "sqrt", [](const auto& x) { return x.sqrt(); });
+}
+void rsqrt(const KernelArgs& k) {
+  unary_float(k, "rsqrt", [](const auto& x) { return x.rsqrt(); });
+}
+void tanh(const KernelArgs& k) {
+  unary_float(k, "tanh", [](const auto& x) { return x.tanh(); });
+}
+void sigmoid(const KernelArgs& k) {
+  unary_float(k, "sigmoid", [](const auto& x) { return x.logistic(); });
+}
 
 void relu(const KernelArgs& k) {
   unary_float(k, "relu", [](const auto& x) {
@@ -84,9 +101,7 @@ void gelu(const KernelArgs& k) {
         return T(0.5) * x * (T(1) + (T(kSqrt2OverPi) * (x + T(kGeluCubic) * x.cube())).tanh());
       });
     else
-      unary_map<T, T>(k.out[0], k.in[0], [](const auto& x) {
-        return T(0.5) * x * (T(1) + (x * T(kSqrt1_2)).erf());
-      });
+      unary_map<T, T>(k.out[0], k.in[0], [](const auto& x) { return T(0.5) * x * (T(1) + (x * T(kSqrt1_2)).erf()); });
   });
 }
 
@@ -103,8 +118,7 @@ void gelu_backward(const KernelArgs& k) {
       });
     else
       binary_map<T, T>(k.out[0], k.in[0], k.in[1], [](const auto& g, const auto& x) {
-        return g * (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) +
-                    x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
+        return g * (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) + x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
       });
   });
 }
@@ -113,8 +127,7 @@ namespace {
 
 // Runs f(i, p0, p1, ...) over a row where each input's stride is 0 (broadcast) or 1 as template
 // constants, so the select loops vectorize; other strides take the general loop.
-template <int... S, class F, class... P>
-void row_with_strides(int64_t n, F&& f, P... p) {
+template <int... S, class F, class... P> void row_with_strides(int64_t n, F&& f, P... p) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) f(i, p[S * i]...);
 }
@@ -153,7 +166,8 @@ void masked_fill(const KernelArgs& k) {
     map_rows<2>(k.out[0], {&k.in[0], &mask}, [&](const auto& off, int64_t n, const auto& is) {
       T* out = o + off[0];
       const std::array<int64_t, 4> strides{is[0], is[1], is[2], 0};
-      select_row(n, strides, [&](int64_t i, T xv, uint8_t mv, T) { out[i] = mv ? v : xv; }, x + off[1], m + off[2], &v);
+      select_row(
+          n, strides, [&](int64_t i, T xv, uint8_t mv, T) { out[i] = mv ? v : xv; }, x + off[1], m + off[2], &v);
     });
   });
 }
@@ -167,7 +181,8 @@ void where(const KernelArgs& k) {
     const T* b = static_cast<const T*>(k.in[2].raw_data());
     map_rows<3>(k.out[0], {&k.in[0], &k.in[1], &k.in[2]}, [&](const auto& off, int64_t n, const auto& is) {
       T* out = o + off[0];
-      select_row(n, is, [&](int64_t i, uint8_t cv, T av, T bv) { out[i] = cv ? av : bv; }, c + off[1], a + off[2], b + off[3]);
+      select_row(
+          n, is, [&](int64_t i, uint8_t cv, T av, T bv) { out[i] = cv ? av : bv; }, c + off[1], a + off[2], b + off[3]);
     });
   });
 }

@@ -22,7 +22,8 @@ void embedding(const KernelArgs& k) {
     const char* src = static_cast<const char*>(w.raw_data());
     char* dst = static_cast<char*>(k.out[0].raw_data());
 #pragma omp parallel for schedule(static) if (n * D >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) std::memcpy(dst + size_t(i) * row_bytes, src + size_t(id[i]) * row_bytes, row_bytes);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(dst + size_t(i) * row_bytes, src + size_t(id[i]) * row_bytes, row_bytes);
   });
 }
 

@@ -72,7 +72,10 @@ void layer_norm_backward(const KernelArgs& k) {
         ArrMap<T>(dx + r * n, n) = rstd[r] * (gw - mean_gw - xhat * mean_gwx);
       }
     }
-    for (int t = 1; t < threads; ++t) { dw[0] += dw[size_t(t)]; db[0] += db[size_t(t)]; }
+    for (int t = 1; t < threads; ++t) {
+      dw[0] += dw[size_t(t)];
+      db[0] += db[size_t(t)];
+    }
     ArrMap<T>(k.out[1].data<T>(), n) = dw[0].template cast<T>();
     ArrMap<T>(k.out[2].data<T>(), n) = db[0].template cast<T>();
   });

@@ -20,8 +20,7 @@ template <class T> using StridedArrMap = Eigen::Map<const Arr<T>, 0, Eigen::Inne
 
 // Calls fn(off, n, inner_strides) for every row of `out` (contiguous) with the K inputs
 // broadcast to out's shape; off[0] is out's element offset, off[k + 1] input k's.
-template <size_t K, class F>
-void map_rows(const Tensor& out, const std::array<const Tensor*, K>& ins, F&& fn) {
+template <size_t K, class F> void map_rows(const Tensor& out, const std::array<const Tensor*, K>& ins, F&& fn) {
   std::array<Strides, K + 1> st;
   st[0] = out.strides();
   for (size_t k = 0; k < K; ++k) st[k + 1] = broadcast_strides(ins[k]->shape(), ins[k]->strides(), out.shape());
@@ -31,8 +30,7 @@ void map_rows(const Tensor& out, const std::array<const Tensor*, K>& ins, F&& fn
 }
 
 // Applies an Eigen array expression f(x) to every element: out = f(x).
-template <class TO, class TI, class F>
-void unary_map(const Tensor& out, const Tensor& x, F&& f) {
+template <class TO, class TI, class F> void unary_map(const Tensor& out, const Tensor& x, F&& f) {
   TO* o = static_cast<TO*>(out.raw_data());
   const TI* xp = static_cast<const TI*>(x.raw_data());
   map_rows<1>(out, {&x}, [&](const auto& off, int64_t n, const auto& is) {
@@ -43,8 +41,7 @@ void unary_map(const Tensor& out, const Tensor& x, F&& f) {
 }
 
 // out = f(a, b) with broadcasting; the common stride patterns get vectorized expressions.
-template <class TO, class TI, class F>
-void binary_map(const Tensor& out, const Tensor& a, const Tensor& b, F&& f) {
+template <class TO, class TI, class F> void binary_map(const Tensor& out, const Tensor& a, const Tensor& b, F&& f) {
   TO* o = static_cast<TO*>(out.raw_data());
   const TI* ap = static_cast<const TI*>(a.raw_data());
   const TI* bp = static_cast<const TI*>(b.raw_data());
@@ -55,8 +52,9 @@ void binary_map(const Tensor& out, const Tensor& a, const Tensor& b, F&& f) {
     if (is[1] == 1 && is[2] == 1) y = f(ConstArrMap<TI>(pa, n), ConstArrMap<TI>(pb, n));
     else if (is[1] == 1 && is[2] == 0) y = f(ConstArrMap<TI>(pa, n), Arr<TI>::Constant(n, *pb));
     else if (is[1] == 0 && is[2] == 1) y = f(Arr<TI>::Constant(n, *pa), ConstArrMap<TI>(pb, n));
-    else y = f(StridedArrMap<TI>(pa, n, Eigen::InnerStride<>(is[1])),
-               StridedArrMap<TI>(pb, n, Eigen::InnerStride<>(is[2])));
+    else
+      y = f(StridedArrMap<TI>(pa, n, Eigen::InnerStride<>(is[1])),
+            StridedArrMap<TI>(pb, n, Eigen::InnerStride<>(is[2])));
   });
 }
 

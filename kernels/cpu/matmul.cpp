@@ -17,8 +17,7 @@ namespace {
 using Eigen::Dynamic;
 template <class T, int Order>
 using MatMap = Eigen::Map<const Eigen::Matrix<T, Dynamic, Dynamic, Order>, 0, Eigen::OuterStride<>>;
-template <class T>
-using OutMap = Eigen::Map<Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>>;
+template <class T> using OutMap = Eigen::Map<Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>>;
 
 enum class Layout { row_major, col_major, none };
 
@@ -37,7 +36,10 @@ void classify(Operand& op, bool trans) {
   int64_t rs = op.t.strides()[nd - 2], cs = op.t.strides()[nd - 1];
   op.rows = op.t.shape()[nd - 2];
   op.cols = op.t.shape()[nd - 1];
-  if (trans) { std::swap(rs, cs); std::swap(op.rows, op.cols); }
+  if (trans) {
+    std::swap(rs, cs);
+    std::swap(op.rows, op.cols);
+  }
   if ((cs == 1 || op.cols == 1) && (op.rows == 1 || rs >= op.cols)) {
     op.layout = Layout::row_major;
     op.outer_stride = op.rows == 1 ? op.cols : rs;
@@ -53,7 +55,7 @@ Operand make_operand(const Tensor& t, bool trans, const Shape& batch) {
   Operand op;
   op.t = t;
   classify(op, trans);
-  if (op.layout == Layout::none) {   // neither stride is 1: pack it once
+  if (op.layout == Layout::none) {  // neither stride is 1: pack it once
     op.t = raw::contiguous(t);
     classify(op, trans);
   }
@@ -74,21 +76,20 @@ Operand make_operand(const Tensor& t, bool trans, const Shape& batch) {
   return op;
 }
 
-template <class T, class F>
-void with_map(const Operand& op, int64_t b, F&& f) {
+template <class T, class F> void with_map(const Operand& op, int64_t b, F&& f) {
   const T* p = static_cast<const T*>(op.t.storage()->data()) + op.batch_offset[size_t(b)];
   const Eigen::OuterStride<> outer(op.outer_stride);
   if (op.layout == Layout::row_major) f(MatMap<T, Eigen::RowMajor>(p, op.rows, op.cols, outer));
   else f(MatMap<T, Eigen::ColMajor>(p, op.rows, op.cols, outer));
 }
 
-template <class T>
-void gemm_batch(const Operand& a, const Operand& b, T* out, int64_t batch) {
+template <class T> void gemm_batch(const Operand& a, const Operand& b, T* out, int64_t batch) {
   OutMap<T> c(out + batch * a.rows * b.cols, a.rows, b.cols);
-  if (a.cols == 0) { c.setZero(); return; }
-  with_map<T>(a, batch, [&](const auto& A) {
-    with_map<T>(b, batch, [&](const auto& B) { c.noalias() = A * B; });
-  });
+  if (a.cols == 0) {
+    c.setZero();
+    return;
+  }
+  with_map<T>(a, batch, [&](const auto& A) { with_map<T>(b, batch, [&](const auto& B) { c.noalias() = A * B; }); });
 }
 
 // A small output with a long inner dim (weight gradients: [d, N] x [N, d]) leaves Eigen little
@@ -98,8 +99,7 @@ bool wants_split_k(const Operand& a, const Operand& b, int64_t batches, int thre
          a.cols >= 2048;
 }
 
-template <class T>
-void gemm_split_k(const Operand& a, const Operand& b, T* out, int threads) {
+template <class T> void gemm_split_k(const Operand& a, const Operand& b, T* out, int threads) {
   const int64_t K = a.cols, chunk = (K + threads - 1) / threads;
   std::vector<Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>> partial(static_cast<size_t>(threads));
   with_map<T>(a, 0, [&](const auto& A) {
@@ -142,13 +142,15 @@ bool wants_slabs(const Operand& a, const Operand& b, int64_t batches, int thread
          split >= 32 * int64_t(threads) && (other <= 16 || split >= 4 * other);
 }
 
-template <class T>
-void gemm_slabs(const Operand& a, const Operand& b, T* out, int threads) {
+template <class T> void gemm_slabs(const Operand& a, const Operand& b, T* out, int threads) {
   const int64_t M = a.rows, N = b.cols;
   const bool by_cols = N >= M;
   const int64_t split = by_cols ? N : M;
   OutMap<T> c(out, M, N);
-  if (a.cols == 0) { c.setZero(); return; }
+  if (a.cols == 0) {
+    c.setZero();
+    return;
+  }
   // Slab edges on multiples of 16 elements (one 64-byte line of float32 output columns).
   auto edge = [&](int t) { return t == threads ? split : (split * t / threads) / 16 * 16; };
   with_map<T>(a, 0, [&](const auto& A) {

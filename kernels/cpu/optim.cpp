@@ -29,8 +29,7 @@ namespace {
 // kParallelGrain elements runs alone, its own loop spread over the threads; the smaller ones run
 // side by side, one group per thread at a time, each loop serial. Either way every element sees
 // the same arithmetic, so the result does not depend on the split.
-template <class F>
-void for_each_group(const std::vector<int64_t>& sizes, F&& fn) {
+template <class F> void for_each_group(const std::vector<int64_t>& sizes, F&& fn) {
   std::vector<size_t> small;
   int64_t small_elements = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -46,8 +45,7 @@ void for_each_group(const std::vector<int64_t>& sizes, F&& fn) {
   for (int64_t k = 0; k < count; ++k) fn(small[size_t(k)]);
 }
 
-template <class T>
-T* ptr(const Tensor& t) { return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr; }
+template <class T> T* ptr(const Tensor& t) { return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr; }
 
 std::vector<int64_t> group_sizes(std::span<const Tensor> in, size_t group_size) {
   std::vector<int64_t> sizes;
@@ -67,10 +65,10 @@ std::vector<Tensor> contiguous_grads(std::span<const Tensor> in, size_t group_si
 
 struct AdamCoefficients {
   double beta1, one_minus_beta1, beta2, one_minus_beta2;
-  double l2;                                    // added to the gradient times p (Adam), else 0
-  double decay;                                 // p is multiplied by this first (AdamW), else 1
+  double l2;     // added to the gradient times p (Adam), else 0
+  double decay;  // p is multiplied by this first (AdamW), else 1
   double bias_correction2_sqrt;
-  double step_size;                             // lr / bias_correction1
+  double step_size;  // lr / bias_correction1
   double eps;
 };
 
@@ -89,8 +87,7 @@ AdamCoefficients adam_coefficients(const AdamAttrs& a) {
   return c;
 }
 
-template <class T>
-void adam_tensor(T* p, const T* g, T* m, T* v, int64_t n, const AdamCoefficients& c) {
+template <class T> void adam_tensor(T* p, const T* g, T* m, T* v, int64_t n, const AdamCoefficients& c) {
   const T b1 = T(c.beta1), a1 = T(c.one_minus_beta1), b2 = T(c.beta2), a2 = T(c.one_minus_beta2);
   const T l2 = T(c.l2), decay = T(c.decay), bc2_sqrt = T(c.bias_correction2_sqrt);
   const T step_size = T(c.step_size), eps = T(c.eps);
@@ -110,8 +107,7 @@ void adam_tensor(T* p, const T* g, T* m, T* v, int64_t n, const AdamCoefficients
 
 // ---- sgd_update -------------------------------------------------------------------------------
 
-template <class T>
-void sgd_tensor(T* p, const T* g, T* buf, int64_t n, const SgdAttrs& c) {
+template <class T> void sgd_tensor(T* p, const T* g, T* buf, int64_t n, const SgdAttrs& c) {
   const T lr = T(c.lr), mom = T(c.momentum), wd = T(c.weight_decay);
   const bool use_wd = c.weight_decay != 0, use_mom = c.momentum != 0;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
@@ -128,16 +124,14 @@ void sgd_tensor(T* p, const T* g, T* buf, int64_t n, const SgdAttrs& c) {
 
 // ---- clip_grad_norm ---------------------------------------------------------------------------
 
-template <class T>
-double sum_of_squares(const T* g, int64_t n) {
+template <class T> double sum_of_squares(const T* g, int64_t n) {
   double acc = 0;
 #pragma omp parallel for schedule(static) reduction(+ : acc) if (n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) acc += double(g[i]) * double(g[i]);
   return acc;
 }
 
-template <class T>
-void scale(T* g, int64_t n, double factor) {
+template <class T> void scale(T* g, int64_t n, double factor) {
   const T f = T(factor);
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] * f;
@@ -165,9 +159,8 @@ void sgd_update(const KernelArgs& k) {
   const std::vector<Tensor> grads = contiguous_grads(k.in, 3);
   for_each_group(sizes, [&](size_t i) {
     const Tensor* t = &k.in[3 * i];
-    visit_float(t[0].dtype(), "sgd_update", [&]<class T>() {
-      sgd_tensor(ptr<T>(t[0]), ptr<const T>(grads[i]), ptr<T>(t[2]), sizes[i], c);
-    });
+    visit_float(t[0].dtype(), "sgd_update",
+                [&]<class T>() { sgd_tensor(ptr<T>(t[0]), ptr<const T>(grads[i]), ptr<T>(t[2]), sizes[i], c); });
   });
 }
 
@@ -185,7 +178,7 @@ void clip_grad_norm(const KernelArgs& k) {
   for (double s : partial) total += s;
   const double norm = std::sqrt(total);
   *ptr<double>(k.out[0]) = norm;
-  if (!std::isfinite(norm)) return;             // nothing is scaled: the caller can skip the step
+  if (!std::isfinite(norm)) return;  // nothing is scaled: the caller can skip the step
   const double factor = max_norm / (norm + 1e-6);
   if (factor >= 1) return;
   for_each_group(sizes, [&](size_t i) {

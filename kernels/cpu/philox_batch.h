@@ -6,7 +6,7 @@
 
 namespace qkv::kernels::cpu {
 
-inline constexpr int kPhiloxBatch = 16;   // blocks per call: 64 random words
+inline constexpr int kPhiloxBatch = 16;  // blocks per call: 64 random words
 
 // words[j * 4 + lane] = philox::block(seed, first + j).v[lane] for j < kPhiloxBatch.
 inline void philox_batch(uint64_t seed, uint64_t first, uint32_t* words) {

@@ -12,20 +12,23 @@
 namespace qkv::kernels::cpu {
 namespace {
 
-struct Plane { int64_t H, W, Ho, Wo; };
+struct Plane {
+  int64_t H, W, Ho, Wo;
+};
 
 Plane plane_of(const Tensor& x, const Tensor& y) { return {x.size(2), x.size(3), y.size(2), y.size(3)}; }
 
 // The window [begin, end) of output `o` along one axis, clipped to the input [0, n).
-struct Range { int64_t begin, end; };
+struct Range {
+  int64_t begin, end;
+};
 Range max_window(int64_t o, int64_t kernel, int64_t stride, int64_t pad, int64_t n) {
   const int64_t start = o * stride - pad;
   return {std::max<int64_t>(start, 0), std::min(start + kernel, n)};
 }
 Range adaptive_bin(int64_t o, int64_t out, int64_t n) { return {o * n / out, ((o + 1) * n + out - 1) / out}; }
 
-template <class T>
-void max_pool_plane(const T* x, const Plane& p, const Pool2dAttrs& a, T* y, int64_t* idx) {
+template <class T> void max_pool_plane(const T* x, const Plane& p, const Pool2dAttrs& a, T* y, int64_t* idx) {
   for (int64_t oh = 0; oh < p.Ho; ++oh) {
     const Range rh = max_window(oh, a.kernel[0], a.stride[0], a.padding[0], p.H);
     for (int64_t ow = 0; ow < p.Wo; ++ow) {
@@ -46,8 +49,7 @@ void max_pool_plane(const T* x, const Plane& p, const Pool2dAttrs& a, T* y, int6
   }
 }
 
-template <class T>
-void adaptive_avg_plane(const T* x, const Plane& p, T* y) {
+template <class T> void adaptive_avg_plane(const T* x, const Plane& p, T* y) {
   for (int64_t oh = 0; oh < p.Ho; ++oh) {
     const Range rh = adaptive_bin(oh, p.Ho, p.H);
     for (int64_t ow = 0; ow < p.Wo; ++ow) {
@@ -61,8 +63,7 @@ void adaptive_avg_plane(const T* x, const Plane& p, T* y) {
 }
 
 // Calls f(i) for every plane i of x, on threads when there is enough work.
-template <class F>
-void for_each_plane(const Tensor& x, F&& f) {
+template <class F> void for_each_plane(const Tensor& x, F&& f) {
   const int64_t planes = x.size(0) * x.size(1);
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
   for (int64_t i = 0; i < planes; ++i) f(i);

@@ -16,8 +16,7 @@ namespace {
 // Calls f(i0, m, words) for consecutive element ranges [i0, i0 + m) of [0, n), words[j] being
 // element i0 + j's 32 random bits. Blocks are generated kPhiloxBatch at a time (vectorized), in
 // parallel chunks; callers write their loop over j with locals so it vectorizes too.
-template <class F>
-void for_each_batch(int64_t n, uint64_t seed, uint64_t offset, F&& f) {
+template <class F> void for_each_batch(int64_t n, uint64_t seed, uint64_t offset, F&& f) {
   constexpr int64_t kWords = 4 * kPhiloxBatch;
   const int64_t batches = (n + kWords - 1) / kWords;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
@@ -31,8 +30,7 @@ void for_each_batch(int64_t n, uint64_t seed, uint64_t offset, F&& f) {
 // u / 2^32 < p exactly when the integer u < ceil(p 2^32): the comparison without floating point.
 uint64_t unit_threshold(double p) { return uint64_t(std::ceil(std::clamp(p, 0.0, 1.0) * 4294967296.0)); }
 
-template <class T>
-T unit(uint32_t x) {
+template <class T> T unit(uint32_t x) {
   if constexpr (std::is_same_v<T, float>) return philox::to_unit_float(x);
   else return philox::to_unit_double(x);
 }
@@ -80,7 +78,7 @@ void dropout(const KernelArgs& k) {
     T* o = k.out[0].data<T>();
     const T scale = a.p < 1 ? T(1.0 / (1.0 - a.p)) : T(0);
     const uint64_t threshold = unit_threshold(a.p);
-    if (threshold > UINT32_MAX) {   // p == 1: every element dropped
+    if (threshold > UINT32_MAX) {  // p == 1: every element dropped
       std::fill(o, o + x.numel(), T(0));
       return;
     }
@@ -91,7 +89,7 @@ void dropout(const KernelArgs& k) {
       T* __restrict out = o + i0;
 #pragma omp simd
       for (int64_t j = 0; j < m; ++j) {
-        const T kept = in[j] * scale;   // read unconditionally: a plain select vectorizes
+        const T kept = in[j] * scale;  // read unconditionally: a plain select vectorizes
         out[j] = w[j] >= t32 ? kept : T(0);
       }
     });

@@ -35,19 +35,17 @@ void reduce_into(const Tensor& out, const ReduceLayout& L, RowFn row_fn, ColFn c
     }
 }
 
-template <class T>
-void sum_into(const Tensor& out, const ReduceLayout& L, double scale) {
+template <class T> void sum_into(const Tensor& out, const ReduceLayout& L, double scale) {
   reduce_into<T>(
       out, L, [scale](const auto& row) { return T(row.template cast<double>().sum() * scale); },
       [scale](const T* x, int64_t R, int64_t I, int64_t n, T* o) {
-        Arr<double> acc = Arr<double>::Zero(n);   // double accumulators: sums over many rows
+        Arr<double> acc = Arr<double>::Zero(n);  // double accumulators: sums over many rows
         for (int64_t r = 0; r < R; ++r) acc += ConstArrMap<T>(x + r * I, n).template cast<double>();
         ArrMap<T>(o, n) = (acc * scale).template cast<T>();
       });
 }
 
-template <class T>
-T nan_max(T a, T b) {
+template <class T> T nan_max(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
   }
@@ -62,13 +60,14 @@ void sum(const KernelArgs& k) {
   visit_numeric(k.in[0].dtype(), "sum", [&]<class T>() {
     if constexpr (std::is_floating_point_v<T>) {
       sum_into<T>(k.out[0], L, 1.0);
-    } else {   // exact integer sums
-      reduce_into<T>(k.out[0], L, [](const auto& row) { return row.sum(); },
-                     [](const T* x, int64_t R, int64_t I, int64_t n, T* o) {
-                       ArrMap<T> acc(o, n);
-                       acc.setZero();
-                       for (int64_t r = 0; r < R; ++r) acc += ConstArrMap<T>(x + r * I, n);
-                     });
+    } else {  // exact integer sums
+      reduce_into<T>(
+          k.out[0], L, [](const auto& row) { return row.sum(); },
+          [](const T* x, int64_t R, int64_t I, int64_t n, T* o) {
+            ArrMap<T> acc(o, n);
+            acc.setZero();
+            for (int64_t r = 0; r < R; ++r) acc += ConstArrMap<T>(x + r * I, n);
+          });
     }
   });
 }
@@ -76,9 +75,8 @@ void sum(const KernelArgs& k) {
 void mean(const KernelArgs& k) {
   const auto& a = attr<ReduceAttrs>(k.attrs, "mean");
   ReduceLayout L = reduce_layout(k.in[0], a.dims);
-  visit_float(k.in[0].dtype(), "mean", [&]<class T>() {
-    sum_into<T>(k.out[0], L, L.reduced ? 1.0 / double(L.reduced) : std::nan(""));
-  });
+  visit_float(k.in[0].dtype(), "mean",
+              [&]<class T>() { sum_into<T>(k.out[0], L, L.reduced ? 1.0 / double(L.reduced) : std::nan("")); });
 }
 
 void amax(const KernelArgs& k) {
@@ -120,7 +118,10 @@ void max(const KernelArgs& k) {
           T y = p[r * I];
           bool nan_best = false;
           if constexpr (std::is_floating_point_v<T>) nan_best = std::isnan(best);
-          if (!nan_best && (y > best || (std::is_floating_point_v<T> && y != y))) { best = y; at = r; }
+          if (!nan_best && (y > best || (std::is_floating_point_v<T> && y != y))) {
+            best = y;
+            at = r;
+          }
         }
         v[o * I + i] = best;
         idx[o * I + i] = at;

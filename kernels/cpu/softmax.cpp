@@ -8,8 +8,7 @@
 namespace qkv::kernels::cpu {
 namespace {
 
-template <bool kLog>
-void softmax_impl(const KernelArgs& k, const char* op) {
+template <bool kLog> void softmax_impl(const KernelArgs& k, const char* op) {
   const int64_t dim = attr<DimAttrs>(k.attrs, op).dim;
   RowView rv(k.in[0], dim);
   Tensor y = rv.result_buffer(k.out[0]);

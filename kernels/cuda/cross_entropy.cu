@@ -14,8 +14,8 @@ namespace {
 // Row r: lse[r] = log-sum-exp of the logits; the row's loss goes to loss_t (as T, reduction
 // none) or loss_d (as double, to be added up).
 template <class T, class I>
-__global__ void cross_entropy_rows_kernel(const T* x, const I* target, T* lse, T* loss_t, double* loss_d,
-                                          int64_t rows, int64_t C, int64_t ignore) {
+__global__ void cross_entropy_rows_kernel(const T* x, const I* target, T* lse, T* loss_t, double* loss_d, int64_t rows,
+                                          int64_t C, int64_t ignore) {
   __shared__ T smem[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * C;
@@ -37,8 +37,7 @@ __global__ void cross_entropy_rows_kernel(const T* x, const I* target, T* lse, T
 }
 
 // One block: out[0] = T(sum of the row losses / denom).
-template <class T>
-__global__ void total_loss_kernel(const double* loss, int64_t rows, double denom, T* out) {
+template <class T> __global__ void total_loss_kernel(const double* loss, int64_t rows, double denom, T* out) {
   __shared__ double smem[kWarp];
   double s = 0;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) s += loss[i];
@@ -47,19 +46,21 @@ __global__ void total_loss_kernel(const double* loss, int64_t rows, double denom
 }
 
 // dlogits[r, c] = (exp(x - lse[r]) - [c == target[r]]) * scale_r; zero on ignored rows.
-template <class T, class I>
-struct CrossEntropyGrad {
+template <class T, class I> struct CrossEntropyGrad {
   const T* x;
   const I* target;
   const T* lse;
   const T* grad;
   T* dx;
   int64_t C, ignore;
-  bool per_row;     // reduction none: one gradient per row, else a scalar
+  bool per_row;  // reduction none: one gradient per row, else a scalar
   double denom;
   __device__ void operator()(int64_t i) const {
     const int64_t r = i / C, c = i % C, t = int64_t(target[r]);
-    if (t == ignore) { dx[i] = T(0); return; }
+    if (t == ignore) {
+      dx[i] = T(0);
+      return;
+    }
     const T scale = T(double(per_row ? grad[r] : grad[0]) / denom);
     T d = exp_(x[i] - lse[r]) * scale;
     if (c == t) d -= scale;
@@ -85,9 +86,10 @@ void cross_entropy(const KernelArgs& k) {
       const bool none = a.reduction == Reduction::none;
       const Tensor loss_d = none ? Tensor() : empty({rows}, {DType::f64, logits.device()});
       if (rows > 0) {
-        cross_entropy_rows_kernel<T, I><<<row_blocks(rows), row_threads(C)>>>(
-            logits.data<T>(), target.data<I>(), k.out[1].data<T>(), none ? k.out[0].data<T>() : nullptr,
-            none ? nullptr : loss_d.data<double>(), rows, C, a.ignore_index);
+        cross_entropy_rows_kernel<T, I>
+            <<<row_blocks(rows), row_threads(C)>>>(logits.data<T>(), target.data<I>(), k.out[1].data<T>(),
+                                                   none ? k.out[0].data<T>() : nullptr,
+                                                   none ? nullptr : loss_d.data<double>(), rows, C, a.ignore_index);
         QKV_CUDA_LAUNCH_CHECK();
       }
       if (none) return;
@@ -113,9 +115,9 @@ void cross_entropy_backward(const KernelArgs& k) {
       if (a.reduction == Reduction::mean)
         denom = double(count_valid(host_copy(target).data<I>(), rows, a.ignore_index));
       set_device(logits);
-      launch_flat(rows * C, CrossEntropyGrad<T, I>{logits.data<T>(), target.data<I>(), lse.data<T>(), g.data<T>(),
-                                                   k.out[0].data<T>(), C, a.ignore_index,
-                                                   a.reduction == Reduction::none, denom});
+      launch_flat(rows * C,
+                  CrossEntropyGrad<T, I>{logits.data<T>(), target.data<I>(), lse.data<T>(), g.data<T>(),
+                                         k.out[0].data<T>(), C, a.ignore_index, a.reduction == Reduction::none, denom});
     });
   });
 }

@@ -27,8 +27,7 @@ template <class T> T* out_ptr(const Tensor& t) { return static_cast<T*>(t.raw_da
 
 // ---- functors: one element each ------------------------------------------------------------
 
-template <class TO, class TI, class Op>
-struct BinaryFn {
+template <class TO, class TI, class Op> struct BinaryFn {
   TO* out;
   const TI* a;
   const TI* b;
@@ -36,49 +35,75 @@ struct BinaryFn {
   __device__ void operator()(const int64_t (&off)[3], int64_t) const { out[off[0]] = op(a[off[1]], b[off[2]]); }
 };
 
-template <class T, class Op>
-struct UnaryFn {
+template <class T, class Op> struct UnaryFn {
   T* out;
   const T* x;
   Op op;
   __device__ void operator()(const int64_t (&off)[2], int64_t) const { out[off[0]] = op(x[off[1]]); }
 };
 
-template <class TO, class TI, class Op>
-void binary(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
+template <class TO, class TI, class Op> void binary(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
   set_device(out);
   launch_strided<3>(out.shape(), broadcast_all<3>(out, {&a, &b}),
                     BinaryFn<TO, TI, Op>{out_ptr<TO>(out), in_ptr<TI>(a), in_ptr<TI>(b), op});
 }
 
-template <class T, class Op>
-void unary(const Tensor& out, const Tensor& x, Op op) {
+template <class T, class Op> void unary(const Tensor& out, const Tensor& x, Op op) {
   set_device(out);
   launch_strided<2>(out.shape(), broadcast_all<2>(out, {&x}), UnaryFn<T, Op>{out_ptr<T>(out), in_ptr<T>(x), op});
 }
 
-struct Add { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
-struct Sub { template <class T> __device__ T operator()(T a, T b) const { return a - b; } };
-struct Mul { template <class T> __device__ T operator()(T a, T b) const { return a * b; } };
-struct Div { template <class T> __device__ T operator()(T a, T b) const { return a / b; } };
-struct Greater { template <class T> __device__ bool operator()(T a, T b) const { return a > b; } };
-struct Equal { template <class T> __device__ bool operator()(T a, T b) const { return a == b; } };
+struct Add {
+  template <class T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct Sub {
+  template <class T> __device__ T operator()(T a, T b) const { return a - b; }
+};
+struct Mul {
+  template <class T> __device__ T operator()(T a, T b) const { return a * b; }
+};
+struct Div {
+  template <class T> __device__ T operator()(T a, T b) const { return a / b; }
+};
+struct Greater {
+  template <class T> __device__ bool operator()(T a, T b) const { return a > b; }
+};
+struct Equal {
+  template <class T> __device__ bool operator()(T a, T b) const { return a == b; }
+};
 
-struct Neg { template <class T> __device__ T operator()(T x) const { return -x; } };
-struct Abs { template <class T> __device__ T operator()(T x) const { return x < T(0) ? -x : x; } };
-struct Exp { template <class T> __device__ T operator()(T x) const { return exp_(x); } };
-struct Log { template <class T> __device__ T operator()(T x) const { return log_(x); } };
-struct Sqrt { template <class T> __device__ T operator()(T x) const { return sqrt_(x); } };
-struct Rsqrt { template <class T> __device__ T operator()(T x) const { return T(1) / sqrt_(x); } };
-struct Tanh { template <class T> __device__ T operator()(T x) const { return tanh_(x); } };
-struct Sigmoid { template <class T> __device__ T operator()(T x) const { return T(1) / (T(1) + exp_(-x)); } };
+struct Neg {
+  template <class T> __device__ T operator()(T x) const { return -x; }
+};
+struct Abs {
+  template <class T> __device__ T operator()(T x) const { return x < T(0) ? -x : x; }
+};
+struct Exp {
+  template <class T> __device__ T operator()(T x) const { return exp_(x); }
+};
+struct Log {
+  template <class T> __device__ T operator()(T x) const { return log_(x); }
+};
+struct Sqrt {
+  template <class T> __device__ T operator()(T x) const { return sqrt_(x); }
+};
+struct Rsqrt {
+  template <class T> __device__ T operator()(T x) const { return T(1) / sqrt_(x); }
+};
+struct Tanh {
+  template <class T> __device__ T operator()(T x) const { return tanh_(x); }
+};
+struct Sigmoid {
+  template <class T> __device__ T operator()(T x) const { return T(1) / (T(1) + exp_(-x)); }
+};
 // max(x, 0) as std::max(x, 0) evaluates it: NaN and -0 pass through.
-struct Relu { template <class T> __device__ T operator()(T x) const { return x < T(0) ? T(0) : x; } };
+struct Relu {
+  template <class T> __device__ T operator()(T x) const { return x < T(0) ? T(0) : x; }
+};
 
 // pow with the CPU kernel's special cases (square, sqrt, reciprocal) chosen on the host.
 enum class PowKind : int { square, sqrt, inverse, general };
-template <class T>
-struct Pow {
+template <class T> struct Pow {
   PowKind kind;
   T p;
   __device__ T operator()(T x) const {
@@ -91,26 +116,22 @@ struct Pow {
   }
 };
 
-template <class T>
-struct GeluErf {
+template <class T> struct GeluErf {
   __device__ T operator()(T x) const { return T(0.5) * x * (T(1) + erf_(x * T(kSqrt1_2))); }
 };
-template <class T>
-struct GeluTanh {
+template <class T> struct GeluTanh {
   __device__ T operator()(T x) const {
     return T(0.5) * x * (T(1) + tanh_(T(kSqrt2OverPi) * (x + T(kGeluCubic) * (x * x * x))));
   }
 };
 
 // d gelu(x) / dx times the incoming gradient g.
-template <class T>
-struct GeluErfBackward {
+template <class T> struct GeluErfBackward {
   __device__ T operator()(T g, T x) const {
     return g * (T(0.5) * (T(1) + erf_(x * T(kSqrt1_2))) + x * T(kInvSqrt2Pi) * exp_(T(-0.5) * (x * x)));
   }
 };
-template <class T>
-struct GeluTanhBackward {
+template <class T> struct GeluTanhBackward {
   __device__ T operator()(T g, T x) const {
     const T u = tanh_(T(kSqrt2OverPi) * (x + T(kGeluCubic) * (x * x * x)));
     const T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * (x * x));
@@ -118,8 +139,7 @@ struct GeluTanhBackward {
   }
 };
 
-template <class T>
-struct MaskedFillFn {
+template <class T> struct MaskedFillFn {
   T* out;
   const T* x;
   const uint8_t* mask;
@@ -127,8 +147,7 @@ struct MaskedFillFn {
   __device__ void operator()(const int64_t (&off)[3], int64_t) const { out[off[0]] = mask[off[2]] ? value : x[off[1]]; }
 };
 
-template <class T>
-struct WhereFn {
+template <class T> struct WhereFn {
   T* out;
   const uint8_t* cond;
   const T* a;
@@ -140,16 +159,13 @@ struct WhereFn {
 
 // ---- dtype dispatch -------------------------------------------------------------------------
 
-template <class Op>
-void binary_numeric(const KernelArgs& k, const char* op_name, Op op) {
+template <class Op> void binary_numeric(const KernelArgs& k, const char* op_name, Op op) {
   visit_numeric(k.in[0].dtype(), op_name, [&]<class T>() { binary<T, T>(k.out[0], k.in[0], k.in[1], op); });
 }
-template <class Op>
-void compare(const KernelArgs& k, const char* op_name, Op op) {
+template <class Op> void compare(const KernelArgs& k, const char* op_name, Op op) {
   visit_numeric(k.in[0].dtype(), op_name, [&]<class T>() { binary<bool, T>(k.out[0], k.in[0], k.in[1], op); });
 }
-template <class Op>
-void unary_float(const KernelArgs& k, const char* op_name, Op op) {
+template <class Op> void unary_float(const KernelArgs& k, const char* op_name, Op op) {
   visit_float(k.in[0].dtype(), op_name, [&]<class T>() { unary<T>(k.out[0], k.in[0], op); });
 }
 

@@ -15,16 +15,14 @@ namespace {
 
 Tensor host_copy(const Tensor& t) { return raw::to(t, t.dtype(), kCPU); }
 
-template <class I>
-void check_indices(const Tensor& index, int64_t limit, const char* op) {
+template <class I> void check_indices(const Tensor& index, int64_t limit, const char* op) {
   const Tensor h = host_copy(index);
   kernels::check_indices(h.data<I>(), h.numel(), limit, op);
 }
 
 // gather / scatter_add flavour of the message; the host copy walks index in logical order,
 // as the CPU kernel does, so the same bad index is reported.
-template <class I>
-void check_indices_along(const Tensor& index, int64_t limit, int64_t dim, const char* op) {
+template <class I> void check_indices_along(const Tensor& index, int64_t limit, int64_t dim, const char* op) {
   const Tensor h = host_copy(index);
   const I* idx = h.data<I>();
   for (int64_t i = 0, n = h.numel(); i < n; ++i) check_index_along(int64_t(idx[i]), limit, dim, op);
@@ -33,8 +31,7 @@ void check_indices_along(const Tensor& index, int64_t limit, int64_t dim, const 
 // ---- helpers ----------------------------------------------------------------------------------
 
 // Moves elements as unsigned words of their size, so copies work for every dtype.
-template <class F>
-void visit_bits(size_t bytes, F&& f) {
+template <class F> void visit_bits(size_t bytes, F&& f) {
   switch (bytes) {
     case 1: return f.template operator()<uint8_t>();
     case 2: return f.template operator()<uint16_t>();
@@ -54,8 +51,7 @@ __device__ __forceinline__ void atomic_add(int64_t* p, int64_t v) {
 // ---- element functors -------------------------------------------------------------------------
 
 // out[i, d] = w[ids[i], d] for out [n, D].
-template <class W, class I>
-struct EmbeddingFn {
+template <class W, class I> struct EmbeddingFn {
   const W* w;
   const I* ids;
   W* out;
@@ -64,8 +60,7 @@ struct EmbeddingFn {
 };
 
 // out[o, j, i] = x[o, index[j], i].
-template <class W, class I>
-struct IndexSelectFn {
+template <class W, class I> struct IndexSelectFn {
   const W* x;
   const I* index;
   W* out;
@@ -77,8 +72,7 @@ struct IndexSelectFn {
 };
 
 // out[o, index[j], i] += src[o, j, i].
-template <class T, class I>
-struct IndexAddFn {
+template <class T, class I> struct IndexAddFn {
   const T* src;
   const I* index;
   T* out;
@@ -91,8 +85,7 @@ struct IndexAddFn {
 
 // Walks index's elements: off[0] is the other tensor's offset with `dim` held at 0, off[1] the
 // index element's; e is the element's position in index (and in the contiguous out / src).
-template <class T, class I>
-struct GatherFn {
+template <class T, class I> struct GatherFn {
   const T* x;
   const I* index;
   T* out;
@@ -102,8 +95,7 @@ struct GatherFn {
   }
 };
 
-template <class T, class I>
-struct ScatterAddFn {
+template <class T, class I> struct ScatterAddFn {
   const T* src;
   const I* index;
   T* out;

@@ -19,9 +19,9 @@ using qkv::cuda::blocks_for;
 using qkv::cuda::Indexer;
 using qkv::cuda::make_indexer;
 
-inline constexpr int kThreads = 256;     // elementwise and per-row kernels
+inline constexpr int kThreads = 256;  // elementwise and per-row kernels
 inline constexpr int kWarp = 32;
-inline constexpr unsigned kMaxRowBlocks = 1u << 16;   // row kernels grid-stride beyond this
+inline constexpr unsigned kMaxRowBlocks = 1u << 16;  // row kernels grid-stride beyond this
 
 inline void set_device(const Tensor& t) { QKV_CUDA_CHECK(cudaSetDevice(t.device().index)); }
 
@@ -41,8 +41,7 @@ __device__ __forceinline__ int64_t global_thread() { return blockIdx.x * int64_t
 __device__ __forceinline__ int64_t grid_threads() { return int64_t(gridDim.x) * blockDim.x; }
 
 // Calls f(offsets, i) for every flat index i < n, offsets being the N operands' element offsets.
-template <size_t N, class F>
-__global__ void strided_kernel(Indexer<N> ix, int64_t n, F f) {
+template <size_t N, class F> __global__ void strided_kernel(Indexer<N> ix, int64_t n, F f) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     int64_t off[N];
     ix.offsets(i, off);
@@ -51,8 +50,7 @@ __global__ void strided_kernel(Indexer<N> ix, int64_t n, F f) {
 }
 
 // Runs f over `shape` with one stride vector per operand (already broadcast to `shape`).
-template <size_t N, class F>
-void launch_strided(const Shape& shape, const std::array<Strides, N>& strides, F f) {
+template <size_t N, class F> void launch_strided(const Shape& shape, const std::array<Strides, N>& strides, F f) {
   const int64_t n = numel(shape);
   if (n == 0) return;
   const Indexer<N> ix = make_indexer(make_strided_loop<N>(shape, strides));
@@ -61,13 +59,11 @@ void launch_strided(const Shape& shape, const std::array<Strides, N>& strides, F
 }
 
 // Calls f(i) for every i < n.
-template <class F>
-__global__ void flat_kernel(int64_t n, F f) {
+template <class F> __global__ void flat_kernel(int64_t n, F f) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) f(i);
 }
 
-template <class F>
-void launch_flat(int64_t n, F f) {
+template <class F> void launch_flat(int64_t n, F f) {
   if (n == 0) return;
   flat_kernel<<<blocks_for(n, kThreads), kThreads>>>(n, f);
   QKV_CUDA_LAUNCH_CHECK();
@@ -91,8 +87,7 @@ struct MaxOp {
   template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a > b ? a : b; }
 };
 
-template <class T, class Op>
-__device__ __forceinline__ T warp_reduce(T v, Op op) {
+template <class T, class Op> __device__ __forceinline__ T warp_reduce(T v, Op op) {
 #pragma unroll
   for (int o = kWarp / 2; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
@@ -101,8 +96,7 @@ __device__ __forceinline__ T warp_reduce(T v, Op op) {
 // Reduces one value per thread over the block (blockDim.x a multiple of 32, at most 1024) and
 // returns the result to every thread. `smem` holds 32 T. Warps are combined in a fixed order,
 // so the result is deterministic; the leading barrier lets callers reuse `smem` back to back.
-template <class T, class Op>
-__device__ T block_reduce(T v, Op op, T* smem) {
+template <class T, class Op> __device__ T block_reduce(T v, Op op, T* smem) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
   v = warp_reduce(v, op);
   __syncthreads();

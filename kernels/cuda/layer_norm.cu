@@ -16,8 +16,8 @@ template <class T> const T* ptr_or_null(const Tensor& t) { return t.defined() ? 
 
 // Inputs contiguous [rows, n]; w and b may be null.
 template <class T>
-__global__ void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows,
-                                  int64_t n, T eps) {
+__global__ void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows, int64_t n,
+                                  T eps) {
   __shared__ T smem[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * n;
@@ -29,7 +29,10 @@ __global__ void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, T* m
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) v += (xr[i] - mu) * (xr[i] - mu);
     const T var = block_reduce(v, SumOp{}, smem) / T(n);
     const T rs = T(1) / sqrt_(var + eps);
-    if (threadIdx.x == 0) { mean[r] = mu; rstd[r] = rs; }
+    if (threadIdx.x == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       T o = (xr[i] - mu) * rs;
       if (w) o *= w[i];
@@ -64,8 +67,8 @@ __global__ void layer_norm_dx_kernel(const T* g, const T* x, const T* w, const T
   }
 }
 
-constexpr int kColTile = 32;    // columns per block (one warp wide)
-constexpr int kRowLanes = 8;    // rows walked side by side within a block
+constexpr int kColTile = 32;  // columns per block (one warp wide)
+constexpr int kRowLanes = 8;  // rows walked side by side within a block
 
 // partial[0][c][j] = sum of g * xhat, partial[1][c][j] = sum of g, over the rows of chunk c.
 template <class T>
@@ -87,7 +90,10 @@ __global__ void param_partials_kernel(const T* g, const T* x, const T* mean, con
   sdb[threadIdx.y][threadIdx.x] = db;
   __syncthreads();
   if (threadIdx.y == 0 && j < n) {
-    for (int l = 1; l < kRowLanes; ++l) { dw += sdw[l][threadIdx.x]; db += sdb[l][threadIdx.x]; }
+    for (int l = 1; l < kRowLanes; ++l) {
+      dw += sdw[l][threadIdx.x];
+      db += sdb[l][threadIdx.x];
+    }
     const int64_t chunks = gridDim.y;
     partial[c * n + j] = dw;
     partial[(chunks + c) * n + j] = db;
@@ -95,8 +101,7 @@ __global__ void param_partials_kernel(const T* g, const T* x, const T* mean, con
 }
 
 // dweight[j], dbias[j]: the chunk partials of column j added in chunk order.
-template <class T>
-struct ParamTotals {
+template <class T> struct ParamTotals {
   const double* partial;
   T* dweight;
   T* dbias;
@@ -121,7 +126,7 @@ void param_grads(const Tensor& g, const Tensor& x, const T* mean, const T* rstd,
   const Tensor partial = empty({2, chunks, n}, {DType::f64, x.device()});
   const dim3 grid(unsigned((n + kColTile - 1) / kColTile), unsigned(chunks));
   param_partials_kernel<T><<<grid, dim3(kColTile, kRowLanes)>>>(g.data<T>(), x.data<T>(), mean, rstd,
-                                                                 partial.data<double>(), rows, n, rows_per_chunk);
+                                                                partial.data<double>(), rows, n, rows_per_chunk);
   QKV_CUDA_LAUNCH_CHECK();
   launch_flat(n, ParamTotals<T>{partial.data<double>(), dweight.data<T>(), dbias.data<T>(), chunks, n});
 }
@@ -139,8 +144,8 @@ void layer_norm(const KernelArgs& k) {
     if (rows == 0) return;
     set_device(x);
     layer_norm_kernel<T><<<row_blocks(rows), row_threads(n)>>>(x.data<T>(), ptr_or_null<T>(w), ptr_or_null<T>(b),
-                                                              k.out[0].data<T>(), k.out[1].data<T>(),
-                                                              k.out[2].data<T>(), rows, n, T(eps));
+                                                               k.out[0].data<T>(), k.out[1].data<T>(),
+                                                               k.out[2].data<T>(), rows, n, T(eps));
     QKV_CUDA_LAUNCH_CHECK();
   });
 }
@@ -158,8 +163,8 @@ void layer_norm_backward(const KernelArgs& k) {
     set_device(x);
     if (rows > 0) {
       layer_norm_dx_kernel<T><<<row_blocks(rows), row_threads(n)>>>(g.data<T>(), x.data<T>(), ptr_or_null<T>(w),
-                                                                   mean.data<T>(), rstd.data<T>(),
-                                                                   k.out[0].data<T>(), rows, n);
+                                                                    mean.data<T>(), rstd.data<T>(), k.out[0].data<T>(),
+                                                                    rows, n);
       QKV_CUDA_LAUNCH_CHECK();
     }
     param_grads<T>(g, x, mean.data<T>(), rstd.data<T>(), k.out[1], k.out[2], rows, n);

@@ -34,7 +34,7 @@ void check_cublas(cublasStatus_t status, const char* what) {
 
 // ---- per-device handle and workspace ----------------------------------------------------------
 
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;   // what NVIDIA suggests for Hopper
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what NVIDIA suggests for Hopper
 
 struct DeviceContext {
   cublasLtHandle_t handle = nullptr;
@@ -63,9 +63,15 @@ const DeviceContext& device_context(int device) {
 
 // ---- RAII for cuBLASLt descriptors -----------------------------------------------------------
 
-struct LayoutDeleter { void operator()(cublasLtMatrixLayoutOpaque_t* p) const { cublasLtMatrixLayoutDestroy(p); } };
-struct DescDeleter { void operator()(cublasLtMatmulDescOpaque_t* p) const { cublasLtMatmulDescDestroy(p); } };
-struct PrefDeleter { void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); } };
+struct LayoutDeleter {
+  void operator()(cublasLtMatrixLayoutOpaque_t* p) const { cublasLtMatrixLayoutDestroy(p); }
+};
+struct DescDeleter {
+  void operator()(cublasLtMatmulDescOpaque_t* p) const { cublasLtMatmulDescDestroy(p); }
+};
+struct PrefDeleter {
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); }
+};
 using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDeleter>;
 using Desc = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter>;
 using Pref = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDeleter>;
@@ -78,7 +84,7 @@ struct Operand {
   int64_t rows = 0, cols = 0;  // of op(X)
   bool row_major = true;       // op(X) row-major with leading dim ld, else column-major
   int64_t ld = 0;
-  int64_t batch_stride = 0;    // elements from one batch's matrix to the next (0: broadcast)
+  int64_t batch_stride = 0;  // elements from one batch's matrix to the next (0: broadcast)
 };
 
 // Reads the last two dims of op.t as op(X); false when neither stride is unit (or the rows or
@@ -88,7 +94,10 @@ bool classify(Operand& op, bool trans) {
   int64_t rs = op.t.strides()[size_t(nd - 2)], cs = op.t.strides()[size_t(nd - 1)];
   op.rows = op.t.shape()[size_t(nd - 2)];
   op.cols = op.t.shape()[size_t(nd - 1)];
-  if (trans) { std::swap(rs, cs); std::swap(op.rows, op.cols); }
+  if (trans) {
+    std::swap(rs, cs);
+    std::swap(op.rows, op.cols);
+  }
   if ((cs == 1 || op.cols == 1) && (op.rows == 1 || rs >= op.cols)) {
     op.row_major = true;
     op.ld = op.rows == 1 ? op.cols : rs;
@@ -107,7 +116,7 @@ std::optional<int64_t> single_batch_stride(const Tensor& t, const Shape& batch) 
   const Shape bshape(t.shape().begin(), t.shape().end() - 2);
   const Strides bst = broadcast_strides(bshape, Strides(t.strides().begin(), t.strides().end() - 2), batch);
   std::optional<int64_t> stride;
-  int64_t expected = 0;   // what the next outer dim's stride must be
+  int64_t expected = 0;  // what the next outer dim's stride must be
   for (size_t d = batch.size(); d-- > 0;) {
     if (batch[d] == 1) continue;
     if (stride && bst[d] != expected) return std::nullopt;
@@ -184,8 +193,7 @@ Layout make_layout(cudaDataType type, const Operand& op, int64_t batches) {
   return layout;
 }
 
-template <class T>
-void gemm(const Tensor& out, const Operand& a, const Operand& b, int64_t batches) {
+template <class T> void gemm(const Tensor& out, const Operand& a, const Operand& b, int64_t batches) {
   constexpr bool kF32 = std::is_same_v<T, float>;
   const cudaDataType type = kF32 ? CUDA_R_32F : CUDA_R_64F;
   const int device = out.device().index;
@@ -205,7 +213,7 @@ void gemm(const Tensor& out, const Operand& a, const Operand& b, int64_t batches
 
   const Layout la = make_layout(type, b, batches);
   const Layout lb = make_layout(type, a, batches);
-  Operand c;   // C^T: column-major n x m, ld n
+  Operand c;  // C^T: column-major n x m, ld n
   c.rows = b.cols;
   c.cols = a.rows;
   c.row_major = false;
@@ -220,22 +228,28 @@ void gemm(const Tensor& out, const Operand& a, const Operand& b, int64_t batches
   QKV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
   const Pref pref(raw_pref);
   const uint64_t ws = kWorkspaceBytes;
-  const int64_t es = batches > 1 ? int64_t(sizeof(T)) : 0;   // batch strides only matter with batches
+  const int64_t es = batches > 1 ? int64_t(sizeof(T)) : 0;  // batch strides only matter with batches
   const uint32_t align_a = alignment(pa, b.batch_stride * es);
   const uint32_t align_b = alignment(pb, a.batch_stride * es);
   const uint32_t align_c = alignment(pc, c.batch_stride * es);
-  QKV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  QKV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
-  QKV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
-  QKV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
-  QKV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)));
+  QKV_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  QKV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                        sizeof(align_a)));
+  QKV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                        sizeof(align_b)));
+  QKV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                                        sizeof(align_c)));
+  QKV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                                                        sizeof(align_c)));
 
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
   QKV_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.handle, raw_desc, la.get(), lb.get(), lc.get(), lc.get(),
                                                   raw_pref, 1, &heuristic, &found));
   check<DeviceError>(found > 0, "matmul: cuBLASLt has no algorithm for ", dtype_name(out.dtype()), " ",
-                     shape_str(out.shape()), " (m=", a.rows, ", n=", b.cols, ", k=", a.cols, ", batches=", batches, ")");
+                     shape_str(out.shape()), " (m=", a.rows, ", n=", b.cols, ", k=", a.cols, ", batches=", batches,
+                     ")");
 
   const T alpha = 1, beta = 0;
   QKV_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, raw_desc, &alpha, pa, la.get(), pb, lb.get(), &beta, pc, lc.get(), pc,
@@ -251,7 +265,7 @@ void matmul(const KernelArgs& k) {
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
   Operand a = make_operand(k.in[0], at.trans_a, batch);
   const Operand b = make_operand(k.in[1], at.trans_b, batch);
-  if (a.cols == 0) {   // empty inner dim: the sum of nothing
+  if (a.cols == 0) {  // empty inner dim: the sum of nothing
     raw::fill(out, 0.0);
     return;
   }

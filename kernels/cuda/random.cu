@@ -16,15 +16,13 @@ namespace {
 __device__ __forceinline__ float fma_(float a, float b, float c) { return fmaf(a, b, c); }
 __device__ __forceinline__ double fma_(double a, double b, double c) { return ::fma(a, b, c); }
 
-template <class T>
-__device__ __forceinline__ T unit(uint32_t x) {
+template <class T> __device__ __forceinline__ T unit(uint32_t x) {
   if constexpr (std::is_same_v<T, float>) return philox::to_unit_float(x);
   else return philox::to_unit_double(x);
 }
 
 // One thread per Philox block: f(i, bits) for its (up to) four elements.
-template <class F>
-__global__ void philox_blocks_kernel(int64_t n, uint64_t seed, uint64_t offset, F f) {
+template <class F> __global__ void philox_blocks_kernel(int64_t n, uint64_t seed, uint64_t offset, F f) {
   const int64_t blocks = (n + 3) / 4;
   for (int64_t b = global_thread(); b < blocks; b += grid_threads()) {
     const philox::U32x4 bits = philox::block(seed, offset + uint64_t(b));
@@ -32,8 +30,7 @@ __global__ void philox_blocks_kernel(int64_t n, uint64_t seed, uint64_t offset, 
   }
 }
 
-template <class F>
-void launch_philox(const Tensor& out, uint64_t seed, uint64_t offset, F f) {
+template <class F> void launch_philox(const Tensor& out, uint64_t seed, uint64_t offset, F f) {
   const int64_t n = out.numel();
   if (n == 0) return;
   set_device(out);
@@ -41,22 +38,19 @@ void launch_philox(const Tensor& out, uint64_t seed, uint64_t offset, F f) {
   QKV_CUDA_LAUNCH_CHECK();
 }
 
-template <class T>
-struct UniformFn {
+template <class T> struct UniformFn {
   T* out;
   T lo, span;
   __device__ void operator()(int64_t i, uint32_t x) const { out[i] = fma_(span, unit<T>(x), lo); }
 };
 
-template <class T>
-struct BernoulliFn {
+template <class T> struct BernoulliFn {
   T* out;
   double p;
   __device__ void operator()(int64_t i, uint32_t x) const { out[i] = philox::to_unit_double(x) < p ? T(1) : T(0); }
 };
 
-template <class T>
-struct DropoutFn {
+template <class T> struct DropoutFn {
   const T* x;
   T* out;
   double p;
@@ -67,8 +61,7 @@ struct DropoutFn {
 };
 
 // Box-Muller per element (philox::normal, in double), then mean + std * z.
-template <class T>
-struct NormalFn {
+template <class T> struct NormalFn {
   T* out;
   double mean, stddev;
   uint64_t seed, offset;

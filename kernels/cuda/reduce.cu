@@ -40,8 +40,8 @@ struct KeepFinish {
 // inner == 1. Each row of R elements is cut into `splits` pieces of `piece` elements; block b
 // reduces pieces b, b + gridDim.x, ... and out[piece index] gets the finished result.
 template <class TI, class TO, class Acc, class Op, class Fin>
-__global__ void fold_rows_kernel(const TI* x, TO* out, int64_t O, int64_t R, int64_t splits, int64_t piece,
-                                 Acc init, Op op, Fin fin) {
+__global__ void fold_rows_kernel(const TI* x, TO* out, int64_t O, int64_t R, int64_t splits, int64_t piece, Acc init,
+                                 Op op, Fin fin) {
   __shared__ Acc smem[kWarp];
   for (int64_t p = blockIdx.x; p < O * splits; p += gridDim.x) {
     const TI* row = x + (p / splits) * R;
@@ -101,24 +101,22 @@ void fold(const Tensor& out, const ReduceLayout& L, Acc init, Op op, double scal
   Acc* pp = partial.data<Acc>();
   fold_rows_kernel<<<row_blocks(O * splits), kThreads>>>(x, pp, O, R, splits, piece, init, op, KeepFinish{});
   QKV_CUDA_LAUNCH_CHECK();
-  fold_rows_kernel<<<row_blocks(O), row_threads(splits)>>>(static_cast<const Acc*>(pp), o, O, splits, 1, splits,
-                                                           init, op, fin);
+  fold_rows_kernel<<<row_blocks(O), row_threads(splits)>>>(static_cast<const Acc*>(pp), o, O, splits, 1, splits, init,
+                                                           op, fin);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
 // ---- max with indices ------------------------------------------------------------------------
 
 // A candidate maximum and where it is; at < 0 marks "no element yet".
-template <class T>
-struct ArgMax {
+template <class T> struct ArgMax {
   T v;
   int64_t at;
 };
 
 // The CPU's sequential rule made order-free: the first NaN wins, otherwise the largest value,
 // ties going to the lower index.
-template <class T>
-__device__ __forceinline__ ArgMax<T> better(ArgMax<T> a, ArgMax<T> b) {
+template <class T> __device__ __forceinline__ ArgMax<T> better(ArgMax<T> a, ArgMax<T> b) {
   if (a.at < 0) return b;
   if (b.at < 0) return a;
   const bool a_nan = a.v != a.v, b_nan = b.v != b.v;
@@ -130,8 +128,7 @@ __device__ __forceinline__ ArgMax<T> better(ArgMax<T> a, ArgMax<T> b) {
   return a.at < b.at ? a : b;
 }
 
-template <class T>
-__device__ ArgMax<T> block_argmax(ArgMax<T> m, T* sv, int64_t* si) {
+template <class T> __device__ ArgMax<T> block_argmax(ArgMax<T> m, T* sv, int64_t* si) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
 #pragma unroll
   for (int o = kWarp / 2; o > 0; o >>= 1) {
@@ -139,15 +136,17 @@ __device__ ArgMax<T> block_argmax(ArgMax<T> m, T* sv, int64_t* si) {
     m = better(m, other);
   }
   __syncthreads();
-  if (lane == 0) { sv[warp] = m.v; si[warp] = m.at; }
+  if (lane == 0) {
+    sv[warp] = m.v;
+    si[warp] = m.at;
+  }
   __syncthreads();
   ArgMax<T> r{sv[0], si[0]};
   for (int w = 1; w < warps; ++w) r = better(r, ArgMax<T>{sv[w], si[w]});
   return r;
 }
 
-template <class T>
-__global__ void max_rows_kernel(const T* x, T* values, int64_t* indices, int64_t O, int64_t R) {
+template <class T> __global__ void max_rows_kernel(const T* x, T* values, int64_t* indices, int64_t O, int64_t R) {
   __shared__ T sv[kWarp];
   __shared__ int64_t si[kWarp];
   for (int64_t o = blockIdx.x; o < O; o += gridDim.x) {
@@ -155,7 +154,10 @@ __global__ void max_rows_kernel(const T* x, T* values, int64_t* indices, int64_t
     ArgMax<T> m{T(0), -1};
     for (int64_t r = threadIdx.x; r < R; r += blockDim.x) m = better(m, ArgMax<T>{row[r], r});
     m = block_argmax(m, sv, si);
-    if (threadIdx.x == 0) { values[o] = m.v; indices[o] = m.at; }
+    if (threadIdx.x == 0) {
+      values[o] = m.v;
+      indices[o] = m.at;
+    }
   }
 }
 
@@ -170,8 +172,7 @@ __global__ void max_cols_kernel(const T* x, T* values, int64_t* indices, int64_t
   }
 }
 
-template <class T>
-T lowest() {
+template <class T> T lowest() {
   if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
   else return std::numeric_limits<T>::lowest();
 }
@@ -181,7 +182,8 @@ T lowest() {
 void sum(const KernelArgs& k) {
   const auto& a = attr<ReduceAttrs>(k.attrs, "sum");
   const ReduceLayout L = reduce_layout(k.in[0], a.dims);
-  visit_numeric(k.in[0].dtype(), "sum", [&]<class T>() { fold<T, SumAcc<T>>(k.out[0], L, SumAcc<T>(0), SumOp{}, 1.0); });
+  visit_numeric(k.in[0].dtype(), "sum",
+                [&]<class T>() { fold<T, SumAcc<T>>(k.out[0], L, SumAcc<T>(0), SumOp{}, 1.0); });
 }
 
 void mean(const KernelArgs& k) {

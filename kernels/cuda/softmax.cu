@@ -9,8 +9,7 @@
 namespace qkv::kernels::cuda {
 namespace {
 
-template <class T, bool kLog>
-__global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t n) {
+template <class T, bool kLog> __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t n) {
   __shared__ T smem[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * n;
@@ -30,15 +29,15 @@ __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t n) {
   }
 }
 
-template <bool kLog>
-void softmax_impl(const KernelArgs& k, const char* op) {
+template <bool kLog> void softmax_impl(const KernelArgs& k, const char* op) {
   const int64_t dim = attr<DimAttrs>(k.attrs, op).dim;
   const RowView rv(k.in[0], dim);
   const Tensor y = rv.result_buffer(k.out[0]);
   if (rv.rows == 0) return;
   visit_float(k.in[0].dtype(), op, [&]<class T>() {
     set_device(y);
-    softmax_rows_kernel<T, kLog><<<row_blocks(rv.rows), row_threads(rv.n)>>>(rv.x.data<T>(), y.data<T>(), rv.rows, rv.n);
+    softmax_rows_kernel<T, kLog>
+        <<<row_blocks(rv.rows), row_threads(rv.n)>>>(rv.x.data<T>(), y.data<T>(), rv.rows, rv.n);
     QKV_CUDA_LAUNCH_CHECK();
   });
   rv.write_back(y, k.out[0]);

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "tensor/error.h"
 #include "lab/cli/commands.h"
+#include "tensor/error.h"
 #include "train/data/prepare_dataset.h"
 
 namespace qkv::cli {
@@ -30,8 +30,10 @@ void prepare(const PrepareArgs& a) {
   o.out = a.out;
   if (!a.tokenizer.empty()) o.tokenizer = a.tokenizer;
   else if (!a.data_root.empty()) o.tokenizer = fs::path(a.data_root) / "gpt2-tokenizer";
-  else throw ValueError("data prepare: no tokenizer: pass --tokenizer DIR (holding encoder.json and vocab.bpe) or "
-                        "--data-root DIR (holding gpt2-tokenizer/)");
+  else
+    throw ValueError(
+        "data prepare: no tokenizer: pass --tokenizer DIR (holding encoder.json and vocab.bpe) or "
+        "--data-root DIR (holding gpt2-tokenizer/)");
   o.val_fraction = a.val_fraction;
   o.shard_tokens = a.shard_tokens;
   o.threads = std::max(1, a.threads);

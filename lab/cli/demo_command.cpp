@@ -49,8 +49,12 @@ void run_demo(const DemoOptions& o) {
     return p.set_requires_grad();
   };
   const int h = o.hidden;
-  std::vector<Tensor> params = {param({2, h}, 1.0), param({h}, 0.0), param({h, h}, 1.0 / std::sqrt(h)),
-                                param({h}, 0.0), param({h, 3}, 1.0 / std::sqrt(h)), param({3}, 0.0)};
+  std::vector<Tensor> params = {param({2, h}, 1.0),
+                                param({h}, 0.0),
+                                param({h, h}, 1.0 / std::sqrt(h)),
+                                param({h}, 0.0),
+                                param({h, 3}, 1.0 / std::sqrt(h)),
+                                param({3}, 0.0)};
   std::vector<Tensor> velocity;
   for (const Tensor& p : params) velocity.push_back(zeros_like(p));
   auto forward = [&] {

@@ -3,12 +3,12 @@
 // the GPT-2 tokenizer it was trained with — decoded incrementally over the KV cache.
 #include <cstdio>
 
-#include "tensor/error.h"
 #include "lab/cli/commands.h"
-#include "train/data/bpe.h"
 #include "lab/experiment/models.h"
 #include "lab/experiment/sweep.h"
 #include "lab/infer/generate.h"
+#include "tensor/error.h"
+#include "train/data/bpe.h"
 #include "train/loops/lm_checkpoint.h"
 
 namespace qkv::cli {
@@ -25,14 +25,17 @@ struct GenerateOptions {
 
 void generate_text(const GenerateOptions& o) {
   const fs::path run(o.run), config_path = run / "config.yaml";
-  check<IOError>(fs::exists(config_path), "generate: ", o.run, " is not a run folder (no config.yaml); give a folder "
+  check<IOError>(fs::exists(config_path), "generate: ", o.run,
+                 " is not a run folder (no config.yaml); give a folder "
                  "like runs/lm/shakespeare/QKV/seed0");
-  const experiment::Run r = experiment::single_run(experiment::load_config_file(config_path.string()), config_path.string());
+  const experiment::Run r =
+      experiment::single_run(experiment::load_config_file(config_path.string()), config_path.string());
   check<ValueError>(r.config.kind() == experiment::TaskKind::lm, "generate: ", config_path.string(), " is a ",
                     experiment::enum_name(r.config.kind()), " run, not a language model");
   experiment::LmConfig c = r.config.as<experiment::LmConfig>();
   const auto checkpoint = loops::latest_checkpoint(run);
-  check<IOError>(checkpoint.has_value(), "generate: ", o.run, " has no checkpoint yet (checkpoints/ is written at "
+  check<IOError>(checkpoint.has_value(), "generate: ", o.run,
+                 " has no checkpoint yet (checkpoints/ is written at "
                  "every validation)");
   if (!o.data_root.empty()) c.data.root = o.data_root;
   fs::path tok = o.tokenizer.empty() ? fs::path(c.lm.tokenizer) : fs::path(o.tokenizer);
@@ -45,7 +48,7 @@ void generate_text(const GenerateOptions& o) {
   model.eval();
   std::vector<int64_t> prompt;
   if (o.prompt.empty()) {
-    prompt.push_back(tokenizer.eot());   // an empty prompt starts a new document
+    prompt.push_back(tokenizer.eot());  // an empty prompt starts a new document
   } else {
     for (int32_t id : tokenizer.encode(o.prompt)) prompt.push_back(id);
   }

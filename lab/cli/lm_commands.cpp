@@ -9,23 +9,24 @@
 #include <cstdio>
 #include <iostream>
 
-#include "tensor/error.h"
 #include "lab/cli/commands.h"
 #include "lab/experiment/experiment.h"
 #include "lab/infer/decode_bench.h"
 #include "lab/report/lm_reports.h"
+#include "tensor/error.h"
 
 namespace qkv::cli {
 
 namespace {
 
 struct FileOptions {
-  std::vector<std::string> args;   // the file and key=value overrides
+  std::vector<std::string> args;  // the file and key=value overrides
   std::string scale;
 };
 
 void add_file_options(CLI::App* cmd, FileOptions& o) {
-  cmd->add_option("args", o.args, "a language-model experiment file (e.g. experiments/lm/gpt-300m.yaml) and key=value overrides")
+  cmd->add_option("args", o.args,
+                  "a language-model experiment file (e.g. experiments/lm/gpt-300m.yaml) and key=value overrides")
       ->required();
   cmd->add_option("--scale", o.scale, "a named scale of the file");
 }
@@ -42,7 +43,8 @@ std::vector<report::LmVariantModel> models_of(const FileOptions& o) {
 void add_lm_report_commands(CLI::App& app) {
   {
     auto o = std::make_shared<FileOptions>();
-    auto* cmd = app.add_subcommand("params", "Parameter counts of each attention variant of a language-model experiment");
+    auto* cmd =
+        app.add_subcommand("params", "Parameter counts of each attention variant of a language-model experiment");
     add_file_options(cmd, *o);
     cmd->callback([o] { std::cout << report::params_report(models_of(*o)); });
   }
@@ -59,8 +61,9 @@ void add_lm_report_commands(CLI::App& app) {
     auto c = std::make_shared<report::CacheOptions>();
     auto dtype = std::make_shared<std::string>("bf16");
     auto no_measure = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("cache", "KV-cache bytes per variant: per token and at a context, computed and "
-                                            "measured from the allocator after a real prefill");
+    auto* cmd = app.add_subcommand("cache",
+                                   "KV-cache bytes per variant: per token and at a context, computed and "
+                                   "measured from the allocator after a real prefill");
     add_file_options(cmd, *o);
     cmd->add_option("--context", c->context, "tokens cached per sequence")->required()->check(CLI::PositiveNumber);
     cmd->add_option("--batch", c->batch, "sequences (default 1)")->check(CLI::PositiveNumber);

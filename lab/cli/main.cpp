@@ -3,8 +3,8 @@
 #include <iostream>
 #include <new>
 
-#include "tensor/error.h"
 #include "lab/cli/commands.h"
+#include "tensor/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"qkvlab: do transformers need three projections? Experiments on a C++ tensor engine."};
@@ -20,12 +20,10 @@ int main(int argc, char** argv) {
   qkv::cli::add_reference_commands(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const qkv::Error& e) {
+  } catch (const CLI::ParseError& e) { return app.exit(e); } catch (const qkv::Error& e) {
     std::cerr << "qkvlab: error: " << e.what() << "\n";
     return 1;
-  } catch (const std::filesystem::filesystem_error& e) {   // e.g. a folder that cannot be created
+  } catch (const std::filesystem::filesystem_error& e) {  // e.g. a folder that cannot be created
     std::cerr << "qkvlab: error: " << e.what() << "\n";
     return 1;
   } catch (const std::bad_alloc&) {

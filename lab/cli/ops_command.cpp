@@ -32,7 +32,8 @@ std::string written_str(const autograd::OpInfo& r) {
 void print_op_table(std::ostream& os) {
   using autograd::op_table;
   os << std::left << std::setw(24) << "op" << std::setw(6) << "in" << std::setw(6) << "out" << std::setw(34)
-     << "dtypes (input 0)" << std::setw(11) << "devices" << std::setw(10) << "in place" << "backward\n";
+     << "dtypes (input 0)" << std::setw(11) << "devices" << std::setw(10) << "in place"
+     << "backward\n";
   for (const auto& r : op_table()) {
     std::string devices = "cpu";
     if (r.cuda && cuda_compiled()) devices += ",cuda";
@@ -42,9 +43,12 @@ void print_op_table(std::ostream& os) {
   }
   os << "\nin: 1+ = one or more inputs, 4k = one or more groups of 4 inputs; in place: the inputs the op updates "
         "(positions within a group)\n";
-  os << "\n" << std::setw(24) << "view" << "backward (views share storage: all dtypes, all devices)\n";
+  os << "\n"
+     << std::setw(24) << "view"
+     << "backward (views share storage: all dtypes, all devices)\n";
   for (const auto& v : autograd::view_table()) os << std::setw(24) << v.name << v.backward << "\n";
-  os << "\n" << op_table().size() << " ops, " << autograd::view_table().size() << " views; CUDA backend "
+  os << "\n"
+     << op_table().size() << " ops, " << autograd::view_table().size() << " views; CUDA backend "
      << (cuda_compiled() ? "compiled" : "not compiled") << ", " << cuda_device_count() << " device(s) visible\n";
 }
 

@@ -13,15 +13,17 @@ namespace qkv::cli {
 void print_variant_table(std::ostream& os) {
   using namespace nn;
   os << std::left << std::setw(8) << "sharing" << std::setw(7) << "alias" << std::setw(6) << "Q" << std::setw(6) << "K"
-     << std::setw(6) << "V" << std::setw(13) << "projections" << std::setw(10) << "KV cache" << "other forms\n";
+     << std::setw(6) << "V" << std::setw(13) << "projections" << std::setw(10) << "KV cache"
+     << "other forms\n";
   for (const SharingPattern& p : sharing_table()) {
     std::string forms;
     if (has_pos2d_form(p.id)) forms += variant_name({p.id, 0, true});
     if (has_head_sharing_forms(p.id))
-      forms += cat(forms.empty() ? "" : ", ", variant_name({p.id, 4, false}), " (any g), ", variant_name({p.id, 1, false}));
+      forms +=
+          cat(forms.empty() ? "" : ", ", variant_name({p.id, 4, false}), " (any g), ", variant_name({p.id, 1, false}));
     os << std::setw(8) << p.name << std::setw(7) << p.alias << std::setw(6) << p.slot[0] << std::setw(6) << p.slot[1]
-       << std::setw(6) << p.slot[2] << std::setw(13) << (std::to_string(p.slot_count()) + " + o")
-       << std::setw(10) << (p.cache_tensors() == 1 ? "K=V, 1" : "K, V: 2") << (forms.empty() ? "-" : forms) << "\n";
+       << std::setw(6) << p.slot[2] << std::setw(13) << (std::to_string(p.slot_count()) + " + o") << std::setw(10)
+       << (p.cache_tensors() == 1 ? "K=V, 1" : "K, V: 2") << (forms.empty() ? "-" : forms) << "\n";
   }
   os << "\nQ, K, V: the projection (slot) serving each role; roles with one slot share its weights and its\n"
         "output tensor. A K=V cache stores one tensor per layer. Accepted in sweep.variants: "

@@ -16,7 +16,7 @@ namespace qkv::cli {
 namespace {
 
 struct RunOptions {
-  std::vector<std::string> args;   // files and key=value overrides, in any order
+  std::vector<std::string> args;  // files and key=value overrides, in any order
   std::string scale;
   std::string out = "runs";
   bool dry_run = false;
@@ -28,7 +28,7 @@ bool is_suite(const std::string& path) {
     YAML::Node n = YAML::LoadFile(path);
     return n.IsMap() && n["suite"];
   } catch (const YAML::Exception&) {
-    return false;   // load_experiment reports the parse error with its position
+    return false;  // load_experiment reports the parse error with its position
   }
 }
 
@@ -38,7 +38,10 @@ void run(const RunOptions& o) {
   check<ValueError>(!files.empty(), "run: no experiment file given (e.g. qkvlab run experiments/synthetic/suite.yaml)");
   std::vector<std::string> experiments;
   for (const std::string& f : files) {
-    if (!is_suite(f)) { experiments.push_back(f); continue; }
+    if (!is_suite(f)) {
+      experiments.push_back(f);
+      continue;
+    }
     for (const std::string& e : experiment::load_suite(f).experiments) experiments.push_back(e);
   }
   // Load and validate everything before training anything.
@@ -46,7 +49,7 @@ void run(const RunOptions& o) {
   size_t total = 0, done = 0;
   for (const std::string& path : experiments) {
     loaded.push_back(experiment::load_experiment(path, o.scale, overrides));
-    tasks::check_inputs(loaded.back().config);   // a missing dataset stops us before anything trains
+    tasks::check_inputs(loaded.back().config);  // a missing dataset stops us before anything trains
     for (const auto& r : loaded.back().runs) {
       ++total;
       done += experiment::RunDir(o.out, r).complete();

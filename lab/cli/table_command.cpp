@@ -7,13 +7,13 @@
 #include <iostream>
 #include <set>
 
-#include "tensor/atomic_file.h"
-#include "tensor/error.h"
 #include "lab/cli/commands.h"
 #include "lab/report/attention_maps.h"
 #include "lab/report/curves.h"
 #include "lab/report/lm_table.h"
 #include "lab/report/table.h"
+#include "tensor/atomic_file.h"
+#include "tensor/error.h"
 
 namespace qkv::cli {
 
@@ -80,7 +80,7 @@ void print_tables(const std::string& dir, std::ostream& os, const std::string& p
       os << "training curves of " << n << " tasks (Fig. 2): " << (out / "curves.png").string() << "\n";
     }
   }
-  std::vector<report::ResultRow> others;   // tasks no paper table lists
+  std::vector<report::ResultRow> others;  // tasks no paper table lists
   for (const report::ResultRow& r : results)
     if (!shown.count(r.task)) others.push_back(r);
   if (!others.empty())

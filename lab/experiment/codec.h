@@ -18,8 +18,7 @@ namespace qkv::experiment {
 // A constraint beyond the type. `text` completes the type name in messages and in
 // describe_schema() (">= 2" -> "integer >= 2"); `accept` may normalize the value (an alias to its
 // canonical spelling) and returns false to reject it. An empty rule accepts everything.
-template <class T>
-struct Rule {
+template <class T> struct Rule {
   std::string text;
   std::function<bool(T&)> accept;
 };
@@ -27,32 +26,27 @@ struct Rule {
 // Codec<T>: static std::string type(); static bool parse(const Node&, T&, const std::string& key)
 // (false: not a T; or throws ConfigError with a more precise message naming `key`, the dotted
 // key being read); static Node emit(const T&).
-template <class T>
-struct Codec;
+template <class T> struct Codec;
 
-template <>
-struct Codec<int> {
+template <> struct Codec<int> {
   static std::string type() { return "integer"; }
   static bool parse(const Node& n, int& out, const std::string& key);
   static Node emit(int v);
 };
 
-template <>
-struct Codec<double> {
+template <> struct Codec<double> {
   static std::string type() { return "number"; }
   static bool parse(const Node& n, double& out, const std::string& key);
   static Node emit(double v);
 };
 
-template <>
-struct Codec<bool> {
+template <> struct Codec<bool> {
   static std::string type() { return "true|false"; }
   static bool parse(const Node& n, bool& out, const std::string& key);
   static Node emit(bool v);
 };
 
-template <>
-struct Codec<std::string> {
+template <> struct Codec<std::string> {
   static std::string type() { return "string"; }
   static bool parse(const Node& n, std::string& out, const std::string& key);
   static Node emit(const std::string& v);
@@ -60,18 +54,15 @@ struct Codec<std::string> {
 
 // Enums: specialize EnumNames<E> with `static constexpr std::array<std::pair<std::string_view, E>,
 // N> values`, the spellings in declaration order.
-template <class E>
-struct EnumNames;
+template <class E> struct EnumNames;
 
-template <class E>
-std::string_view enum_name(E v) {
+template <class E> std::string_view enum_name(E v) {
   for (const auto& [name, value] : EnumNames<E>::values)
     if (value == v) return name;
   return "?";
 }
 
-template <class E>
-std::optional<E> enum_from_name(std::string_view name) {
+template <class E> std::optional<E> enum_from_name(std::string_view name) {
   for (const auto& [n, value] : EnumNames<E>::values)
     if (n == name) return value;
   return std::nullopt;
@@ -97,8 +88,7 @@ struct Codec<E> {
   static Node emit(E v) { return Node::scalar(std::string(enum_name(v))); }
 };
 
-template <class T>
-struct Codec<std::vector<T>> {
+template <class T> struct Codec<std::vector<T>> {
   static std::string type() { return "list of " + Codec<T>::type(); }
   // A bad item is reported at its own position, as key[i].
   static bool parse(const Node& n, std::vector<T>& out, const std::string& key) {
@@ -121,15 +111,13 @@ struct Codec<std::vector<T>> {
 };
 
 // "integer >= 2": the type followed by the rule's text.
-template <class T>
-std::string expected_form(const Rule<T>& rule) {
+template <class T> std::string expected_form(const Rule<T>& rule) {
   return rule.text.empty() ? Codec<T>::type() : Codec<T>::type() + " " + rule.text;
 }
 
 // Reads `n` into `out` or throws ConfigError "<source>: <key>: <value> is not valid: expected
 // <form>". `out` is untouched on failure.
-template <class T>
-void parse_value(const Node& n, T& out, const Rule<T>& rule, const std::string& key) {
+template <class T> void parse_value(const Node& n, T& out, const Rule<T>& rule, const std::string& key) {
   T v{};
   if (Codec<T>::parse(n, v, key) && (!rule.accept || rule.accept(v))) {
     out = std::move(v);

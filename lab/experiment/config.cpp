@@ -12,8 +12,7 @@ namespace qkv::experiment {
 namespace {
 
 // Calls f(F{}) with a value of the family struct of `kind` (for its type).
-template <class Fn>
-decltype(auto) with_family(TaskKind kind, Fn&& f) {
+template <class Fn> decltype(auto) with_family(TaskKind kind, Fn&& f) {
   switch (kind) {
     case TaskKind::synthetic: return f(SyntheticConfig{});
     case TaskKind::vision: return f(VisionConfig{});
@@ -143,7 +142,8 @@ void check_variant(const Config& config, const nn::Variant& v, const Source& whe
     fail_at(where, "sweep.variants: ", name, " is not valid here: its ", v.kv_heads,
             " KV heads must divide model.heads = ", heads);
   if (v.pos2d && config.kind() == TaskKind::lm)
-    fail_at(where, "sweep.variants: ", name, " is not valid here: the (+) variants' 2D scores are for non-causal "
+    fail_at(where, "sweep.variants: ", name,
+            " is not valid here: the (+) variants' 2D scores are for non-causal "
             "tasks only, and language models are causal");
 }
 

@@ -20,10 +20,9 @@ struct Config {
   TaskKind kind() const;
   const std::string& name() const;
   const SweepConfig& sweep() const;
-  const LoopConfig& loop() const;   // train.*: batch sizes, device, threads, logging
+  const LoopConfig& loop() const;  // train.*: batch sizes, device, threads, logging
   // The family's struct; ValueError naming both kinds when the config is of another family.
-  template <class F>
-  const F& as() const {
+  template <class F> const F& as() const {
     if (const F* f = std::get_if<F>(&family)) return *f;
     throw ValueError(cat("experiment '", name(), "' is a ", enum_name(kind()), " experiment (task.kind), not ",
                          enum_name(F::kKind)));

@@ -28,8 +28,7 @@ struct Source {
 };
 
 // Throws ConfigError("<source>: <message...>").
-template <class... Args>
-[[noreturn]] void fail_at(const Source& where, Args&&... args) {
+template <class... Args> [[noreturn]] void fail_at(const Source& where, Args&&... args) {
   throw ConfigError(cat(where.str(), ": ", std::forward<Args>(args)...));
 }
 

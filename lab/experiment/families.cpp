@@ -12,24 +12,23 @@ Rule<std::string> path_component() {
 }
 
 // task.kind: it chose the family whose schema is being parsed (config.cpp), so it is that one.
-template <class T>
-FieldDef<T> kind_field(TaskKind kind) {
+template <class T> FieldDef<T> kind_field(TaskKind kind) {
   return field<T, TaskKind>("kind", &T::kind, kind, "task family; it decides which keys the file takes");
 }
 
 // model.kind: the one architecture of the family.
-template <class T>
-FieldDef<T> model_kind_field(const char* kind, const char* family) {
-  return field<T, std::string>("kind", &T::kind, kind, Rule<std::string>{cat("('", kind, "' for task.kind ", family, ")"),
-                                                                          [kind](std::string& s) { return s == kind; }},
+template <class T> FieldDef<T> model_kind_field(const char* kind, const char* family) {
+  return field<T, std::string>("kind", &T::kind, kind,
+                               Rule<std::string>{cat("('", kind, "' for task.kind ", family, ")"),
+                                                 [kind](std::string& s) { return s == kind; }},
                                "architecture (one per task family)");
 }
 
 // The cross-section rules every family has.
-template <class F>
-void check_lr_floor(const F& c, const Located& at) {
+template <class F> void check_lr_floor(const F& c, const Located& at) {
   if (c.schedule.min_lr > c.optim.lr)
-    at.fail("schedule.min_lr", format_number(c.schedule.min_lr), cat("a number <= optim.lr = ", format_number(c.optim.lr)));
+    at.fail("schedule.min_lr", format_number(c.schedule.min_lr),
+            cat("a number <= optim.lr = ", format_number(c.optim.lr)));
 }
 
 }  // namespace
@@ -92,12 +91,12 @@ const Schema<DataRoot>& DataRoot::schema() {
 
 const Schema<ImageData>& ImageData::schema() {
   using T = ImageData;
-  static const Schema<T> s{fields(inherit<T>(DataRoot::schema()),
-                                  {
-                                      field("dataset", &T::dataset, DatasetName::mnist, "image dataset"),
-                                      field("holdout", &T::holdout, 5000, at_least(1),
-                                            "training examples held out for validation"),
-                                  })};
+  static const Schema<T> s{
+      fields(inherit<T>(DataRoot::schema()),
+             {
+                 field("dataset", &T::dataset, DatasetName::mnist, "image dataset"),
+                 field("holdout", &T::holdout, 5000, at_least(1), "training examples held out for validation"),
+             })};
   return s;
 }
 
@@ -108,7 +107,8 @@ const Schema<VisionData>& VisionData::schema() {
       {
           field("train_limit", &T::train_limit, 0, at_least(0), "use at most this many training examples; 0 = all"),
           field("test_limit", &T::test_limit, 0, at_least(0), "test on at most this many examples; 0 = all"),
-          field("crop_padding", &T::crop_padding, 0, at_least(0), "random crop after zero padding (augmentation); 0 = off"),
+          field("crop_padding", &T::crop_padding, 0, at_least(0),
+                "random crop after zero padding (augmentation); 0 = off"),
           field("flip", &T::flip, false, "random horizontal flips (augmentation)"),
           field("workers", &T::workers, 2, at_least(0), "loader threads ahead of the training step; 0 = inline"),
       })};
@@ -117,23 +117,24 @@ const Schema<VisionData>& VisionData::schema() {
 
 const Schema<AnomalyData>& AnomalyData::schema() {
   using T = AnomalyData;
-  static const Schema<T> s{
-      fields(inherit<T>(ImageData::schema()),
-             {
-                 field("features", &T::features, FeatureSource::resnet34, "element features: a frozen ResNet34, or a file"),
-                 field("resnet_weights", &T::resnet_weights, "",
-                       "torchvision resnet34 weights (safetensors); empty = random init"),
-                 field("features_file", &T::features_file, "",
-                       "features: train.features [N, F], train.labels [N], test.* (safetensors)"),
-                 field("set_size", &T::set_size, 10, at_least(3), "images per set (one is the odd one out)"),
-                 field("train_sets", &T::train_sets, 20000, at_least(1), "training sets"),
-                 field("val_sets", &T::val_sets, 1000, at_least(1), "validation sets"),
-                 field("test_sets", &T::test_sets, 2000, at_least(1), "test sets"),
-             }),
-      [](const T& d, const Located& at) {
-        if (d.features == FeatureSource::file && d.features_file.empty())
-          at.fail("features_file", "\"\"", "a safetensors path when data.features is file");
-      }};
+  static const Schema<T> s{fields(inherit<T>(ImageData::schema()),
+                                  {
+                                      field("features", &T::features, FeatureSource::resnet34,
+                                            "element features: a frozen ResNet34, or a file"),
+                                      field("resnet_weights", &T::resnet_weights, "",
+                                            "torchvision resnet34 weights (safetensors); empty = random init"),
+                                      field("features_file", &T::features_file, "",
+                                            "features: train.features [N, F], train.labels [N], test.* (safetensors)"),
+                                      field("set_size", &T::set_size, 10, at_least(3),
+                                            "images per set (one is the odd one out)"),
+                                      field("train_sets", &T::train_sets, 20000, at_least(1), "training sets"),
+                                      field("val_sets", &T::val_sets, 1000, at_least(1), "validation sets"),
+                                      field("test_sets", &T::test_sets, 2000, at_least(1), "test sets"),
+                                  }),
+                           [](const T& d, const Located& at) {
+                             if (d.features == FeatureSource::file && d.features_file.empty())
+                               at.fail("features_file", "\"\"", "a safetensors path when data.features is file");
+                           }};
   return s;
 }
 
@@ -141,10 +142,13 @@ const Schema<LmData>& LmData::schema() {
   using T = LmData;
   static const Schema<T> s{
       {
-          field("text", &T::text, {}, "text or JSONL files (plain, .gz, .zst) under data.root, tokenized once and cached"),
+          field("text", &T::text, {},
+                "text or JSONL files (plain, .gz, .zst) under data.root, tokenized once and cached"),
           field("tokens", &T::tokens, "", "or a folder made by `qkvlab data prepare` (absolute or under data.root)"),
-          field("tokenizer", &T::tokenizer, "gpt2-tokenizer", "GPT-2 encoder.json + vocab.bpe (absolute or under data.root)"),
-          field("val_fraction", &T::val_fraction, 0.1, in_half_open(0.0, 1.0), "lm.text: the last fraction of tokens validates"),
+          field("tokenizer", &T::tokenizer, "gpt2-tokenizer",
+                "GPT-2 encoder.json + vocab.bpe (absolute or under data.root)"),
+          field("val_fraction", &T::val_fraction, 0.1, in_half_open(0.0, 1.0),
+                "lm.text: the last fraction of tokens validates"),
           field("sampling", &T::sampling, LmSamplingName::packed,
                 "packed windows, or one document per sample truncated and padded (the official code)"),
           field("loss_on_padding", &T::loss_on_padding, false,
@@ -163,25 +167,23 @@ const Schema<LmData>& LmData::schema() {
 
 const Schema<ModelBase>& ModelBase::schema() {
   using T = ModelBase;
-  static const Schema<T> s{
-      {
-          field("d_model", &T::d_model, 64, at_least(1), "model width"),
-          field("layers", &T::layers, 2, at_least(1), "transformer layers"),
-          field("heads", &T::heads, 4, at_least(1), "query heads (must divide d_model)"),
-          field("ffn_mult", &T::ffn_mult, 2.0, greater_than(0.0), "MLP width = ffn_mult * d_model"),
-          field("dropout", &T::dropout, 0.1, in_half_open(0.0, 1.0), "dropout probability"),
-      },
-      [](const T& m, const Located& at) {
-        if (m.d_model % m.heads != 0) at.fail("heads", m.heads, cat("an integer that divides model.d_model = ", m.d_model));
-      }};
+  static const Schema<T> s{{
+                               field("d_model", &T::d_model, 64, at_least(1), "model width"),
+                               field("layers", &T::layers, 2, at_least(1), "transformer layers"),
+                               field("heads", &T::heads, 4, at_least(1), "query heads (must divide d_model)"),
+                               field("ffn_mult", &T::ffn_mult, 2.0, greater_than(0.0),
+                                     "MLP width = ffn_mult * d_model"),
+                               field("dropout", &T::dropout, 0.1, in_half_open(0.0, 1.0), "dropout probability"),
+                           },
+                           [](const T& m, const Located& at) {
+                             if (m.d_model % m.heads != 0)
+                               at.fail("heads", m.heads, cat("an integer that divides model.d_model = ", m.d_model));
+                           }};
   return s;
 }
 
 namespace {
-template <class T>
-void check_model_base(const T& m, const Located& at) {
-  ModelBase::schema().check(m, at);
-}
+template <class T> void check_model_base(const T& m, const Located& at) { ModelBase::schema().check(m, at); }
 }  // namespace
 
 const Schema<EncoderModel>& EncoderModel::schema() {
@@ -222,17 +224,18 @@ const Schema<VitModel>& VitModel::schema() {
 
 const Schema<SetModel>& SetModel::schema() {
   using T = SetModel;
-  static const Schema<T> s{
-      fields(fields<T>({model_kind_field<T>("set_transformer", "anomaly")}, inherit<T>(ModelBase::schema())),
-             {
-                 field("activation", &T::activation, Activation::relu, "MLP activation"),
-                 field("pos2d_channels", &T::pos2d_channels, 10, at_least(2),
-                       "channels m of the (+) variants' 2D positional scores over the set (even)"),
-             }),
-      [](const T& m, const Located& at) {
-        check_model_base(m, at);
-        if (m.pos2d_channels % 2 != 0) at.fail("pos2d_channels", m.pos2d_channels, "an even integer >= 2");
-      }};
+  static const Schema<T> s{fields(fields<T>({model_kind_field<T>("set_transformer", "anomaly")},
+                                            inherit<T>(ModelBase::schema())),
+                                  {
+                                      field("activation", &T::activation, Activation::relu, "MLP activation"),
+                                      field("pos2d_channels", &T::pos2d_channels, 10, at_least(2),
+                                            "channels m of the (+) variants' 2D positional scores over the set (even)"),
+                                  }),
+                           [](const T& m, const Located& at) {
+                             check_model_base(m, at);
+                             if (m.pos2d_channels % 2 != 0)
+                               at.fail("pos2d_channels", m.pos2d_channels, "an even integer >= 2");
+                           }};
   return s;
 }
 
@@ -255,7 +258,8 @@ namespace {
 template <class F>
 std::vector<FieldDef<F>> family_fields(std::vector<FieldDef<F>> own, const char* optim, const char* schedule,
                                        const char* train) {
-  std::vector<FieldDef<F>> f{required("name", &F::name, path_component(), "experiment name; names its output directory")};
+  std::vector<FieldDef<F>> f{
+      required("name", &F::name, path_component(), "experiment name; names its output directory")};
   f.insert(f.end(), own.begin(), own.end());
   f.push_back(section("optim", &F::optim, optim));
   f.push_back(section("schedule", &F::schedule, schedule));
@@ -287,12 +291,12 @@ const Schema<VisionConfig>& VisionConfig::schema() {
 
 const Schema<AnomalyConfig>& AnomalyConfig::schema() {
   using T = AnomalyConfig;
-  static const Schema<T> s{
-      family_fields<T>({section("task", &T::task, "the task family and the seed of the sets"),
-                        section("data", &T::data, "the image dataset, the element features and the sets"),
-                        section("model", &T::model, "the set transformer")},
-                       "the optimizer", kEpochSchedule, "the epoch loop"),
-      [](const T& c, const Located& at) { check_lr_floor(c, at); }};
+  static const Schema<T> s{family_fields<T>({section("task", &T::task, "the task family and the seed of the sets"),
+                                             section("data", &T::data,
+                                                     "the image dataset, the element features and the sets"),
+                                             section("model", &T::model, "the set transformer")},
+                                            "the optimizer", kEpochSchedule, "the epoch loop"),
+                           [](const T& c, const Located& at) { check_lr_floor(c, at); }};
   return s;
 }
 

@@ -23,47 +23,43 @@ enum class DatasetName { mnist, fashion_mnist, cifar10, cifar100, tinyimagenet }
 enum class FeatureSource { resnet34, file };
 enum class LmSamplingName { packed, per_document };
 
-template <>
-struct EnumNames<TaskKind> {
-  static constexpr std::array<std::pair<std::string_view, TaskKind>, 4> values{
-      {{"synthetic", TaskKind::synthetic}, {"vision", TaskKind::vision}, {"anomaly", TaskKind::anomaly},
-       {"lm", TaskKind::lm}}};
+template <> struct EnumNames<TaskKind> {
+  static constexpr std::array<std::pair<std::string_view, TaskKind>, 4> values{{{"synthetic", TaskKind::synthetic},
+                                                                                {"vision", TaskKind::vision},
+                                                                                {"anomaly", TaskKind::anomaly},
+                                                                                {"lm", TaskKind::lm}}};
 };
-template <>
-struct EnumNames<TaskName> {
+template <> struct EnumNames<TaskName> {
   static constexpr std::array<std::pair<std::string_view, TaskName>, 5> values{{{"reverse", TaskName::reverse},
                                                                                 {"sort", TaskName::sort},
                                                                                 {"sub", TaskName::sub},
                                                                                 {"swap", TaskName::swap},
                                                                                 {"copy", TaskName::copy}}};
 };
-template <>
-struct EnumNames<Activation> {
+template <> struct EnumNames<Activation> {
   static constexpr std::array<std::pair<std::string_view, Activation>, 2> values{
       {{"relu", Activation::relu}, {"gelu", Activation::gelu}}};
 };
-template <>
-struct EnumNames<Norm> {
+template <> struct EnumNames<Norm> {
   static constexpr std::array<std::pair<std::string_view, Norm>, 2> values{{{"post", Norm::post}, {"pre", Norm::pre}}};
 };
-template <>
-struct EnumNames<HeadKind> {
+template <> struct EnumNames<HeadKind> {
   static constexpr std::array<std::pair<std::string_view, HeadKind>, 2> values{
       {{"mlp", HeadKind::mlp}, {"linear", HeadKind::linear}}};
 };
-template <>
-struct EnumNames<DatasetName> {
+template <> struct EnumNames<DatasetName> {
   static constexpr std::array<std::pair<std::string_view, DatasetName>, 5> values{
-      {{"mnist", DatasetName::mnist}, {"fashion-mnist", DatasetName::fashion_mnist}, {"cifar10", DatasetName::cifar10},
-       {"cifar100", DatasetName::cifar100}, {"tinyimagenet", DatasetName::tinyimagenet}}};
+      {{"mnist", DatasetName::mnist},
+       {"fashion-mnist", DatasetName::fashion_mnist},
+       {"cifar10", DatasetName::cifar10},
+       {"cifar100", DatasetName::cifar100},
+       {"tinyimagenet", DatasetName::tinyimagenet}}};
 };
-template <>
-struct EnumNames<FeatureSource> {
+template <> struct EnumNames<FeatureSource> {
   static constexpr std::array<std::pair<std::string_view, FeatureSource>, 2> values{
       {{"resnet34", FeatureSource::resnet34}, {"file", FeatureSource::file}}};
 };
-template <>
-struct EnumNames<LmSamplingName> {
+template <> struct EnumNames<LmSamplingName> {
   static constexpr std::array<std::pair<std::string_view, LmSamplingName>, 2> values{
       {{"packed", LmSamplingName::packed}, {"per_document", LmSamplingName::per_document}}};
 };
@@ -88,7 +84,7 @@ struct SyntheticTask : TaskBase {
 struct SeededTask : TaskBase {
   int data_seed = 0;
   bool operator==(const SeededTask&) const = default;
-  static const Schema<SeededTask>& schema();   // data_seed; the families add task.kind
+  static const Schema<SeededTask>& schema();  // data_seed; the families add task.kind
 };
 struct VisionTask : SeededTask {
   bool operator==(const VisionTask&) const = default;
@@ -120,19 +116,19 @@ struct ImageData : DataRoot {
 };
 // Vision: the dataset through the threaded loader, with augmentation.
 struct VisionData : ImageData {
-  int train_limit = 0;     // use at most this many training examples; 0 = all
-  int test_limit = 0;      // evaluate on at most this many test examples; 0 = all
-  int crop_padding = 0;    // random-crop augmentation after zero padding; 0 = off
-  bool flip = false;       // random horizontal flips
-  int workers = 2;         // loader threads decoding and augmenting ahead of the training step
+  int train_limit = 0;   // use at most this many training examples; 0 = all
+  int test_limit = 0;    // evaluate on at most this many test examples; 0 = all
+  int crop_padding = 0;  // random-crop augmentation after zero padding; 0 = off
+  bool flip = false;     // random horizontal flips
+  int workers = 2;       // loader threads decoding and augmenting ahead of the training step
   bool operator==(const VisionData&) const = default;
   static const Schema<VisionData>& schema();
 };
 // Anomaly: sets of set_size feature vectors, all but one of one class.
 struct AnomalyData : ImageData {
   FeatureSource features{};
-  std::string resnet_weights;   // torchvision resnet34 weights (safetensors); empty = random init
-  std::string features_file;    // precomputed features (safetensors: <split>.features [N, F], .labels [N])
+  std::string resnet_weights;  // torchvision resnet34 weights (safetensors); empty = random init
+  std::string features_file;   // precomputed features (safetensors: <split>.features [N, F], .labels [N])
   int set_size = 10;
   int train_sets = 0, val_sets = 0, test_sets = 0;
   bool operator==(const AnomalyData&) const = default;
@@ -140,12 +136,12 @@ struct AnomalyData : ImageData {
 };
 // Language models: token data, tokenized from text under data.root or prepared beforehand.
 struct LmData {
-  std::vector<std::string> text;   // text / JSONL files (plain, .gz, .zst) under data.root
-  std::string tokens;              // or a folder from `qkvlab data prepare` (absolute or under data.root)
-  std::string tokenizer;           // GPT-2 encoder.json + vocab.bpe (absolute or under data.root)
-  double val_fraction = 0;         // the last fraction of the token stream is the validation split
-  LmSamplingName sampling{};       // packed windows, or one document per sample (the official code)
-  bool loss_on_padding = false;    // per_document: count the end-of-text padding in the loss
+  std::vector<std::string> text;  // text / JSONL files (plain, .gz, .zst) under data.root
+  std::string tokens;             // or a folder from `qkvlab data prepare` (absolute or under data.root)
+  std::string tokenizer;          // GPT-2 encoder.json + vocab.bpe (absolute or under data.root)
+  double val_fraction = 0;        // the last fraction of the token stream is the validation split
+  LmSamplingName sampling{};      // packed windows, or one document per sample (the official code)
+  bool loss_on_padding = false;   // per_document: count the end-of-text padding in the loss
   bool operator==(const LmData&) const = default;
   static const Schema<LmData>& schema();
 };
@@ -186,8 +182,8 @@ struct SetModel : ModelBase {
   static const Schema<SetModel>& schema();
 };
 struct GptModel : ModelBase {
-  int vocab = 0;     // output vocabulary (GPT-2's 50257 padded)
-  int context = 0;   // positions = the training sequence length
+  int vocab = 0;    // output vocabulary (GPT-2's 50257 padded)
+  int context = 0;  // positions = the training sequence length
   bool operator==(const GptModel&) const = default;
   static const Schema<GptModel>& schema();
 };

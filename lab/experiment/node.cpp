@@ -55,10 +55,8 @@ void Node::erase(std::string_view key) {
 
 std::string Node::describe() const {
   switch (kind) {
-    case Kind::null:
-      return "null";
-    case Kind::scalar:
-      return quoted ? "'" + text + "'" : text;
+    case Kind::null: return "null";
+    case Kind::scalar: return quoted ? "'" + text + "'" : text;
     case Kind::sequence: {
       std::string s = "[";
       for (size_t i = 0; i < items.size(); ++i) {
@@ -106,8 +104,7 @@ Source source_of(const YAML::Mark& mark, const std::string& origin) {
 // `fallback` is the key's position: yaml-cpp places an empty value at the start of the next line.
 Node convert(const YAML::Node& y, const std::string& origin, const Source& fallback) {
   switch (y.Type()) {
-    case YAML::NodeType::Scalar:
-      return Node::scalar(y.Scalar(), source_of(y.Mark(), origin), y.Tag() == "!");
+    case YAML::NodeType::Scalar: return Node::scalar(y.Scalar(), source_of(y.Mark(), origin), y.Tag() == "!");
     case YAML::NodeType::Sequence: {
       Node n = Node::sequence({}, source_of(y.Mark(), origin));
       for (const YAML::Node& item : y) n.items.push_back(convert(item, origin, source_of(item.Mark(), origin)));
@@ -138,9 +135,7 @@ Node convert(const YAML::Node& y, const std::string& origin, const Source& fallb
 
 void emit(YAML::Emitter& out, const Node& n) {
   switch (n.kind) {
-    case Node::Kind::null:
-      out << YAML::Null;
-      break;
+    case Node::Kind::null: out << YAML::Null; break;
     case Node::Kind::scalar:
       if (n.quoted) out << YAML::DoubleQuoted;
       out << n.text;
@@ -172,9 +167,7 @@ Node parse_yaml(const std::string& text, const std::string& origin) {
   YAML::Node doc;
   try {
     doc = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    fail_at(source_of(e.mark, origin), "YAML syntax error: ", e.msg);
-  }
+  } catch (const YAML::Exception& e) { fail_at(source_of(e.mark, origin), "YAML syntax error: ", e.msg); }
   return convert(doc, origin, Source{origin});
 }
 

@@ -2,7 +2,6 @@
 // into a configuration tree.
 #include "lab/experiment/overrides.h"
 
-
 namespace qkv::experiment {
 
 Override parse_override(const std::string& arg) {
@@ -43,7 +42,7 @@ void check_key(TaskKind kind, const std::string& dotted, const Source& where) {
   const KeyInfo* info = find_key(kind, key);
   if (info && (!grid || !info->section)) return;
   if (const std::string why = key_set_elsewhere(key); !why.empty()) fail_at(where, dotted, ": ", key, " ", why);
-  std::string elsewhere;   // the families that have the key
+  std::string elsewhere;  // the families that have the key
   for (TaskKind other : {TaskKind::synthetic, TaskKind::vision, TaskKind::anomaly, TaskKind::lm})
     if (other != kind && find_key(other, key)) elsewhere += cat(elsewhere.empty() ? "" : ", ", enum_name(other));
   if (!elsewhere.empty())

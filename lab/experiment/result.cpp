@@ -12,8 +12,7 @@ namespace {
 using loops::JsonFields;
 
 // The records of a result's curve ("epochs" or "evals"), each checked like a metrics line.
-template <class R>
-std::vector<R> curve(const JsonFields& f, const char* key) {
+template <class R> std::vector<R> curve(const JsonFields& f, const char* key) {
   std::vector<R> out;
   const nlohmann::json& items = f.array(key);
   for (size_t i = 0; i < items.size(); ++i) {
@@ -26,8 +25,7 @@ std::vector<R> curve(const JsonFields& f, const char* key) {
   return out;
 }
 
-template <class R>
-nlohmann::json curve_json(const std::vector<R>& records) {
+template <class R> nlohmann::json curve_json(const std::vector<R>& records) {
   nlohmann::json out = nlohmann::json::array();
   for (const R& r : records) out.push_back(loops::to_json(r));
   return out;
@@ -38,10 +36,14 @@ nlohmann::json curve_json(const std::vector<R>& records) {
 nlohmann::json to_json(const ResultRow& r) {
   nlohmann::json point = nlohmann::json::object();
   for (const auto& [k, v] : r.point) point[k] = v;
-  nlohmann::json j = {{"experiment", r.experiment}, {"kind", std::string(enum_name(r.kind))},
-                      {"task", r.task},             {"run", r.run},
-                      {"variant", r.variant},       {"seed", r.seed},
-                      {"point", point},             {"params", r.params}};
+  nlohmann::json j = {{"experiment", r.experiment},
+                      {"kind", std::string(enum_name(r.kind))},
+                      {"task", r.task},
+                      {"run", r.run},
+                      {"variant", r.variant},
+                      {"seed", r.seed},
+                      {"point", point},
+                      {"params", r.params}};
   if (const ClassificationResult* c = r.classification()) {
     j.update({{"test_accuracy", c->test_accuracy},
               {"test_loss", c->test_loss},
@@ -91,16 +93,28 @@ ResultRow result_from_json(const nlohmann::json& j, const std::string& where) {
   }
   r.params = f.integer("params");
   if (r.kind == TaskKind::lm) {
-    r.metrics = LmResult{f.number("val_loss"),     f.number("val_ppl"),     f.number("best_val_loss"),
-                         f.integer("steps"),       f.integer("skipped_steps"), f.integer("resumed_from"),
-                         f.number("tokens_per_s"), f.number("mfu"),         f.number("peak_flops"),
-                         f.number("seconds"),      f.integer("kv_cache_bytes_per_token_bf16"),
-                         f.number("kv_cache_reduction"), curve<loops::EvalRecord>(f, "evals")};
+    r.metrics = LmResult{f.number("val_loss"),
+                         f.number("val_ppl"),
+                         f.number("best_val_loss"),
+                         f.integer("steps"),
+                         f.integer("skipped_steps"),
+                         f.integer("resumed_from"),
+                         f.number("tokens_per_s"),
+                         f.number("mfu"),
+                         f.number("peak_flops"),
+                         f.number("seconds"),
+                         f.integer("kv_cache_bytes_per_token_bf16"),
+                         f.number("kv_cache_reduction"),
+                         curve<loops::EvalRecord>(f, "evals")};
   } else {
-    r.metrics = ClassificationResult{f.number("test_accuracy"),      f.number("test_loss"),
-                                     f.number("best_val_accuracy"),  f.integer("best_epoch"),
-                                     f.integer("steps"),             f.number("seconds"),
-                                     f.number("steps_per_second"),   f.number("data_wait_fraction"),
+    r.metrics = ClassificationResult{f.number("test_accuracy"),
+                                     f.number("test_loss"),
+                                     f.number("best_val_accuracy"),
+                                     f.integer("best_epoch"),
+                                     f.integer("steps"),
+                                     f.number("seconds"),
+                                     f.number("steps_per_second"),
+                                     f.number("data_wait_fraction"),
                                      curve<loops::EpochRecord>(f, "epochs")};
   }
   if (r.kind == TaskKind::vision) r.images = ImageCounts{f.integer("train_examples"), f.integer("test_examples")};

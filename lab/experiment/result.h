@@ -32,7 +32,7 @@ struct LmResult {
   int64_t steps = 0, skipped_steps = 0, resumed_from = 0;
   double tokens_per_s = 0, mfu = 0, peak_flops = 0, seconds = 0;
   int64_t kv_cache_bytes_per_token_bf16 = 0;
-  double kv_cache_reduction = 0;     // vs QKV with the same heads
+  double kv_cache_reduction = 0;  // vs QKV with the same heads
   std::vector<loops::EvalRecord> evals;
   bool operator==(const LmResult&) const = default;
 };
@@ -52,15 +52,15 @@ struct SetSource {
 struct ResultRow {
   std::string experiment;
   TaskKind kind{};
-  std::string task;        // the table column: the synthetic task, the dataset, "anomaly" or "lm"
-  std::string run;         // the run id: its folder under <out>/<experiment>/
-  std::string variant;     // canonical name
+  std::string task;     // the table column: the synthetic task, the dataset, "anomaly" or "lm"
+  std::string run;      // the run id: its folder under <out>/<experiment>/
+  std::string variant;  // canonical name
   int seed = 0;
-  std::vector<std::pair<std::string, std::string>> point;   // grid key -> value, in id order
+  std::vector<std::pair<std::string, std::string>> point;  // grid key -> value, in id order
   int64_t params = 0;
   std::variant<ClassificationResult, LmResult> metrics;
-  std::optional<ImageCounts> images;   // vision
-  std::optional<SetSource> sets;       // anomaly
+  std::optional<ImageCounts> images;  // vision
+  std::optional<SetSource> sets;      // anomaly
 
   const ClassificationResult* classification() const { return std::get_if<ClassificationResult>(&metrics); }
   const LmResult* lm() const { return std::get_if<LmResult>(&metrics); }

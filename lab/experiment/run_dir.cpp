@@ -22,9 +22,9 @@ namespace qkv::experiment {
 namespace fs = std::filesystem;
 
 RunDir::RunDir(const fs::path& out, const std::string& experiment, const std::string& run_id) {
-  check<ValueError>(
-      !experiment.empty() && experiment != "." && experiment != ".." && experiment.find('/') == std::string::npos,
-      "RunDir: experiment name '", experiment, "' is not a single path component");
+  check<ValueError>(!experiment.empty() && experiment != "." && experiment != ".." &&
+                        experiment.find('/') == std::string::npos,
+                    "RunDir: experiment name '", experiment, "' is not a single path component");
   for (const fs::path& part : fs::path(run_id))
     check<ValueError>(!part.empty() && part != "." && part != ".." && part != "/", "RunDir: run id '", run_id,
                       "' must be a relative path of plain components");

@@ -33,9 +33,9 @@ struct KeyInfo {
 // What parsing needs beyond the node: the family's keys (for "did you mean" and the sweep
 // grid's checks) and where the keys of the other families belong (for "not a setting of ...").
 struct ParseContext {
-  std::string family;                              // "lm", as task.kind names it
-  std::vector<KeyInfo> keys;                       // every key of the family, dotted
-  std::map<std::string, std::string> elsewhere;    // another family's key -> "synthetic, vision"
+  std::string family;                            // "lm", as task.kind names it
+  std::vector<KeyInfo> keys;                     // every key of the family, dotted
+  std::map<std::string, std::string> elsewhere;  // another family's key -> "synthetic, vision"
   const KeyInfo* find(std::string_view dotted) const;
 };
 
@@ -46,8 +46,7 @@ class Located {
   // Throws "<where key was written>: <prefix><key>: <value> is not valid: expected <expected>";
   // `key` is relative and may be dotted ("schedule.min_lr"). A key left at its default is
   // reported at the enclosing map.
-  template <class V>
-  [[noreturn]] void fail(const std::string& key, const V& value, const std::string& expected) const {
+  template <class V> [[noreturn]] void fail(const std::string& key, const V& value, const std::string& expected) const {
     fail_key(key, cat(value), expected);
   }
 
@@ -57,8 +56,7 @@ class Located {
   std::string prefix_;
 };
 
-template <class S>
-struct FieldDef {
+template <class S> struct FieldDef {
   std::string name;
   std::string doc;
   std::function<void(S&, const Node&, const std::string& key, const ParseContext&)> parse;
@@ -68,8 +66,7 @@ struct FieldDef {
   std::function<void(const std::string& prefix, std::vector<KeyInfo>&)> flatten;
 };
 
-template <class S>
-struct Schema {
+template <class S> struct Schema {
   std::vector<FieldDef<S>> fields;
   std::function<void(const S&, const Located&)> check = {};  // rules across fields
 };
@@ -116,22 +113,17 @@ FieldDef<S> required(std::string name, T S::*member, std::type_identity_t<Rule<T
   return f;
 }
 
-template <class S, class T>
-FieldDef<S> required(std::string name, T S::*member, std::string doc) {
+template <class S, class T> FieldDef<S> required(std::string name, T S::*member, std::string doc) {
   return required<S, T>(std::move(name), member, Rule<T>{}, std::move(doc));
 }
 
-template <class S>
-S parse_struct(const Node& n, const std::string& key, const ParseContext& ctx);
-template <class S>
-Node emit_struct(const S& s);
-template <class S>
-void flatten_keys(const std::string& prefix, std::vector<KeyInfo>& out);
+template <class S> S parse_struct(const Node& n, const std::string& key, const ParseContext& ctx);
+template <class S> Node emit_struct(const S& s);
+template <class S> void flatten_keys(const std::string& prefix, std::vector<KeyInfo>& out);
 
 // The fields of a base struct's schema, for the schema of a struct derived from it: shared
 // settings (the loop's batch size and device, a model's width and depth) are declared once.
-template <class D, class B>
-std::vector<FieldDef<D>> inherit(const Schema<B>& base) {
+template <class D, class B> std::vector<FieldDef<D>> inherit(const Schema<B>& base) {
   static_assert(std::is_base_of_v<B, D>);
   std::vector<FieldDef<D>> out;
   for (const FieldDef<B>& f : base.fields) {
@@ -156,8 +148,7 @@ std::vector<FieldDef<S>> fields(std::vector<FieldDef<S>> first, const std::vecto
 }
 
 // A nested struct with its own schema, written as a map under `name`.
-template <class S, class T>
-FieldDef<S> section(std::string name, T S::*member, std::string doc) {
+template <class S, class T> FieldDef<S> section(std::string name, T S::*member, std::string doc) {
   FieldDef<S> f;
   f.name = name;
   f.doc = doc;
@@ -174,8 +165,7 @@ FieldDef<S> section(std::string name, T S::*member, std::string doc) {
 }
 
 // Every key of S's schema, sections before their keys, in declaration order.
-template <class S>
-void flatten_keys(const std::string& prefix, std::vector<KeyInfo>& out) {
+template <class S> void flatten_keys(const std::string& prefix, std::vector<KeyInfo>& out) {
   for (const FieldDef<S>& f : S::schema().fields) f.flatten(prefix, out);
 }
 
@@ -187,8 +177,7 @@ std::string key_set_elsewhere(std::string_view dotted);
                                    const ParseContext& ctx);
 
 // Parses the map `n` (null counts as empty) into S; `key` is its dotted name ("" at the root).
-template <class S>
-S parse_struct(const Node& n, const std::string& key, const ParseContext& ctx) {
+template <class S> S parse_struct(const Node& n, const std::string& key, const ParseContext& ctx) {
   const Schema<S>& schema = S::schema();
   const std::string prefix = key.empty() ? "" : key + ".";
   if (!n.is_map() && !n.is_null())
@@ -221,8 +210,7 @@ S parse_struct(const Node& n, const std::string& key, const ParseContext& ctx) {
   return s;
 }
 
-template <class S>
-Node emit_struct(const S& s) {
+template <class S> Node emit_struct(const S& s) {
   Node n = Node::map();
   for (const FieldDef<S>& f : S::schema().fields) n.add(f.name, f.emit(s), {});
   return n;

@@ -120,7 +120,8 @@ const Schema<EpochSchedule>& EpochSchedule::schema() {
   static const Schema<T> s{
       fields<T>({field("name", &T::name, ScheduleName::cosine, "learning-rate schedule")},
                 fields(inherit<T>(ScheduleBase::schema()),
-                       {field("milestones", &T::milestones, {}, increasing_epochs(), "multistep: epochs where lr *= gamma"),
+                       {field("milestones", &T::milestones, {}, increasing_epochs(),
+                              "multistep: epochs where lr *= gamma"),
                         field("gamma", &T::gamma, 0.1, unit_closed_above(), "multistep: decay factor")})),
       [](const T& sch, const Located& at) {
         if (sch.name == ScheduleName::multistep && sch.milestones.empty())
@@ -131,9 +132,9 @@ const Schema<EpochSchedule>& EpochSchedule::schema() {
 
 const Schema<StepSchedule>& StepSchedule::schema() {
   using T = StepSchedule;
-  static const Schema<T> s{fields<T>(
-      {field("name", &T::name, ScheduleName::cosine, step_schedule_name(), "learning-rate schedule")},
-      inherit<T>(ScheduleBase::schema()))};
+  static const Schema<T> s{
+      fields<T>({field("name", &T::name, ScheduleName::cosine, step_schedule_name(), "learning-rate schedule")},
+                inherit<T>(ScheduleBase::schema()))};
   return s;
 }
 

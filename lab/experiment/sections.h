@@ -17,13 +17,11 @@ namespace qkv::experiment {
 enum class OptimName { adam, adamw, sgd };
 enum class ScheduleName { cosine, multistep, constant };
 
-template <>
-struct EnumNames<OptimName> {
+template <> struct EnumNames<OptimName> {
   static constexpr std::array<std::pair<std::string_view, OptimName>, 3> values{
       {{"adam", OptimName::adam}, {"adamw", OptimName::adamw}, {"sgd", OptimName::sgd}}};
 };
-template <>
-struct EnumNames<ScheduleName> {
+template <> struct EnumNames<ScheduleName> {
   static constexpr std::array<std::pair<std::string_view, ScheduleName>, 3> values{
       {{"cosine", ScheduleName::cosine}, {"multistep", ScheduleName::multistep}, {"constant", ScheduleName::constant}}};
 };
@@ -37,8 +35,8 @@ struct OptimConfig {
 
 // Warmup and floor, shared by both schedules.
 struct ScheduleBase {
-  double warmup = 0;       // fraction of the total steps
-  int warmup_steps = 0;    // in steps; overrides the fraction when > 0
+  double warmup = 0;     // fraction of the total steps
+  int warmup_steps = 0;  // in steps; overrides the fraction when > 0
   double min_lr = 0;
   bool operator==(const ScheduleBase&) const = default;
   static const Schema<ScheduleBase>& schema();
@@ -63,7 +61,7 @@ struct LoopConfig {
   int batch_size = 0;
   int eval_batch_size = 0;
   std::string device;
-  int threads = 0;         // 0 = all cores
+  int threads = 0;  // 0 = all cores
   int log_every = 0;
   bool operator==(const LoopConfig&) const = default;
   static const Schema<LoopConfig>& schema();
@@ -77,8 +75,8 @@ struct EpochTrain : LoopConfig {
 // The step-counted language-model loop.
 struct StepTrain : LoopConfig {
   int steps = 0;
-  int grad_accum = 0;         // micro-batches per optimizer step
-  int eval_every = 0;         // steps between validations (and checkpoints)
+  int grad_accum = 0;  // micro-batches per optimizer step
+  int eval_every = 0;  // steps between validations (and checkpoints)
   int eval_batches = 0;
   int keep_checkpoints = 0;
   double skip_grad_norm = 0;  // skip a step whose gradient norm exceeds this; 0 = never
@@ -103,15 +101,13 @@ struct SweepConfig {
   static const Schema<SweepConfig>& schema();
 };
 
-template <>
-struct Codec<nn::Variant> {
+template <> struct Codec<nn::Variant> {
   static std::string type();
   static bool parse(const Node& n, nn::Variant& out, const std::string& key);
   static Node emit(const nn::Variant& v);
 };
 
-template <>
-struct Codec<Grid> {
+template <> struct Codec<Grid> {
   static std::string type();
   static bool parse(const Node& n, Grid& out, const std::string& key);  // shape only; keys: grid_field
   static Node emit(const Grid& g);

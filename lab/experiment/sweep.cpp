@@ -110,9 +110,7 @@ std::vector<Run> expand_tree(const Node& tree) {
         try {
           run.config = parse_config(t);
           check_variant(run.config, variant, vs);
-        } catch (const ConfigError& e) {
-          throw ConfigError(cat(e.what(), " (in sweep run '", run.id, "')"));
-        }
+        } catch (const ConfigError& e) { throw ConfigError(cat(e.what(), " (in sweep run '", run.id, "')")); }
         if (!ids.insert(run.id).second)
           throw ConfigError(cat(tree.source.str(), ": two sweep runs get the id '", run.id,
                                 "' (grid values that differ only in characters unsafe in paths)"));
@@ -132,8 +130,9 @@ std::vector<Run> expand(const Config& config) { return expand_tree(config_to_tre
 Run single_run(const Config& config, const std::string& origin) {
   std::vector<Run> runs = expand(config);
   if (runs.size() != 1)
-    throw ConfigError(cat(origin, ": describes ", runs.size(), " runs (", config.sweep().variants.size(), " variants x ",
-                          config.sweep().seeds.size(), " seeds); a run folder's config.yaml describes one"));
+    throw ConfigError(cat(origin, ": describes ", runs.size(), " runs (", config.sweep().variants.size(),
+                          " variants x ", config.sweep().seeds.size(),
+                          " seeds); a run folder's config.yaml describes one"));
   return std::move(runs.front());
 }
 

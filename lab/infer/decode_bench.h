@@ -9,10 +9,10 @@
 namespace qkv::infer {
 
 struct DecodeBenchResult {
-  double prefill_ms = 0;            // the prompt's forward pass over the cache, all sequences
-  double decode_tokens_per_s = 0;   // tokens generated per second, summed over the batch
-  int64_t cache_bytes = 0;          // KVCache::bytes()
-  int64_t peak_bytes = 0;           // the device allocator's peak: weights, cache, activations
+  double prefill_ms = 0;           // the prompt's forward pass over the cache, all sequences
+  double decode_tokens_per_s = 0;  // tokens generated per second, summed over the batch
+  int64_t cache_bytes = 0;         // KVCache::bytes()
+  int64_t peak_bytes = 0;          // the device allocator's peak: weights, cache, activations
 };
 
 // Builds the GPT on `device` (random N(0, 0.02) weights), prefills `prompt` tokens for `batch`

@@ -18,7 +18,8 @@ int64_t sample_token(const Tensor& logits, const SamplingOptions& o, Generator& 
   std::vector<int64_t> ids(static_cast<size_t>(V));
   for (int64_t i = 0; i < V; ++i) ids[size_t(i)] = i;
   int64_t keep = o.top_k > 0 ? std::min(o.top_k, V) : V;
-  if (keep < V) std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), [&](int64_t a, int64_t b) { return x[a] > x[b]; });
+  if (keep < V)
+    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), [&](int64_t a, int64_t b) { return x[a] > x[b]; });
   ids.resize(size_t(keep));
   double top = -INFINITY;
   for (int64_t i : ids) top = std::max(top, double(x[i]));

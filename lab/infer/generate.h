@@ -10,9 +10,9 @@
 namespace qkv::infer {
 
 struct SamplingOptions {
-  double temperature = 1.0;   // 0: greedy
-  int64_t top_k = 0;          // 0: the whole vocabulary
-  int64_t vocab_limit = 0;    // sample only ids below this (the tokenizer's vocabulary); 0: all
+  double temperature = 1.0;  // 0: greedy
+  int64_t top_k = 0;         // 0: the whole vocabulary
+  int64_t vocab_limit = 0;   // sample only ids below this (the tokenizer's vocabulary); 0: all
   uint64_t seed = 0;
 };
 

@@ -25,8 +25,9 @@ Tensor attention_map(const fs::path& dir) {
   model.load((dir / "checkpoint.safetensors").string());
   model.eval();
   const data::SyntheticSplits data =
-      data::make_synthetic_splits(data::parse_synthetic_task(std::string(experiment::enum_name(c.task.name))), c.task.length,
-                            c.task.vocab, c.task.train_size, c.task.val_size, 1, uint64_t(c.task.data_seed));
+      data::make_synthetic_splits(data::parse_synthetic_task(std::string(experiment::enum_name(c.task.name))),
+                                  c.task.length, c.task.vocab, c.task.train_size, c.task.val_size, 1,
+                                  uint64_t(c.task.data_seed));
   NoGradGuard no_grad;
   Tensor ids = data.test.inputs.slice(0, 0, 1);
   const int64_t last = int64_t(model.blocks.size()) - 1;
@@ -67,7 +68,7 @@ int write_attention_maps(const fs::path& out, const fs::path& png, const PaperTa
       Tensor map;
       try {
         map = attention_map(it->second);
-      } catch (const Error& e) {   // a damaged run folder costs its map, not the figure
+      } catch (const Error& e) {  // a damaged run folder costs its map, not the figure
         std::fprintf(stderr, "attention maps: skipped %s: %s\n", it->second.string().c_str(), e.what());
         continue;
       }

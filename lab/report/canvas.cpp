@@ -41,11 +41,11 @@ int Canvas::text_width(const std::string& s, int scale) {
 
 int Canvas::text(int x, int y, const std::string& s, RGB c, int scale) {
   // stb_easy_font emits axis-aligned quads (4 vertices of x, y, z, colour: 16 bytes each).
-  std::vector<char> buffer(s.size() * 1024 + 1024);   // generous: a glyph can take many quads
+  std::vector<char> buffer(s.size() * 1024 + 1024);  // generous: a glyph can take many quads
   const int quads = stb_easy_font_print(0, 0, const_cast<char*>(s.c_str()), nullptr, buffer.data(), int(buffer.size()));
   const float* v = reinterpret_cast<const float*>(buffer.data());
   for (int q = 0; q < quads; ++q) {
-    const float* quad = v + q * 16;   // 4 vertices x 4 floats
+    const float* quad = v + q * 16;  // 4 vertices x 4 floats
     const float qx0 = quad[0], qy0 = quad[1], qx1 = quad[8], qy1 = quad[9];
     fill_rect(x + int(qx0) * scale, y + int(qy0) * scale, int(qx1 - qx0) * scale, int(qy1 - qy0) * scale, c);
   }

@@ -16,8 +16,8 @@ class Canvas {
   Canvas(int width, int height, RGB background = {255, 255, 255});
   int width() const { return width_; }
   int height() const { return height_; }
-  void set(int x, int y, RGB c);                                   // clipped
-  void fill_rect(int x, int y, int w, int h, RGB c);               // clipped
+  void set(int x, int y, RGB c);                      // clipped
+  void fill_rect(int x, int y, int w, int h, RGB c);  // clipped
   void line(int x0, int y0, int x1, int y1, RGB c, int thickness = 1);
   // Text with its top-left corner at (x, y); `scale` enlarges each font pixel. Returns the width.
   int text(int x, int y, const std::string& s, RGB c, int scale = 1);

@@ -9,7 +9,7 @@
 namespace qkv::report {
 namespace {
 
-using Series = std::vector<double>;   // value per epoch (1-based index - 1)
+using Series = std::vector<double>;  // value per epoch (1-based index - 1)
 
 // Mean per epoch over the runs of one (task, variant) of one field of the epoch records.
 Series mean_curve(const std::vector<const experiment::ResultRow*>& runs, double loops::EpochRecord::*field) {
@@ -26,10 +26,12 @@ Series mean_curve(const std::vector<const experiment::ResultRow*>& runs, double 
   return sum;
 }
 
-const RGB kPalette[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40}, {148, 103, 189},
+const RGB kPalette[] = {{31, 119, 180}, {255, 127, 14},  {44, 160, 44},   {214, 39, 40},  {148, 103, 189},
                         {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207}};
 
-struct Panel { int x, y, w, h; };
+struct Panel {
+  int x, y, w, h;
+};
 
 void draw_panel(Canvas& c, const Panel& p, const std::string& title, const std::vector<Series>& lines) {
   c.fill_rect(p.x, p.y, p.w, p.h, {248, 248, 248});
@@ -53,7 +55,8 @@ void draw_panel(Canvas& c, const Panel& p, const std::string& title, const std::
     for (size_t i = 0; i < lines[k].size(); ++i) {
       if (!std::isfinite(lines[k][i])) continue;
       c.fill_rect(px(i) - 2, py(lines[k][i]) - 2, 5, 5, col);
-      if (i > 0 && std::isfinite(lines[k][i - 1])) c.line(px(i - 1), py(lines[k][i - 1]), px(i), py(lines[k][i]), col, 2);
+      if (i > 0 && std::isfinite(lines[k][i - 1]))
+        c.line(px(i - 1), py(lines[k][i - 1]), px(i), py(lines[k][i]), col, 2);
     }
   }
 }
@@ -68,12 +71,15 @@ int write_curves(const std::vector<experiment::ResultRow>& results, const std::v
   std::vector<std::string> drawn_tasks;
   for (const auto& t : tasks)
     for (const auto& v : variants)
-      if (runs.count({t, v})) { drawn_tasks.push_back(t); break; }
+      if (runs.count({t, v})) {
+        drawn_tasks.push_back(t);
+        break;
+      }
   if (drawn_tasks.empty()) return 0;
   const int pw = 300, ph = 170, gap = 70, top = 40, legend = 150;
   Canvas c(2 * (pw + gap) + legend, top + int(drawn_tasks.size()) * (ph + gap));
   c.text(4, 4, "training loss (left) and validation accuracy (right) by epoch, mean over runs", {60, 60, 60});
-  for (size_t k = 0; k < variants.size(); ++k) {   // legend
+  for (size_t k = 0; k < variants.size(); ++k) {  // legend
     c.fill_rect(2 * (pw + gap) + 4, top + 4 + int(k) * 16, 12, 8, kPalette[k % std::size(kPalette)]);
     c.text(2 * (pw + gap) + 20, top + 3 + int(k) * 16, variants[k], {0, 0, 0});
   }
@@ -95,7 +101,7 @@ int write_curves(const std::vector<experiment::ResultRow>& results, const std::v
 int write_lm_curves(const std::vector<experiment::ResultRow>& results, const std::vector<std::string>& variants,
                     const std::filesystem::path& png) {
   std::vector<Series> lines;
-  std::vector<int64_t> steps;   // of the longest curve, for the axis label
+  std::vector<int64_t> steps;  // of the longest curve, for the axis label
   bool any = false;
   for (const auto& v : variants) {
     Series sum, count;

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
-#include "tensor/allocator.h"
 #include "lab/experiment/models.h"
+#include "tensor/allocator.h"
 
 namespace qkv::report {
 
@@ -65,7 +65,8 @@ std::string flops_report(const std::vector<LmVariantModel>& models, int64_t seq)
 }
 
 std::vector<CacheRow> cache_rows(const std::vector<LmVariantModel>& models, const CacheOptions& o) {
-  check<ValueError>(o.context > 0 && o.batch > 0 && o.prefill > 0, "cache: context, batch and prefill must be positive");
+  check<ValueError>(o.context > 0 && o.batch > 0 && o.prefill > 0,
+                    "cache: context, batch and prefill must be positive");
   std::vector<CacheRow> rows;
   for (const auto& m : models) {
     CacheRow r;
@@ -76,7 +77,7 @@ std::vector<CacheRow> cache_rows(const std::vector<LmVariantModel>& models, cons
     r.computed_bytes = r.bytes_per_token * o.batch * o.context;
     if (o.measure) {
       nn::GPTConfig c = m.config;
-      c.context = std::max(c.context, o.context);   // positions for the whole cache
+      c.context = std::max(c.context, o.context);  // positions for the whole cache
       Generator gen(0);
       nn::GPT model(c, &gen);
       model.eval();
@@ -84,7 +85,7 @@ std::vector<CacheRow> cache_rows(const std::vector<LmVariantModel>& models, cons
       Tensor prompt = zeros({o.batch, std::min(o.prefill, o.context)}, DType::i64);
       const size_t before = memory_stats(kCPU).current;
       nn::KVCache cache = model.make_cache(o.batch, o.context, o.dtype);
-      model.forward_cached(prompt, cache);   // a real prefill; its temporaries are gone after it
+      model.forward_cached(prompt, cache);  // a real prefill; its temporaries are gone after it
       r.measured_bytes = int64_t(memory_stats(kCPU).current - before);
     }
     r.reduction = rows.empty() ? 0.0 : 1.0 - double(r.bytes_per_token) / double(rows.front().bytes_per_token);
@@ -96,11 +97,12 @@ std::vector<CacheRow> cache_rows(const std::vector<LmVariantModel>& models, cons
 std::string cache_report(const std::vector<CacheRow>& rows, const CacheOptions& o) {
   std::ostringstream s;
   s << "KV cache, " << dtype_name(o.dtype) << ", batch " << o.batch << ", context " << o.context << " tokens\n\n"
-    << "| variant | bytes/token | bytes at " << o.context << " | measured | reduction vs " << (rows.empty() ? "" : rows.front().variant)
-    << " |\n|---|---:|---:|---:|---:|\n";
+    << "| variant | bytes/token | bytes at " << o.context << " | measured | reduction vs "
+    << (rows.empty() ? "" : rows.front().variant) << " |\n|---|---:|---:|---:|---:|\n";
   for (const auto& r : rows)
     s << "| " << r.variant << " | " << with_commas(r.bytes_per_token) << " | " << with_commas(r.computed_bytes) << " | "
-      << (r.measured_bytes ? with_commas(*r.measured_bytes) : std::string("–")) << " | " << percent(r.reduction) << " |\n";
+      << (r.measured_bytes ? with_commas(*r.measured_bytes) : std::string("–")) << " | " << percent(r.reduction)
+      << " |\n";
   return s.str();
 }
 

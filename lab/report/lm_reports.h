@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "lab/experiment/experiment.h"
 #include "nn/models/gpt.h"
 #include "tensor/format.h"
-#include "lab/experiment/experiment.h"
 
 namespace qkv::report {
 
 struct LmVariantModel {
-  std::string variant;    // "QKV", "Q-K=V", "GQA-4", ...
+  std::string variant;  // "QKV", "Q-K=V", "GQA-4", ...
   nn::GPTConfig config;
 };
 // The GPT of each variant in the experiment's sweep (first grid point), in sweep order.

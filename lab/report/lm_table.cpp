@@ -10,7 +10,7 @@ namespace qkv::report {
 bool is_lm_table(const PaperTable& p) { return std::find(p.columns.begin(), p.columns.end(), "lm") != p.columns.end(); }
 
 std::vector<LmTable> build_lm_tables(const std::vector<ResultRow>& results, const PaperTable* paper) {
-  std::map<std::string, std::map<std::string, std::vector<const ResultRow*>>> groups;   // experiment -> variant
+  std::map<std::string, std::map<std::string, std::vector<const ResultRow*>>> groups;  // experiment -> variant
   std::vector<std::string> experiments;
   for (const ResultRow& r : results) {
     if (!r.lm()) continue;

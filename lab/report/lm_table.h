@@ -21,7 +21,7 @@ struct LmRow {
 };
 struct LmTable {
   std::string experiment;
-  std::vector<LmRow> rows;   // the paper's variant order first, then others
+  std::vector<LmRow> rows;  // the paper's variant order first, then others
 };
 
 // One table per experiment among the language-model result rows.

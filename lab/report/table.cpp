@@ -22,9 +22,7 @@ Results collect_results(const fs::path& out) {
   for (const fs::path& f : files) {
     try {
       results.rows.push_back(experiment::read_result_file(f));
-    } catch (const IOError& e) {
-      results.errors.push_back(e.what());
-    }
+    } catch (const IOError& e) { results.errors.push_back(e.what()); }
   }
   return results;
 }
@@ -41,9 +39,7 @@ PaperTable load_paper_table(const std::string& path) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw IOError(cat(path, ": ", e.what()));
-  }
+  } catch (const YAML::Exception& e) { throw IOError(cat(path, ": ", e.what())); }
   check<IOError>(root["tasks"].IsSequence() && root["rows"].IsMap(), path,
                  ": expected 'tasks' (a list) and 'rows' (a map of variant -> {task: value})");
   PaperTable t;
@@ -52,8 +48,7 @@ PaperTable load_paper_table(const std::string& path) {
   for (const auto& task : root["tasks"]) t.columns.push_back(task.as<std::string>());
   if (root["average"])
     for (const auto& task : root["average"]) t.average.push_back(task.as<std::string>());
-  else
-    t.average = t.columns;
+  else t.average = t.columns;
   t.columns.push_back("avg");
   for (const auto& row : root["rows"]) {
     const std::string variant = row.first.as<std::string>();
@@ -82,21 +77,21 @@ std::vector<PaperTable> load_paper_tables(const fs::path& dir) {
 }
 
 Table build_table(const std::vector<ResultRow>& results, const PaperTable* paper) {
-  std::map<std::string, std::map<std::string, std::vector<double>>> values;   // variant -> task -> values
+  std::map<std::string, std::map<std::string, std::vector<double>>> values;  // variant -> task -> values
   std::vector<std::string> tasks, variants;
   auto remember = [](std::vector<std::string>& list, const std::string& s) {
     if (std::find(list.begin(), list.end(), s) == list.end()) list.push_back(s);
   };
   for (const ResultRow& r : results) {
     const experiment::ClassificationResult* c = r.classification();
-    if (!c) continue;   // language models report perplexity (lm_table.h)
+    if (!c) continue;  // language models report perplexity (lm_table.h)
     if (paper && std::find(paper->columns.begin(), paper->columns.end(), r.task) == paper->columns.end()) continue;
     values[r.variant][r.task].push_back(c->test_accuracy);
     remember(tasks, r.task);
     remember(variants, r.variant);
   }
   Table t;
-  if (paper) {   // the paper's order, then whatever else ran
+  if (paper) {  // the paper's order, then whatever else ran
     for (const auto& c : paper->columns)
       if (c != "avg" && std::find(tasks.begin(), tasks.end(), c) != tasks.end()) t.tasks.push_back(c);
     for (const auto& v : paper->variants)
@@ -121,7 +116,7 @@ Table build_table(const std::vector<ResultRow>& results, const PaperTable* paper
       sum += c.mean;
       ++n;
     }
-    wanted = int(averaged.size());   // an average over fewer tasks than the paper's would mislead
+    wanted = int(averaged.size());  // an average over fewer tasks than the paper's would mislead
     if (n == wanted && n > 0) t.average[v] = sum / n;
   }
   return t;
@@ -151,8 +146,9 @@ std::string to_markdown(const Table& t, const PaperTable* paper, const std::stri
     for (const auto& task : t.tasks) {
       auto it = t.cells.at(v).find(task);
       if (it == t.cells.at(v).end()) s << " – |";
-      else s << " " << fmt(it->second.mean) << " ± " << fmt(it->second.std) << " (" << it->second.runs << ")"
-             << paper_note(v, task) << " |";
+      else
+        s << " " << fmt(it->second.mean) << " ± " << fmt(it->second.std) << " (" << it->second.runs << ")"
+          << paper_note(v, task) << " |";
     }
     auto avg = t.average.find(v);
     s << " " << (avg == t.average.end() ? std::string("–") : fmt(avg->second)) << paper_note(v, "avg") << " |\n";
@@ -160,8 +156,10 @@ std::string to_markdown(const Table& t, const PaperTable* paper, const std::stri
   if (paper && !paper->average.empty()) {
     std::string missing;
     for (const auto& task : paper->average)
-      if (std::find(t.tasks.begin(), t.tasks.end(), task) == t.tasks.end()) missing += (missing.empty() ? "" : ", ") + task;
-    if (!missing.empty()) s << "\nAvg is the mean over " << paper->average.size() << " tasks; no runs of: " << missing << "\n";
+      if (std::find(t.tasks.begin(), t.tasks.end(), task) == t.tasks.end())
+        missing += (missing.empty() ? "" : ", ") + task;
+    if (!missing.empty())
+      s << "\nAvg is the mean over " << paper->average.size() << " tasks; no runs of: " << missing << "\n";
   }
   return s.str();
 }
@@ -177,8 +175,8 @@ std::string to_csv(const Table& t, const PaperTable* paper) {
     for (const auto& task : t.tasks) {
       auto it = t.cells.at(v).find(task);
       if (it == t.cells.at(v).end()) continue;
-      s << v << "," << task << "," << fmt(it->second.mean, 6) << "," << fmt(it->second.std, 6) << ","
-        << it->second.runs << "," << paper_value(v, task) << "\n";
+      s << v << "," << task << "," << fmt(it->second.mean, 6) << "," << fmt(it->second.std, 6) << "," << it->second.runs
+        << "," << paper_value(v, task) << "\n";
     }
     auto avg = t.average.find(v);
     if (avg != t.average.end()) s << v << ",avg," << fmt(avg->second, 6) << ",,," << paper_value(v, "avg") << "\n";

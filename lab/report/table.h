@@ -26,15 +26,15 @@ Results collect_results(const std::filesystem::path& out);
 
 // The paper's numbers: variant -> column -> value, in the file's row and column order.
 struct PaperTable {
-  int number = 0;                     // the paper's table number
+  int number = 0;  // the paper's table number
   std::string title;
-  std::vector<std::string> columns;   // tasks, then "avg"
-  std::vector<std::string> average;   // the tasks "Avg" averages
+  std::vector<std::string> columns;  // tasks, then "avg"
+  std::vector<std::string> average;  // the tasks "Avg" averages
   std::vector<std::string> variants;
   std::map<std::string, std::map<std::string, double>> values;
   std::optional<double> at(const std::string& variant, const std::string& column) const;
 };
-PaperTable load_paper_table(const std::string& path);   // IOError naming the file and key
+PaperTable load_paper_table(const std::string& path);  // IOError naming the file and key
 // Every table<N>.yaml in `dir`, by number.
 std::vector<PaperTable> load_paper_tables(const std::filesystem::path& dir);
 
@@ -44,10 +44,10 @@ struct Cell {
 };
 
 struct Table {
-  std::vector<std::string> tasks;      // columns
-  std::vector<std::string> variants;   // rows: the paper's order first, then any others
-  std::map<std::string, std::map<std::string, Cell>> cells;   // variant -> task -> cell
-  std::map<std::string, double> average;   // variant -> mean of its task means over the averaged tasks
+  std::vector<std::string> tasks;                            // columns
+  std::vector<std::string> variants;                         // rows: the paper's order first, then any others
+  std::map<std::string, std::map<std::string, Cell>> cells;  // variant -> task -> cell
+  std::map<std::string, double> average;  // variant -> mean of its task means over the averaged tasks
 };
 
 // Groups the classification rows by (task, variant) over their test accuracy. With a paper

@@ -7,16 +7,17 @@
 #include "lab/experiment/models.h"
 #include "lab/tasks/common.h"
 #include "lab/tasks/vision_data.h"
-#include "train/data/shuffle.h"
 #include "nn/models/resnet.h"
 #include "tensor/safetensors.h"
+#include "train/data/shuffle.h"
 
 namespace qkv::tasks {
 
 namespace fs = std::filesystem;
 using experiment::AnomalyConfig;
 
-data::LabelledFeatures resnet_features(const data::ImageDataset& data, const std::string& weights, const Device& device) {
+data::LabelledFeatures resnet_features(const data::ImageDataset& data, const std::string& weights,
+                                       const Device& device) {
   Generator gen(0);
   nn::ResNet34 net(1000, &gen);
   if (!weights.empty()) net.load(weights);
@@ -53,7 +54,8 @@ data::LabelledFeatures resnet_features(const data::ImageDataset& data, const std
 namespace {
 
 // Features of one split: from the file, or ResNet34 features cached under cache_dir.
-data::LabelledFeatures split_features(const AnomalyConfig& c, data::Split split, const fs::path& cache_dir, const Device& device) {
+data::LabelledFeatures split_features(const AnomalyConfig& c, data::Split split, const fs::path& cache_dir,
+                                      const Device& device) {
   const std::string part = split == data::Split::train ? "train" : "test";
   if (c.data.features == experiment::FeatureSource::file) {
     auto t = safetensors::load(c.data.features_file);
@@ -73,13 +75,15 @@ data::LabelledFeatures split_features(const AnomalyConfig& c, data::Split split,
   const data::LabelledFeatures f = resnet_features(*load_dataset(c.data, split), c.data.resnet_weights, device);
   fs::create_directories(cache_dir);
   safetensors::save(cache.string(), {{"features", f.features}, {"labels", f.labels}},
-                    {{"encoder", "resnet34"}, {"weights", c.data.resnet_weights.empty() ? "random init" : c.data.resnet_weights}});
+                    {{"encoder", "resnet34"},
+                     {"weights", c.data.resnet_weights.empty() ? "random init" : c.data.resnet_weights}});
   return f;
 }
 
 }  // namespace
 
-experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::RunDir& dir, const fs::path& cache_dir) {
+experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::RunDir& dir,
+                                  const fs::path& cache_dir) {
   const auto& c = run.config.as<AnomalyConfig>();
   const Device device = prepare_device(c.train);
   data::LabelledFeatures train = split_features(c, data::Split::train, cache_dir, device);
@@ -92,7 +96,8 @@ experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::
 
   const int64_t N = train.features.size(0), holdout = std::min<int64_t>(c.data.holdout, N / 2);
   const std::vector<int64_t> order = data::philox_permutation(N, uint64_t(c.task.data_seed));
-  const std::vector<int64_t> train_pool(order.begin() + holdout, order.end()), val_pool(order.begin(), order.begin() + holdout);
+  const std::vector<int64_t> train_pool(order.begin() + holdout, order.end()),
+      val_pool(order.begin(), order.begin() + holdout);
   std::vector<int64_t> test_pool(static_cast<size_t>(test.features.size(0)));
   for (size_t i = 0; i < test_pool.size(); ++i) test_pool[i] = int64_t(i);
   Generator sets(uint64_t(c.task.data_seed) + 17);
@@ -104,9 +109,9 @@ experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::
   nn::SetTransformer model(experiment::set_transformer_config(c, run.variant, train.features.size(1)), &gen);
   model.to(device);
   auto on = [&](const data::SetData& s) { return data::LabelledData{s.features.to(device), s.targets.to(device)}; };
-  const loops::TrainResult r = train_epochs(
-      {run, dir, model, [&](const Tensor& x) { return model.forward(x); }, c.optim, c.schedule, c.train}, on(tr), on(va),
-      on(te));
+  const loops::TrainResult r =
+      train_epochs({run, dir, model, [&](const Tensor& x) { return model.forward(x); }, c.optim, c.schedule, c.train},
+                   on(tr), on(va), on(te));
   experiment::ResultRow row = classification_row(run, "anomaly", model.num_parameters(), r);
   row.sets = experiment::SetSource{std::string(experiment::enum_name(c.data.dataset)),
                                    c.data.features == experiment::FeatureSource::file ? c.data.features_file

@@ -15,7 +15,8 @@ namespace qkv::tasks {
 
 // ResNet34 features of every image of `data` (ImageNet normalization; grayscale repeated to RGB),
 // in batches, without a graph.
-data::LabelledFeatures resnet_features(const data::ImageDataset& data, const std::string& weights, const Device& device);
+data::LabelledFeatures resnet_features(const data::ImageDataset& data, const std::string& weights,
+                                       const Device& device);
 
 experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::RunDir& dir,
                                   const std::filesystem::path& cache_dir);

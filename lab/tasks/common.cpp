@@ -116,15 +116,10 @@ ResultRow classification_row(const Run& run, const std::string& task, int64_t pa
   row.seed = run.seed;
   row.point = run.point;
   row.params = params;
-  row.metrics = ClassificationResult{r.test_accuracy,
-                                     r.test_loss,
-                                     r.best_val_accuracy,
-                                     r.best_epoch,
-                                     r.steps,
-                                     r.seconds,
-                                     r.steps_per_second,
-                                     r.seconds > 0 ? r.data_wait_seconds / r.seconds : 0.0,
-                                     r.epochs};
+  row.metrics = ClassificationResult{
+      r.test_accuracy, r.test_loss, r.best_val_accuracy, r.best_epoch,
+      r.steps,         r.seconds,   r.steps_per_second,  r.seconds > 0 ? r.data_wait_seconds / r.seconds : 0.0,
+      r.epochs};
   return row;
 }
 

@@ -17,7 +17,8 @@ namespace qkv::tasks {
 optim::AdamOptions adam_options(const experiment::OptimConfig& o);
 std::unique_ptr<optim::Optimizer> make_optimizer(const experiment::OptimConfig& o, const optim::NamedTensors& params);
 // The schedule settings in steps: epoch schedules (milestones in epochs) and step schedules.
-optim::ScheduleSpec schedule_spec(const experiment::EpochSchedule& s, double lr, int64_t steps_per_epoch, int64_t epochs);
+optim::ScheduleSpec schedule_spec(const experiment::EpochSchedule& s, double lr, int64_t steps_per_epoch,
+                                  int64_t epochs);
 optim::ScheduleSpec schedule_spec(const experiment::StepSchedule& s, double lr, int64_t steps);
 // Sets the CPU thread count (train.threads) and checks train.device is usable; returns it.
 Device prepare_device(const experiment::LoopConfig& loop);

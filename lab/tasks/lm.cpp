@@ -48,14 +48,16 @@ fs::path lm_token_folder(const LmConfig& c, const fs::path& out) {
   return data::prepare_once(p);
 }
 
-experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDir& dir, const fs::path& out, bool resume) {
+experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDir& dir, const fs::path& out,
+                             bool resume) {
   const auto& c = run.config.as<LmConfig>();
   const Device device = prepare_device(c.train);
   const fs::path tokens = lm_token_folder(c, out);
   data::TokenBatchOptions tb;
   tb.batch = c.train.batch_size;
   tb.context = c.model.context;
-  tb.sampling = c.lm.sampling == experiment::LmSamplingName::packed ? data::LmSampling::packed : data::LmSampling::per_document;
+  tb.sampling =
+      c.lm.sampling == experiment::LmSamplingName::packed ? data::LmSampling::packed : data::LmSampling::per_document;
   tb.loss_on_padding = c.lm.loss_on_padding;
   tb.seed = shuffle_seed(run);
   data::TokenBatches train(tokens, "train", tb);
@@ -107,10 +109,19 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   row.seed = run.seed;
   row.point = run.point;
   row.params = model.num_parameters();
-  row.metrics = experiment::LmResult{final_loss,          std::exp(final_loss), best,        r.steps,
-                                     r.skipped_steps,     r.resumed_from,       r.tokens_per_second,
-                                     r.mfu,               o.peak_flops,         r.seconds,   cache,
-                                     1.0 - double(cache) / double(cache_qkv), evals};
+  row.metrics = experiment::LmResult{final_loss,
+                                     std::exp(final_loss),
+                                     best,
+                                     r.steps,
+                                     r.skipped_steps,
+                                     r.resumed_from,
+                                     r.tokens_per_second,
+                                     r.mfu,
+                                     o.peak_flops,
+                                     r.seconds,
+                                     cache,
+                                     1.0 - double(cache) / double(cache_qkv),
+                                     evals};
   dir.write_result(row);
   return row;
 }

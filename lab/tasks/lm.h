@@ -18,7 +18,7 @@ void check_lm_inputs(const experiment::LmConfig& c);
 std::filesystem::path lm_token_folder(const experiment::LmConfig& c, const std::filesystem::path& out);
 
 // `resume`: continue from the run's newest checkpoint, when it has one.
-experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDir& dir, const std::filesystem::path& out,
-                             bool resume);
+experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDir& dir,
+                             const std::filesystem::path& out, bool resume);
 
 }  // namespace qkv::tasks

@@ -14,14 +14,15 @@ experiment::ResultRow run_synthetic(const experiment::Run& run, const experiment
   const auto& c = run.config.as<experiment::SyntheticConfig>();
   const Device device = prepare_device(c.train);
   const data::SyntheticTask task = data::parse_synthetic_task(std::string(experiment::enum_name(c.task.name)));
-  const data::SyntheticSplits splits = data::make_synthetic_splits(
-      task, c.task.length, c.task.vocab, c.task.train_size, c.task.val_size, c.task.test_size, uint64_t(c.task.data_seed));
+  const data::SyntheticSplits splits =
+      data::make_synthetic_splits(task, c.task.length, c.task.vocab, c.task.train_size, c.task.val_size,
+                                  c.task.test_size, uint64_t(c.task.data_seed));
   Generator gen(uint64_t(run.seed));
   nn::Encoder model(experiment::encoder_config(c, run.variant), &gen);
   model.to(device);
-  const loops::TrainResult r =
-      train_epochs({run, dir, model, [&](const Tensor& ids) { return model.forward(ids); }, c.optim, c.schedule, c.train},
-                   on(splits.train, device), on(splits.val, device), on(splits.test, device));
+  const loops::TrainResult r = train_epochs({run, dir, model, [&](const Tensor& ids) { return model.forward(ids); },
+                                             c.optim, c.schedule, c.train},
+                                            on(splits.train, device), on(splits.val, device), on(splits.test, device));
   const experiment::ResultRow row = classification_row(run, data::synthetic_task_name(task), model.num_parameters(), r);
   dir.write_result(row);
   return row;

@@ -31,11 +31,13 @@ experiment::ResultRow run_vision(const experiment::Run& run, const experiment::R
 
   Generator gen(uint64_t(run.seed));
   const data::ImageDataset& images = *data.train;
-  nn::ViT model(experiment::vit_config(c, run.variant, images.height(), images.width(), images.channels(), images.classes()),
+  nn::ViT model(experiment::vit_config(c, run.variant, images.height(), images.width(), images.channels(),
+                                       images.classes()),
                 &gen);
   model.to(device);
-  const loops::TrainResult r = train_epochs(
-      {run, dir, model, [&](const Tensor& x) { return model.forward(x); }, c.optim, c.schedule, c.train}, train, val, test);
+  const loops::TrainResult r =
+      train_epochs({run, dir, model, [&](const Tensor& x) { return model.forward(x); }, c.optim, c.schedule, c.train},
+                   train, val, test);
   experiment::ResultRow row =
       classification_row(run, std::string(experiment::enum_name(c.data.dataset)), model.num_parameters(), r);
   row.images = experiment::ImageCounts{data.train->size(), data.test->size()};

@@ -21,7 +21,8 @@ std::vector<std::string> candidates(DatasetName d) {
   return {};
 }
 
-std::shared_ptr<data::ImageDataset> limit(std::shared_ptr<data::ImageDataset> data, int64_t n, const std::string& name) {
+std::shared_ptr<data::ImageDataset> limit(std::shared_ptr<data::ImageDataset> data, int64_t n,
+                                          const std::string& name) {
   if (n <= 0 || n >= data->size()) return data;
   std::vector<int64_t> first(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) first[size_t(i)] = i;
@@ -37,7 +38,7 @@ std::string dataset_folder(const experiment::ImageData& d) {
     if (fs::is_directory(p)) return p.string();
     tried.push_back(p.string());
   }
-  if (d.dataset == DatasetName::fashion_mnist) {   // Debian's dataset-fashion-mnist package
+  if (d.dataset == DatasetName::fashion_mnist) {  // Debian's dataset-fashion-mnist package
     const std::string debian = "/usr/share/datasets/fashion-mnist";
     if (fs::is_directory(debian)) return debian;
     tried.push_back(debian);
@@ -65,7 +66,8 @@ VisionSplits load_vision_splits(const experiment::VisionData& d, uint64_t seed) 
   std::shared_ptr<data::ImageDataset> test = load_dataset(d, data::Split::test);
   const int64_t holdout = std::min<int64_t>(d.holdout, train->size() / 2);
   auto [tr, val] = data::split_holdout(train, holdout, seed);
-  return {limit(tr, d.train_limit, tr->name() + " (limited)"), val, limit(test, d.test_limit, test->name() + " (limited)")};
+  return {limit(tr, d.train_limit, tr->name() + " (limited)"), val,
+          limit(test, d.test_limit, test->name() + " (limited)")};
 }
 
 }  // namespace qkv::tasks

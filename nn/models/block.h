@@ -17,7 +17,7 @@ struct BlockConfig {
 class TransformerBlock : public Module {
  public:
   TransformerBlock(const BlockConfig& c, Generator* gen);
-  Tensor forward(const Tensor& x) const;   // [B, T, d_model] -> [B, T, d_model]
+  Tensor forward(const Tensor& x) const;  // [B, T, d_model] -> [B, T, d_model]
   Attention attn;
   LayerNorm norm1, norm2;
   MLP ffn;

@@ -12,15 +12,15 @@
 namespace qkv::nn {
 
 struct EncoderConfig {
-  int64_t vocab = 10;          // input symbols (one-hot width)
-  int64_t classes = 10;        // output classes per position
+  int64_t vocab = 10;    // input symbols (one-hot width)
+  int64_t classes = 10;  // output classes per position
   int64_t layers = 2;
   int64_t ffn_hidden = 128;
   Activation activation = Activation::relu;
-  bool pre_norm = false;       // false: post-LN blocks
+  bool pre_norm = false;  // false: post-LN blocks
   double dropout = 0.1;
-  bool mlp_head = true;        // false: a single Linear head
-  AttentionConfig attention;   // d_model, heads, sharing, pos2d, ... (causal is forced off)
+  bool mlp_head = true;       // false: a single Linear head
+  AttentionConfig attention;  // d_model, heads, sharing, pos2d, ... (causal is forced off)
 };
 
 // Per-position classifier: Linear-LayerNorm-ReLU-Dropout-Linear (mlp), or the last Linear alone.
@@ -43,9 +43,9 @@ class Encoder : public Module {
   Tensor hidden_before(const Tensor& ids, int64_t layer) const;
   const EncoderConfig& config() const { return config_; }
 
-  Linear input;                              // one-hot [vocab] -> d_model
+  Linear input;  // one-hot [vocab] -> d_model
   std::vector<std::unique_ptr<TransformerBlock>> blocks;
-  std::unique_ptr<LayerNorm> final_norm;     // pre-LN only
+  std::unique_ptr<LayerNorm> final_norm;  // pre-LN only
   ClassifierHead head;
 
  private:

@@ -23,7 +23,7 @@ int64_t projection_width(const GPTConfig& c) {
 
 int64_t gpt_attention_parameter_count(const GPTConfig& c) {
   const int64_t d = c.d_model();
-  return projection_width(c) * (d + 1) + d * (d + 1);   // projections and W_o, with biases
+  return projection_width(c) * (d + 1) + d * (d + 1);  // projections and W_o, with biases
 }
 
 int64_t gpt_parameter_count(const GPTConfig& c) {
@@ -55,8 +55,8 @@ void init_gpt_weights(Module& m, double std, Generator* gen) {
   NoGradGuard no_grad;
   for (auto& [name, p] : m.named_parameters()) {
     const size_t last = name.rfind('.');
-    const size_t owner = name.rfind('.', last - 1) + 1;   // npos + 1 == 0 for a top-level module
-    if (name.compare(owner, 2, "ln") == 0) continue;        // LayerNorms keep weight 1, bias 0
+    const size_t owner = name.rfind('.', last - 1) + 1;  // npos + 1 == 0 for a top-level module
+    if (name.compare(owner, 2, "ln") == 0) continue;     // LayerNorms keep weight 1, bias 0
     const bool is_bias = name.compare(last, std::string::npos, ".bias") == 0;
     if (is_bias) p.copy_(zeros(p.shape(), p.device()));
     else p.copy_(init_normal(p.shape(), std, p.device(), gen));
@@ -112,7 +112,7 @@ Tensor GPT::embed(const Tensor& ids, int64_t start) const {
   check<ValueError>(start + T <= config_.context, "gpt: positions ", start, "..", start + T - 1,
                     " exceed the model's context of ", config_.context, " tokens");
   Tensor pos = arange(double(start), double(start + T), 1.0, TensorOptions(DType::i64, ids.device()));
-  return wte.forward(ids) + wpe.forward(pos);   // [B, T, d] + [T, d]
+  return wte.forward(ids) + wpe.forward(pos);  // [B, T, d] + [T, d]
 }
 
 Tensor GPT::head(const Tensor& x) const {

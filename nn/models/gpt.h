@@ -14,24 +14,24 @@
 namespace qkv::nn {
 
 struct GPTConfig {
-  int64_t vocab = 50304;     // GPT-2's 50257 padded to a multiple of 64
-  int64_t context = 1024;    // positions the model has embeddings for
+  int64_t vocab = 50304;   // GPT-2's 50257 padded to a multiple of 64
+  int64_t context = 1024;  // positions the model has embeddings for
   int64_t layers = 12;
-  int64_t ffn = 0;           // MLP width; 0: 4 d_model
-  double dropout = 0.1;      // residual dropout
+  int64_t ffn = 0;       // MLP width; 0: 4 d_model
+  double dropout = 0.1;  // residual dropout
   double init_std = 0.02;
-  AttentionConfig attention; // d_model, heads, kv_heads, sharing (always causal, no 2D scores)
+  AttentionConfig attention;  // d_model, heads, kv_heads, sharing (always causal, no 2D scores)
 
   int64_t d_model() const { return attention.d_model; }
   int64_t ffn_width() const { return ffn > 0 ? ffn : 4 * attention.d_model; }
-  void validate() const;     // ValueError naming the bad field
+  void validate() const;  // ValueError naming the bad field
 };
 
 // Closed forms, no model built: parameters (tied head counted once) and multiply-accumulates of
 // one forward pass over a sequence of n tokens (PAPER.md: projections p n d^2, scores and
 // mixing 2 n^2 d, output n d^2, MLP 2 n d d_ff, LM head n d V), per sequence.
 int64_t gpt_parameter_count(const GPTConfig& c);
-int64_t gpt_attention_parameter_count(const GPTConfig& c);   // one layer: projections and W_o
+int64_t gpt_attention_parameter_count(const GPTConfig& c);  // one layer: projections and W_o
 struct GPTMacs {
   int64_t projections = 0, attention = 0, output = 0, mlp = 0, head = 0;
   int64_t total() const { return projections + attention + output + mlp + head; }

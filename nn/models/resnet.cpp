@@ -38,8 +38,9 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps_) : eps(eps_) {
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) const {
-  check<ValueError>(!is_training(), "BatchNorm2d: training mode (batch statistics) is not implemented; call eval() "
-                                    "to normalize with the running statistics");
+  check<ValueError>(!is_training(),
+                    "BatchNorm2d: training mode (batch statistics) is not implemented; call eval() "
+                    "to normalize with the running statistics");
   check<ShapeError>(x.dim() == 4, "BatchNorm2d: expected input [N, C, H, W], got ", shape_str(x.shape()));
   return batch_norm(x, running_mean, running_var, weight, bias, eps);
 }
@@ -53,7 +54,9 @@ Downsample::Downsample(int64_t in, int64_t out, int64_t stride, Generator* gen)
 Tensor Downsample::forward(const Tensor& x) const { return bn.forward(conv.forward(x)); }
 
 BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride, Generator* gen)
-    : conv1(in, out, 3, stride, 1, /*bias=*/false, gen), bn1(out), conv2(out, out, 3, 1, 1, /*bias=*/false, gen),
+    : conv1(in, out, 3, stride, 1, /*bias=*/false, gen),
+      bn1(out),
+      conv2(out, out, 3, 1, 1, /*bias=*/false, gen),
       bn2(out) {
   register_module("conv1", &conv1);
   register_module("bn1", &bn1);

@@ -23,8 +23,8 @@ class Conv2d : public Module {
  public:
   Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t padding = 0, bool bias = true,
          Generator* gen = nullptr);
-  Tensor forward(const Tensor& x) const;   // [N, in, H, W] -> [N, out, Ho, Wo]
-  Tensor weight, bias;                     // bias undefined without one
+  Tensor forward(const Tensor& x) const;  // [N, in, H, W] -> [N, out, Ho, Wo]
+  Tensor weight, bias;                    // bias undefined without one
   std::array<int64_t, 2> stride, padding;
 };
 
@@ -34,7 +34,7 @@ class Conv2d : public Module {
 class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t channels, double eps = 1e-5);
-  Tensor forward(const Tensor& x) const;   // throws in training mode
+  Tensor forward(const Tensor& x) const;  // throws in training mode
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   double eps;
 };
@@ -58,7 +58,7 @@ class BasicBlock : public Module {
   BatchNorm2d bn1;
   Conv2d conv2;
   BatchNorm2d bn2;
-  std::unique_ptr<Downsample> downsample;   // null when the shape is kept
+  std::unique_ptr<Downsample> downsample;  // null when the shape is kept
 };
 
 // One stage ("layer1" ... "layer4"): blocks named "0", "1", ...; the first one may downsample.

@@ -5,7 +5,8 @@
 namespace qkv::nn {
 
 Tensor patchify(const Tensor& x, int64_t p) {
-  check<ShapeError>(x.dim() == 4, "patchify: expected images [batch, channels, height, width], got ", shape_str(x.shape()));
+  check<ShapeError>(x.dim() == 4, "patchify: expected images [batch, channels, height, width], got ",
+                    shape_str(x.shape()));
   const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   check<ShapeError>(p > 0 && H % p == 0 && W % p == 0, "patchify: patch size ", p, " does not divide the ", H, "x", W,
                     " images");
@@ -27,7 +28,8 @@ BlockConfig block_config(const AttentionConfig& a, double mlp_ratio, Activation 
 ViTConfig checked(const ViTConfig& c) {
   check<ValueError>(c.patch > 0 && c.image_height % c.patch == 0 && c.image_width % c.patch == 0, "vit: patch ",
                     c.patch, " must divide the image size ", c.image_height, "x", c.image_width);
-  check<ValueError>(c.layers >= 1 && c.classes >= 1 && c.channels >= 1, "vit: layers, classes and channels must be positive");
+  check<ValueError>(c.layers >= 1 && c.classes >= 1 && c.channels >= 1,
+                    "vit: layers, classes and channels must be positive");
   return c;
 }
 }  // namespace
@@ -59,14 +61,16 @@ Tensor ViT::forward(const Tensor& images) const {
                     "vit: expected images [batch, ", c.channels, ", ", c.image_height, ", ", c.image_width, "], got ",
                     shape_str(images.shape()));
   const int64_t B = images.size(0), d = c.attention.d_model;
-  Tensor x = patch_embed.forward(patchify(images, c.patch));                 // [B, N, d]
-  x = concat({cls_token.expand({B, 1, d}), x}, 1) + pos_embed;               // [B, 1 + N, d]
+  Tensor x = patch_embed.forward(patchify(images, c.patch));    // [B, N, d]
+  x = concat({cls_token.expand({B, 1, d}), x}, 1) + pos_embed;  // [B, 1 + N, d]
   for (const auto& b : blocks) x = b->forward(x);
-  return head.forward(norm.forward(x).select(1, 0));                         // the class token
+  return head.forward(norm.forward(x).select(1, 0));  // the class token
 }
 
 SetTransformer::SetTransformer(const SetTransformerConfig& c, Generator* gen)
-    : embed(c.features, c.attention.d_model, true, gen), norm(c.attention.d_model), score(c.attention.d_model, 1, true, gen) {
+    : embed(c.features, c.attention.d_model, true, gen),
+      norm(c.attention.d_model),
+      score(c.attention.d_model, 1, true, gen) {
   check<ValueError>(c.layers >= 1 && c.features >= 1, "set transformer: layers and features must be positive");
   register_module("embed", &embed);
   const BlockConfig b = block_config(c.attention, c.mlp_ratio, c.activation, c.dropout);

@@ -23,18 +23,18 @@ struct ViTConfig {
   double mlp_ratio = 4.0;
   double dropout = 0.0;
   Activation activation = Activation::gelu;
-  AttentionConfig attention;   // d_model, heads, kv_heads, sharing, pos2d (causal is off)
+  AttentionConfig attention;  // d_model, heads, kv_heads, sharing, pos2d (causal is off)
   int64_t patches() const { return (image_height / patch) * (image_width / patch); }
 };
 
 class ViT : public Module {
  public:
   explicit ViT(const ViTConfig& config, Generator* gen = nullptr);
-  Tensor forward(const Tensor& images) const;    // [B, C, H, W] -> logits [B, classes]
+  Tensor forward(const Tensor& images) const;  // [B, C, H, W] -> logits [B, classes]
   const ViTConfig& config() const { return config_; }
 
   Linear patch_embed;
-  Tensor cls_token, pos_embed;                  // [1, 1, d], [1, 1 + patches, d]
+  Tensor cls_token, pos_embed;  // [1, 1, d], [1, 1 + patches, d]
   std::vector<std::unique_ptr<TransformerBlock>> blocks;
   LayerNorm norm;
   Linear head;

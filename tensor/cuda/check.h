@@ -4,12 +4,12 @@
 
 #include "tensor/error.h"
 
-#define QKV_CUDA_CHECK(expr)                                                                  \
-  do {                                                                                        \
-    cudaError_t qkv_err_ = (expr);                                                            \
-    if (qkv_err_ != cudaSuccess)                                                              \
-      throw ::qkv::DeviceError(::qkv::cat("CUDA error in ", #expr, " at ", __FILE__, ":",     \
-                                          __LINE__, ": ", cudaGetErrorString(qkv_err_)));     \
+#define QKV_CUDA_CHECK(expr)                                                                                         \
+  do {                                                                                                               \
+    cudaError_t qkv_err_ = (expr);                                                                                   \
+    if (qkv_err_ != cudaSuccess)                                                                                     \
+      throw ::qkv::DeviceError(                                                                                      \
+          ::qkv::cat("CUDA error in ", #expr, " at ", __FILE__, ":", __LINE__, ": ", cudaGetErrorString(qkv_err_))); \
   } while (0)
 
 // After a kernel launch: reports bad launch configurations immediately.

@@ -17,7 +17,7 @@ int cuda_device_count() {
   static const int count = [] {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
-      cudaGetLastError();   // no driver or no device: clear the sticky error, report zero
+      cudaGetLastError();  // no driver or no device: clear the sticky error, report zero
       return 0;
     }
     return n;
@@ -47,8 +47,8 @@ Allocator& cuda_allocator(int device) {
   std::call_once(once, [] {
     per_device = new std::vector<CachingAllocator*>();
     for (int d = 0; d < cuda_device_count(); ++d)
-      per_device->push_back(new CachingAllocator(Device(DeviceType::cuda, d),
-                                                 RawMemory{device_alloc, device_free}, 512));
+      per_device->push_back(
+          new CachingAllocator(Device(DeviceType::cuda, d), RawMemory{device_alloc, device_free}, 512));
   });
   return *per_device->at(size_t(device));
 }

@@ -11,8 +11,7 @@ namespace qkv::cuda {
 inline constexpr int kMaxDims = 16;
 
 // N is a size_t like StridedLoop's, so make_indexer can deduce it from a StridedLoop<N>.
-template <size_t N>
-struct Indexer {
+template <size_t N> struct Indexer {
   int ndim = 0;
   int64_t shape[kMaxDims];
   int64_t strides[N][kMaxDims];
@@ -29,8 +28,7 @@ struct Indexer {
   }
 };
 
-template <size_t N>
-Indexer<N> make_indexer(const StridedLoop<N>& L) {
+template <size_t N> Indexer<N> make_indexer(const StridedLoop<N>& L) {
   Indexer<N> ix;
   ix.ndim = int(L.shape.size());
   for (int d = 0; d < ix.ndim; ++d) {
@@ -42,7 +40,7 @@ Indexer<N> make_indexer(const StridedLoop<N>& L) {
 
 inline unsigned blocks_for(int64_t n, int threads) {
   int64_t b = (n + threads - 1) / threads;
-  return unsigned(b < 65535 * 32 ? b : 65535 * 32);   // grid-stride loops cover the rest
+  return unsigned(b < 65535 * 32 ? b : 65535 * 32);  // grid-stride loops cover the rest
 }
 
 }  // namespace qkv::cuda

@@ -40,10 +40,10 @@ TEST_CASE("the graph is freed after backward unless retained") {
   for (bool retain : {false, true}) {
     Tensor x = leaf(std::vector<float>(n, 0.5f), {int64_t(n)});
     const size_t base = memory_stats(kCPU).current;
-    Tensor y = sum(exp(x) * x);    // the graph keeps exp's output alive for both backward rules
+    Tensor y = sum(exp(x) * x);  // the graph keeps exp's output alive for both backward rules
     CHECK(memory_stats(kCPU).current >= base + bytes);
     y.backward({}, retain);
-    const size_t held = memory_stats(kCPU).current - base;   // x.grad, plus exp(x) if retained
+    const size_t held = memory_stats(kCPU).current - base;  // x.grad, plus exp(x) if retained
     CHECK(held >= (retain ? 2 : 1) * bytes);
     CHECK(held < (retain ? 2 : 1) * bytes + 4096);
   }
@@ -70,7 +70,7 @@ TEST_CASE("no_grad and detach stop the graph") {
   Tensor d = x.detach();
   CHECK_FALSE(d.requires_grad());
   CHECK(d.same_storage(x));
-  Tensor y = sum(x * d);       // d is a constant: dy/dx = d
+  Tensor y = sum(x * d);  // d is a constant: dy/dx = d
   y.backward();
   CHECK(values(x.grad()) == std::vector<float>{1, 2});
 }
@@ -103,7 +103,8 @@ TEST_CASE("reaching an op without a backward rule is a clear error") {
   Tensor x = leaf({0.5f, -0.5f}, {2});
   Tensor g = gelu_backward(ones({2}), x);
   CHECK(g.requires_grad());
-  CHECK_THROWS_WITH_AS(sum(g).backward(), doctest::Contains("'gelu_backward', which is not differentiable"), AutogradError);
+  CHECK_THROWS_WITH_AS(sum(g).backward(), doctest::Contains("'gelu_backward', which is not differentiable"),
+                       AutogradError);
 }
 
 TEST_CASE("integer results and comparisons carry no gradient") {
@@ -120,8 +121,8 @@ TEST_CASE("integer results and comparisons carry no gradient") {
 TEST_CASE("in-place writes are refused where they would corrupt gradients") {
   Tensor x = leaf({1, 2}, {2});
   CHECK_THROWS_WITH_AS(x.fill_(0), doctest::Contains("NoGradGuard"), AutogradError);
-  Tensor h = x * 1.0;                    // a non-leaf
-  Tensor y = sum(h * h);                 // saves h
+  Tensor h = x * 1.0;     // a non-leaf
+  Tensor y = sum(h * h);  // saves h
   {
     NoGradGuard ng;
     h.fill_(5);

@@ -6,7 +6,8 @@
 using namespace qkv;
 
 TEST_CASE("shape mismatches name the op and both shapes") {
-  CHECK_THROWS_WITH_AS(add(ones({2, 3}), ones({4})), doctest::Contains("add: shapes [2, 3] and [4] do not broadcast"), ShapeError);
+  CHECK_THROWS_WITH_AS(add(ones({2, 3}), ones({4})), doctest::Contains("add: shapes [2, 3] and [4] do not broadcast"),
+                       ShapeError);
   CHECK_THROWS_WITH_AS(matmul(ones({2, 3}), ones({4, 5})),
                        doctest::Contains("matmul: inner dimensions differ: float32 [2, 3] @ float32 [4, 5] (3 vs 4)"),
                        ShapeError);
@@ -15,18 +16,19 @@ TEST_CASE("shape mismatches name the op and both shapes") {
                        ShapeError);
   CHECK_THROWS_WITH_AS(cross_entropy(ones({4, 3}), zeros({5}, DType::i64)), doctest::Contains("targets of shape [4]"),
                        ShapeError);
-  CHECK_THROWS_WITH_AS(concat({ones({2, 3}), ones({2, 4})}, 0), doctest::Contains("input 1 float32 [2, 4]"), ShapeError);
+  CHECK_THROWS_WITH_AS(concat({ones({2, 3}), ones({2, 4})}, 0), doctest::Contains("input 1 float32 [2, 4]"),
+                       ShapeError);
   CHECK_THROWS_WITH_AS(sum(ones({2, 3}), {2}), doctest::Contains("sum: dim 2 is out of range"), IndexError);
 }
 
 TEST_CASE("dtype mismatches name the op and both dtypes") {
-  CHECK_THROWS_WITH_AS(add(ones({2}), ones({2}, DType::f64)), doctest::Contains("add: dtype mismatch: float32 [2] vs float64 [2]"),
-                       DTypeError);
+  CHECK_THROWS_WITH_AS(add(ones({2}), ones({2}, DType::f64)),
+                       doctest::Contains("add: dtype mismatch: float32 [2] vs float64 [2]"), DTypeError);
   CHECK_THROWS_WITH_AS(exp(ones({2}, DType::i64)), doctest::Contains("exp: dtype int64 is not supported"), DTypeError);
-  CHECK_THROWS_WITH_AS(embedding(ones({4, 2}), ones({3})), doctest::Contains("ids must be int32 or int64, got float32 [3]"),
-                       DTypeError);
-  CHECK_THROWS_WITH_AS(where(ones({2}), ones({2}), ones({2})), doctest::Contains("where: dtype float32 is not supported"),
-                       DTypeError);
+  CHECK_THROWS_WITH_AS(embedding(ones({4, 2}), ones({3})),
+                       doctest::Contains("ids must be int32 or int64, got float32 [3]"), DTypeError);
+  CHECK_THROWS_WITH_AS(where(ones({2}), ones({2}), ones({2})),
+                       doctest::Contains("where: dtype float32 is not supported"), DTypeError);
 }
 
 TEST_CASE("device errors say what is missing") {

@@ -1,4 +1,4 @@
 // Compiled by CTest with nn/'s include root (cmake/layers.cmake), which holds only tensor/,
 // kernels/, autograd/ and nn/: the include of the application below must not compile.
-#include "nn/attention.h"
 #include "lab/experiment/config.h"
+#include "nn/attention.h"

@@ -84,7 +84,7 @@ TEST_CASE("tied roles are the same tensor, not a copy") {
   Attention all(config(Sharing::all));
   h = all.project(x);
   CHECK((h.q.impl_ptr() == h.k.impl_ptr() && h.k.impl_ptr() == h.v.impl_ptr()));
-  CHECK(all.named_parameters().size() == 4);   // qkv.weight, qkv.bias, o.weight, o.bias
+  CHECK(all.named_parameters().size() == 4);  // qkv.weight, qkv.bias, o.weight, o.bias
 }
 
 TEST_CASE("Q-K=V equals QKV when W_v is set to W_k") {
@@ -132,7 +132,7 @@ TEST_CASE("parameter counts follow the closed forms (d = 1024, 16 heads, biases)
   CHECK(count(Sharing::qk_v) == 3 * d * d + 3 * d);
   CHECK(count(Sharing::q_kv) == 3 * d * d + 3 * d);
   CHECK(count(Sharing::all) == 2 * d * d + 2 * d);
-  const int64_t dkv = 4 * 64;   // GQA-4: 4 KV heads of 64
+  const int64_t dkv = 4 * 64;  // GQA-4: 4 KV heads of 64
   CHECK(count(Sharing::qkv, 4) == 2 * (d * d + d) + 2 * (d * dkv + dkv));
   CHECK(count(Sharing::q_kv, 1) == 2 * (d * d + d) + (d * 64 + 64));
 }
@@ -148,7 +148,10 @@ TEST_CASE("bad variant combinations are rejected with the reason") {
 }
 
 TEST_CASE("the fused attention op equals the composed computation, values and gradients") {
-  struct Case { int64_t B, H, Hk, T, S, D; bool causal, bias; };
+  struct Case {
+    int64_t B, H, Hk, T, S, D;
+    bool causal, bias;
+  };
   for (const Case& c : {Case{2, 4, 4, 9, 9, 8, false, false}, Case{1, 4, 2, 130, 130, 8, true, true},
                         Case{2, 2, 1, 3, 70, 4, true, false}, Case{1, 2, 2, 100, 100, 16, false, true}}) {
     CAPTURE(c.T);
@@ -183,8 +186,8 @@ TEST_CASE("the fused attention's gradients are the same bits whatever the thread
   std::vector<std::vector<float>> runs;
   for (int n : {1, threads, threads, 3}) {
     omp_set_num_threads(n);
-    Tensor qq = q.detach().set_requires_grad(), kk = k.detach().set_requires_grad(), vv = v.detach().set_requires_grad(),
-           bb = bias.detach().set_requires_grad();
+    Tensor qq = q.detach().set_requires_grad(), kk = k.detach().set_requires_grad(),
+           vv = v.detach().set_requires_grad(), bb = bias.detach().set_requires_grad();
     sum(attention(qq, kk, vv, bb, false) * w).backward();
     std::vector<float> all;
     for (const Tensor* t : {&qq, &kk, &vv, &bb}) {

@@ -2,9 +2,9 @@
 
 #include "nn/models/encoder.h"
 #include "train/data/synthetic.h"
+#include "train/loops/epoch_loop.h"
 #include "train/optim/adam.h"
 #include "train/optim/schedule.h"
-#include "train/loops/epoch_loop.h"
 
 using namespace qkv;
 
@@ -44,7 +44,8 @@ TEST_CASE("synthetic tasks produce the paper's targets") {
 
 TEST_CASE("the encoder maps [B, T] tokens to [B, T, classes] logits for every variant") {
   Tensor ids = cast(uniform({3, 8}, 0, 10, DType::f64), DType::i64);
-  for (auto [s, m] : {std::pair{nn::Sharing::qkv, 0}, {nn::Sharing::qk_v, 10}, {nn::Sharing::q_kv, 0}, {nn::Sharing::all, 10}}) {
+  for (auto [s, m] :
+       {std::pair{nn::Sharing::qkv, 0}, {nn::Sharing::qk_v, 10}, {nn::Sharing::q_kv, 0}, {nn::Sharing::all, 10}}) {
     for (bool pre : {false, true}) {
       nn::EncoderConfig c = small(s, m);
       c.pre_norm = pre;

@@ -18,7 +18,7 @@ namespace {
 struct LmVariant {
   std::string name;
   Sharing sharing;
-  int64_t kv_heads;   // 0: MHA
+  int64_t kv_heads;  // 0: MHA
 };
 // Every row of the sharing table, and with 4 heads its GQA-2 and MQA forms where it has them:
 // the language-model study's eight variants and any row added since.
@@ -128,7 +128,7 @@ TEST_CASE("gpt: prefill plus one-token decoding over the KV cache equals the ful
     NoGradGuard no_grad;
     const int64_t B = 2, T = 20, prompt = 7;
     Tensor ids = random_ids(B, T, 97, 6);
-    Tensor full = model.forward(ids);   // [B, T, V]
+    Tensor full = model.forward(ids);  // [B, T, V]
     KVCache cache = model.make_cache(B);
     Tensor logits = model.forward_cached(ids.narrow(1, 0, prompt), cache);
     CHECK(max_abs_diff(logits, full.narrow(1, 0, prompt)) < 1e-5);
@@ -137,7 +137,7 @@ TEST_CASE("gpt: prefill plus one-token decoding over the KV cache equals the ful
       CHECK(max_abs_diff(step, full.narrow(1, t, 1)) < 1e-5);
     }
     CHECK(cache.length() == T);
-    CHECK_THROWS_AS(model.forward_cached(ids, cache), ValueError);   // past the context
+    CHECK_THROWS_AS(model.forward_cached(ids, cache), ValueError);  // past the context
   }
 }
 

@@ -27,7 +27,7 @@ TEST_CASE("parameters are named hierarchically in PyTorch's layout") {
   std::vector<std::string> names;
   for (auto& [n, t] : m.named_parameters()) names.push_back(n);
   CHECK(names == std::vector<std::string>{"a.weight", "a.bias", "norm.weight", "norm.bias", "b.weight"});
-  CHECK(m.a.weight.shape() == Shape{4, 3});   // [out, in]
+  CHECK(m.a.weight.shape() == Shape{4, 3});  // [out, in]
   CHECK(m.num_parameters() == 12 + 4 + 4 + 4 + 8);
   for (const Tensor& p : m.parameters()) CHECK(p.requires_grad());
 }
@@ -77,15 +77,15 @@ TEST_CASE("sinusoidal tables") {
   Tensor pe = sinusoidal_table(50, 8);
   CHECK(pe.shape() == Shape{50, 8});
   std::vector<float> v = pe.to_vector<float>();
-  CHECK(v[0] == 0.0f);                                   // sin(0)
-  CHECK(v[1] == 1.0f);                                   // cos(0)
+  CHECK(v[0] == 0.0f);  // sin(0)
+  CHECK(v[1] == 1.0f);  // cos(0)
   CHECK(v[8 * 3 + 2] == doctest::Approx(std::sin(3 * std::pow(10000.0, -2.0 / 8))));
   Tensor p = pos2d_table(4, 10);
   CHECK(p.shape() == Shape{4, 4, 10});
   std::vector<float> pv = p.to_vector<float>();
   auto at = [&](int i, int j, int c) { return pv[size_t((i * 4 + j) * 10 + c)]; };
-  CHECK(at(1, 3, 0) == doctest::Approx(std::sin(1.0)));   // first half: position i
-  CHECK(at(1, 3, 5) == doctest::Approx(std::sin(3.0)));   // second half: position j
+  CHECK(at(1, 3, 0) == doctest::Approx(std::sin(1.0)));  // first half: position i
+  CHECK(at(1, 3, 5) == doctest::Approx(std::sin(3.0)));  // second half: position j
   CHECK(at(1, 3, 0) != at(3, 1, 0));
   CHECK_THROWS_AS(pos2d_table(4, 5), ValueError);
 }

@@ -27,13 +27,14 @@ TEST_CASE("resnet: ResNet34 has torchvision's parameter count and state dict nam
   ResNet34 model;
   CHECK(model.num_parameters() == 21797672);
   const auto state = state_map(model);
-  CHECK(state.size() == 218);   // len(torchvision.models.resnet34().state_dict())
-  for (const char* name : {"conv1.weight", "bn1.weight", "bn1.running_mean", "bn1.running_var", "bn1.num_batches_tracked",
-                           "layer1.0.conv1.weight", "layer1.2.bn2.bias", "layer2.0.downsample.0.weight",
-                           "layer2.0.downsample.1.weight", "layer2.0.downsample.1.running_var", "layer3.5.conv2.weight",
-                           "layer4.2.bn2.running_mean", "fc.weight", "fc.bias"})
+  CHECK(state.size() == 218);  // len(torchvision.models.resnet34().state_dict())
+  for (const char* name :
+       {"conv1.weight", "bn1.weight", "bn1.running_mean", "bn1.running_var", "bn1.num_batches_tracked",
+        "layer1.0.conv1.weight", "layer1.2.bn2.bias", "layer2.0.downsample.0.weight", "layer2.0.downsample.1.weight",
+        "layer2.0.downsample.1.running_var", "layer3.5.conv2.weight", "layer4.2.bn2.running_mean", "fc.weight",
+        "fc.bias"})
     CHECK_MESSAGE(state.count(name) == 1, name);
-  CHECK(state.count("layer1.0.downsample.0.weight") == 0);   // layer1 keeps width and resolution
+  CHECK(state.count("layer1.0.downsample.0.weight") == 0);  // layer1 keeps width and resolution
   CHECK(state.count("layer2.1.downsample.0.weight") == 0);
   CHECK(state.at("layer2.0.downsample.0.weight").shape() == Shape{128, 64, 1, 1});
   CHECK(state.at("conv1.weight").shape() == Shape{64, 3, 7, 7});
@@ -46,7 +47,7 @@ TEST_CASE("resnet: ResNet34 has torchvision's parameter count and state dict nam
 TEST_CASE("resnet: features are [N, 512] and logits [N, classes] for any image size") {
   Generator gen(3);
   ResNet34 model(10, &gen);
-  CHECK_FALSE(model.is_training());   // constructed in eval mode
+  CHECK_FALSE(model.is_training());  // constructed in eval mode
   NoGradGuard no_grad;
   for (int64_t size : {32, 64, 45}) {
     const Tensor x = randn({2, 3, size, size}, {}, &gen);
@@ -79,7 +80,8 @@ TEST_CASE("resnet: loading a state dict with a missing or mis-shaped entry fails
   ResNet34 a(1000, &gen), b(1000, &gen);
   auto state = state_map(a);
   state.erase("layer3.1.bn2.running_var");
-  CHECK_THROWS_WITH_AS(b.load_state_dict(state), doctest::Contains("'layer3.1.bn2.running_var' is missing"), ValueError);
+  CHECK_THROWS_WITH_AS(b.load_state_dict(state), doctest::Contains("'layer3.1.bn2.running_var' is missing"),
+                       ValueError);
   state = state_map(a);
   state["layer2.0.downsample.0.weight"] = zeros({128, 64, 3, 3});
   CHECK_THROWS_WITH_AS(b.load_state_dict(state),
@@ -113,17 +115,18 @@ TEST_CASE("resnet: image ops name the op and the shapes in their errors") {
                        doctest::Contains("conv2d: weight float32 [4, 2, 3, 3] expects 2 input channels, but input "
                                          "float32 [2, 3, 6, 5] has 3"),
                        ShapeError);
-  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 7, 7})), doctest::Contains("conv2d: kernel 7x7 is larger than the padded input 6x5"),
-                       ShapeError);
-  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 3, 3}), randn({3})), doctest::Contains("conv2d: bias must have shape [4]"),
-                       ShapeError);
-  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 3, 3}, {DType::f64})), doctest::Contains("conv2d: dtype mismatch"), DTypeError);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 7, 7})),
+                       doctest::Contains("conv2d: kernel 7x7 is larger than the padded input 6x5"), ShapeError);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 3, 3}), randn({3})),
+                       doctest::Contains("conv2d: bias must have shape [4]"), ShapeError);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 3, 3}, {DType::f64})), doctest::Contains("conv2d: dtype mismatch"),
+                       DTypeError);
   CHECK_THROWS_WITH_AS(conv2d(randn({3, 6, 5}), randn({4, 3, 3, 3})),
                        doctest::Contains("conv2d: expected input [N, C, H, W], got float32 [3, 6, 5]"), ShapeError);
   CHECK_THROWS_WITH_AS(batch_norm(x, zeros({4}), ones({3}), Tensor(), Tensor()),
                        doctest::Contains("batch_norm: running_mean must have shape [3]"), ShapeError);
-  CHECK_THROWS_WITH_AS(max_pool2d(x, {2, 2}, {2, 2}, {2, 2}), doctest::Contains("max_pool2d: padding (2, 2) must be at most half"),
-                       ValueError);
-  CHECK_THROWS_WITH_AS(adaptive_avg_pool2d(x, {0, 1}), doctest::Contains("adaptive_avg_pool2d: output size must be positive"),
-                       ValueError);
+  CHECK_THROWS_WITH_AS(max_pool2d(x, {2, 2}, {2, 2}, {2, 2}),
+                       doctest::Contains("max_pool2d: padding (2, 2) must be at most half"), ValueError);
+  CHECK_THROWS_WITH_AS(adaptive_avg_pool2d(x, {0, 1}),
+                       doctest::Contains("adaptive_avg_pool2d: output size must be positive"), ValueError);
 }

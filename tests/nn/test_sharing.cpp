@@ -139,21 +139,21 @@ TEST_CASE("sharing table: the worked example of docs/ADDING_A_VARIANT.md, Q=V-K,
   CHECK(v == Variant{Sharing::qv_k, 0, false});
   CHECK(parse_variant("qv") == v);
   CHECK(variant_name(v) == "Q=V-K");
-  CHECK_FALSE(try_parse_variant("(Q=V-K)+").has_value());   // Q and K are untied: no symmetry to break
-  CHECK_FALSE(try_parse_variant("Q=V-MQA").has_value());    // V is tied to Q: no head sharing
+  CHECK_FALSE(try_parse_variant("(Q=V-K)+").has_value());  // Q and K are untied: no symmetry to break
+  CHECK_FALSE(try_parse_variant("Q=V-MQA").has_value());   // V is tied to Q: no head sharing
 
   AttentionConfig c = config(Sharing::qv_k);
   c.d_model = 1024;
   c.heads = 16;
   Attention a(c);
   const int64_t d = 1024;
-  CHECK(a.num_parameters() == 3 * d * d + 3 * d);           // W_qv, W_k, W_o with biases, like Q=K-V
+  CHECK(a.num_parameters() == 3 * d * d + 3 * d);  // W_qv, W_k, W_o with biases, like Q=K-V
   CHECK(a.projection(Role::q).weight.shape() == Shape{d, d});
   CHECK(&a.projection(Role::v) == &a.projection(Role::q));
   CHECK(&a.projection(Role::k) != &a.projection(Role::q));
   const Attention::Heads h = Attention(config(Sharing::qv_k)).project(randn({1, 3, 16}));
   CHECK(h.v.impl_ptr() == h.q.impl_ptr());
-  CHECK(sharing_pattern(Sharing::qv_k).cache_tensors() == 2); // K and V are different tensors
+  CHECK(sharing_pattern(Sharing::qv_k).cache_tensors() == 2);  // K and V are different tensors
   c.kv_heads = 4;
   CHECK_THROWS_WITH_AS(Attention{c}, doctest::Contains("ties V to Q"), ValueError);
 }

@@ -6,7 +6,7 @@ using namespace qkv;
 using namespace qkv::nn;
 
 TEST_CASE("patchify cuts row-major patches and flattens each channel-first") {
-  Tensor x = arange(0, 2 * 4 * 6, 1, DType::f32).reshape({1, 2, 4, 6});   // C=2, H=4, W=6
+  Tensor x = arange(0, 2 * 4 * 6, 1, DType::f32).reshape({1, 2, 4, 6});  // C=2, H=4, W=6
   Tensor p = patchify(x, 2);
   CHECK(p.shape() == Shape{1, 6, 8});
   // Patch 1 is rows 0-1, columns 2-3: channel 0 pixels (0,2) (0,3) (1,2) (1,3), then channel 1.
@@ -15,7 +15,8 @@ TEST_CASE("patchify cuts row-major patches and flattens each channel-first") {
 }
 
 TEST_CASE("the ViT maps images to class logits for every attention variant") {
-  for (auto [s, m, kv] : {std::tuple{Sharing::qkv, 0, 0}, {Sharing::qk_v, 50, 0}, {Sharing::all, 0, 0}, {Sharing::q_kv, 0, 1}}) {
+  for (auto [s, m, kv] :
+       {std::tuple{Sharing::qkv, 0, 0}, {Sharing::qk_v, 50, 0}, {Sharing::all, 0, 0}, {Sharing::q_kv, 0, 1}}) {
     ViTConfig c;
     c.attention.d_model = 32;
     c.attention.heads = 4;
@@ -53,7 +54,7 @@ TEST_CASE("the set transformer is permutation-equivariant, and the 2D scores mak
     c.attention.pos2d = 10;
     SetTransformer plus(c);
     {
-      NoGradGuard ng;   // weights large enough that the 2D scores matter
+      NoGradGuard ng;  // weights large enough that the 2D scores matter
       for (auto& blk : plus.blocks) blk->attn.pos2d_weight.copy_(randn({10}));
     }
     Tensor pa = index_select(plus.forward(x), 1, perm);

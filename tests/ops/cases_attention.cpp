@@ -35,7 +35,9 @@ double logsumexp(const std::vector<double>& s) {
 
 std::vector<Sample> attention_samples() {
   auto qkv = [](Shape q, Shape k, Shape v) { return std::vector<InputSpec>{real(q), real(k), real(v), absent()}; };
-  auto with_bias = [](Shape q, Shape k, Shape v, Shape b) { return std::vector<InputSpec>{real(q), real(k), real(v), real(b)}; };
+  auto with_bias = [](Shape q, Shape k, Shape v, Shape b) {
+    return std::vector<InputSpec>{real(q), real(k), real(v), real(b)};
+  };
   return {{"multi-head", qkv({2, 2, 5, 3}, {2, 2, 5, 3}, {2, 2, 5, 4}), attn(false, 3)},
           {"causal with bias", with_bias({1, 2, 6, 3}, {1, 2, 6, 3}, {1, 2, 6, 3}, {6, 6}), attn(true, 3)},
           {"grouped heads", qkv({1, 4, 5, 3}, {1, 2, 5, 3}, {1, 2, 5, 3}), attn(false, 3)},
@@ -75,7 +77,7 @@ OpCase case_attention() {
 OpCase case_attention_backward() {
   OpCase c;
   for (Sample s : attention_samples()) {
-    if (s.label.starts_with("two key tiles")) continue;   // covered by the attention gradient check
+    if (s.label.starts_with("two key tiles")) continue;  // covered by the attention gradient check
     const Shape q = s.inputs[0].shape, v = s.inputs[2].shape;
     const Shape out{q[0], q[1], q[2], v[3]}, lse{q[0], q[1], q[2]};
     s.inputs = {real(out), s.inputs[0], s.inputs[1], s.inputs[2], s.inputs[3], real(out), real(lse)};
@@ -114,7 +116,7 @@ OpCase case_attention_backward() {
     return std::vector<Ref>{dq, dk, dv, db};
   };
   c.gradcheck = false;
-  c.f32_tolerance = 1e-4;   // lse inputs are arbitrary, so exp(s - lse) can be large
+  c.f32_tolerance = 1e-4;  // lse inputs are arbitrary, so exp(s - lse) can be large
   return c;
 }
 

@@ -19,8 +19,7 @@ int64_t conv_out(int64_t n, int64_t k, int64_t stride, int64_t pad) { return (n 
 
 // Calls f(out, c, i, j, ih, iw) for every output index out = (n, o, oh, ow), input channel c
 // and kernel tap (i, j) that lands inside the input, at (ih, iw) (x [N, C, H, W], w [O, C, kh, kw]).
-template <class F>
-void for_each_conv_term(const Shape& x, const Shape& w, const Conv2dAttrs& a, F f) {
+template <class F> void for_each_conv_term(const Shape& x, const Shape& w, const Conv2dAttrs& a, F f) {
   const int64_t Ho = conv_out(x[2], w[2], a.stride[0], a.padding[0]);
   const int64_t Wo = conv_out(x[3], w[3], a.stride[1], a.padding[1]);
   for_each_index({x[0], w[0], Ho, Wo}, [&](const std::vector<int64_t>& out) {
@@ -50,19 +49,20 @@ OpCase case_conv2d() {
                {"1x1 stride 2", {real({2, 3, 5, 5}), real({2, 3, 1, 1}), absent()}, conv(2, 2, 0, 0)},
                {"5x5 stride (2, 3) pad (2, 1)", {real({2, 2, 8, 7}), real({3, 2, 5, 5}), real({3})}, conv(2, 3, 2, 1)},
                {"images grouped per GEMM", {real({5, 2, 4, 3}), real({3, 2, 3, 3}), real({3})}, conv(2, 2, 1, 1)},
-               {"1x1 input: taps on padding only", {real({3, 4, 1, 1}), real({2, 4, 3, 3}), real({2})}, conv(1, 1, 1, 1)},
+               {"1x1 input: taps on padding only",
+                {real({3, 4, 1, 1}), real({2, 4, 3, 3}), real({2})},
+                conv(1, 1, 1, 1)},
                {"1-row input", {real({2, 2, 1, 3}), real({3, 2, 3, 3}), absent()}, conv(1, 1, 1, 1)},
                {"every tap on padding", {real({2, 2, 1, 1}), real({3, 2, 1, 1}), real({3})}, conv(3, 3, 2, 2)}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<Conv2dAttrs>(attrs);
     const Ref &x = in[0], &w = in[1], &b = in[2];
     Ref y(conv_shape(x.shape, w.shape, a));
-    if (!b.v.empty())
-      for_each_index(y.shape, [&](const std::vector<int64_t>& o) { y.at(o) = b.v[size_t(o[1])]; });
-    for_each_conv_term(x.shape, w.shape, a, [&](const std::vector<int64_t>& o, int64_t ch, int64_t i, int64_t j,
-                                                int64_t ih, int64_t iw) {
-      y.at(o) += x.at({o[0], ch, ih, iw}) * w.at({o[1], ch, i, j});
-    });
+    if (!b.v.empty()) for_each_index(y.shape, [&](const std::vector<int64_t>& o) { y.at(o) = b.v[size_t(o[1])]; });
+    for_each_conv_term(x.shape, w.shape, a,
+                       [&](const std::vector<int64_t>& o, int64_t ch, int64_t i, int64_t j, int64_t ih, int64_t iw) {
+                         y.at(o) += x.at({o[0], ch, ih, iw}) * w.at({o[1], ch, i, j});
+                       });
     return std::vector<Ref>{y};
   };
   return c;
@@ -75,17 +75,19 @@ OpCase case_conv2d_backward() {
   c.samples = {{"3x3 pad 1", {real({2, 4, 6, 5}), real({2, 3, 6, 5}), real({4, 3, 3, 3})}, conv(1, 1, 1, 1)},
                {"stride 2", {real({2, 2, 2, 3}), real({2, 3, 6, 5}), real({2, 3, 3, 2})}, conv(2, 2, 0, 1)},
                {"1x1 pointwise", {real({2, 4, 4, 5}), real({2, 3, 4, 5}), real({4, 3, 1, 1})}, conv(1, 1, 0, 0)},
-               {"5x5 stride (2, 3) pad (2, 1)", {real({2, 3, 4, 2}), real({2, 2, 8, 7}), real({3, 2, 5, 5})}, conv(2, 3, 2, 1)}};
+               {"5x5 stride (2, 3) pad (2, 1)",
+                {real({2, 3, 4, 2}), real({2, 2, 8, 7}), real({3, 2, 5, 5})},
+                conv(2, 3, 2, 1)}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<Conv2dAttrs>(attrs);
     const Ref &g = in[0], &x = in[1], &w = in[2];
     Ref dx(x.shape), dw(w.shape), db(Shape{w.shape[0]});
     for_each_index(g.shape, [&](const std::vector<int64_t>& o) { db.v[size_t(o[1])] += g.at(o); });
-    for_each_conv_term(x.shape, w.shape, a, [&](const std::vector<int64_t>& o, int64_t ch, int64_t i, int64_t j,
-                                                int64_t ih, int64_t iw) {
-      dx.at({o[0], ch, ih, iw}) += g.at(o) * w.at({o[1], ch, i, j});
-      dw.at({o[1], ch, i, j}) += g.at(o) * x.at({o[0], ch, ih, iw});
-    });
+    for_each_conv_term(x.shape, w.shape, a,
+                       [&](const std::vector<int64_t>& o, int64_t ch, int64_t i, int64_t j, int64_t ih, int64_t iw) {
+                         dx.at({o[0], ch, ih, iw}) += g.at(o) * w.at({o[1], ch, i, j});
+                         dw.at({o[1], ch, i, j}) += g.at(o) * x.at({o[0], ch, ih, iw});
+                       });
     return std::vector<Ref>{dx, dw, db};
   };
   c.gradcheck = false;

@@ -19,7 +19,10 @@ OpCase case_concat() {
     for_each_index(s, [&](const std::vector<int64_t>& i) {
       int64_t j = i[size_t(dim)];
       for (const Ref& r : in) {
-        if (j < r.shape[size_t(dim)]) { out.at(i) = r.at(with_coord(i, dim, j)); return; }
+        if (j < r.shape[size_t(dim)]) {
+          out.at(i) = r.at(with_coord(i, dim, j));
+          return;
+        }
         j -= r.shape[size_t(dim)];
       }
     });
@@ -99,8 +102,8 @@ namespace {
 double round_to_format(double x, int mantissa, int min_exp, int max_exp) {
   if (x == 0 || !std::isfinite(x)) return x;
   int e;
-  std::frexp(x, &e);                       // x = m 2^e, 0.5 <= |m| < 1
-  const int exponent = std::max(e - 1, min_exp);   // subnormals share the smallest exponent
+  std::frexp(x, &e);                              // x = m 2^e, 0.5 <= |m| < 1
+  const int exponent = std::max(e - 1, min_exp);  // subnormals share the smallest exponent
   const double quantum = std::ldexp(1.0, exponent - mantissa);
   const double r = std::nearbyint(x / quantum) * quantum;
   return std::abs(r) >= std::ldexp(1.0, max_exp + 1) ? std::copysign(INFINITY, x) : r;
@@ -119,7 +122,8 @@ OpCase case_cast() {
         case DType::f32: return double(float(x));
         case DType::bf16: return round_to_format(double(float(x)), 7, -126, 127);
         case DType::f16: return round_to_format(double(float(x)), 10, -14, 15);
-        case DType::i32: case DType::i64: return std::trunc(x);
+        case DType::i32:
+        case DType::i64: return std::trunc(x);
         case DType::u8: return double(uint8_t(int64_t(std::trunc(x))));
         case DType::b8: return x != 0 ? 1.0 : 0.0;
         default: return x;

@@ -14,19 +14,24 @@ std::vector<Sample> binary_samples(bool away_from_zero_b = false) {
           {"size-1 dims", {real({1, 5, 1}), b({1, 5, 1})}}};
 }
 
-template <class F>
-OpCase binary_case(F f, bool away_from_zero_b = false) {
+template <class F> OpCase binary_case(F f, bool away_from_zero_b = false) {
   OpCase c;
   c.samples = binary_samples(away_from_zero_b);
   c.reference = [f](const std::vector<Ref>& in, const Attrs&) { return std::vector<Ref>{map2(in[0], in[1], f)}; };
   return c;
 }
 
-template <class F>
-OpCase unary_case(F f, Kind kind = Kind::real, Attrs attrs = NoAttrs{}) {
+template <class F> OpCase unary_case(F f, Kind kind = Kind::real, Attrs attrs = NoAttrs{}) {
   OpCase c;
-  auto spec = [kind](Shape s) { InputSpec i; i.shape = std::move(s); i.kind = kind; return i; };
-  c.samples = {{"2-d", {spec({4, 5})}, attrs}, {"3-d", {spec({2, 3, 4})}, attrs}, {"0-dim", {spec({})}, attrs},
+  auto spec = [kind](Shape s) {
+    InputSpec i;
+    i.shape = std::move(s);
+    i.kind = kind;
+    return i;
+  };
+  c.samples = {{"2-d", {spec({4, 5})}, attrs},
+               {"3-d", {spec({2, 3, 4})}, attrs},
+               {"0-dim", {spec({})}, attrs},
                {"size-1 dim", {spec({3, 1})}, attrs}};
   c.reference = [f](const std::vector<Ref>& in, const Attrs&) { return std::vector<Ref>{map1(in[0], f)}; };
   return c;
@@ -40,10 +45,18 @@ OpCase int_binary_extra(OpCase c) {
 
 }  // namespace
 
-OpCase case_add() { return int_binary_extra(binary_case([](double a, double b) { return a + b; })); }
-OpCase case_sub() { return int_binary_extra(binary_case([](double a, double b) { return a - b; })); }
-OpCase case_mul() { return int_binary_extra(binary_case([](double a, double b) { return a * b; })); }
-OpCase case_div() { return binary_case([](double a, double b) { return a / b; }, /*away_from_zero_b=*/true); }
+OpCase case_add() {
+  return int_binary_extra(binary_case([](double a, double b) { return a + b; }));
+}
+OpCase case_sub() {
+  return int_binary_extra(binary_case([](double a, double b) { return a - b; }));
+}
+OpCase case_mul() {
+  return int_binary_extra(binary_case([](double a, double b) { return a * b; }));
+}
+OpCase case_div() {
+  return binary_case([](double a, double b) { return a / b; }, /*away_from_zero_b=*/true);
+}
 
 OpCase case_gt() {
   OpCase c = int_binary_extra(binary_case([](double a, double b) { return a > b ? 1.0 : 0.0; }));
@@ -62,19 +75,34 @@ OpCase case_neg() {
   c.samples.push_back({"int64", {index({5}, 10)}});
   return c;
 }
-OpCase case_abs() { return unary_case([](double x) { return std::abs(x); }, Kind::away0); }
-OpCase case_exp() { return unary_case([](double x) { return std::exp(x); }); }
-OpCase case_log() { return unary_case([](double x) { return std::log(x); }, Kind::positive); }
-OpCase case_sqrt() { return unary_case([](double x) { return std::sqrt(x); }, Kind::positive); }
-OpCase case_rsqrt() { return unary_case([](double x) { return 1 / std::sqrt(x); }, Kind::positive); }
-OpCase case_tanh() { return unary_case([](double x) { return std::tanh(x); }); }
-OpCase case_sigmoid() { return unary_case([](double x) { return 1 / (1 + std::exp(-x)); }); }
-OpCase case_relu() { return unary_case([](double x) { return x > 0 ? x : 0; }, Kind::away0); }
+OpCase case_abs() {
+  return unary_case([](double x) { return std::abs(x); }, Kind::away0);
+}
+OpCase case_exp() {
+  return unary_case([](double x) { return std::exp(x); });
+}
+OpCase case_log() {
+  return unary_case([](double x) { return std::log(x); }, Kind::positive);
+}
+OpCase case_sqrt() {
+  return unary_case([](double x) { return std::sqrt(x); }, Kind::positive);
+}
+OpCase case_rsqrt() {
+  return unary_case([](double x) { return 1 / std::sqrt(x); }, Kind::positive);
+}
+OpCase case_tanh() {
+  return unary_case([](double x) { return std::tanh(x); });
+}
+OpCase case_sigmoid() {
+  return unary_case([](double x) { return 1 / (1 + std::exp(-x)); });
+}
+OpCase case_relu() {
+  return unary_case([](double x) { return x > 0 ? x : 0; }, Kind::away0);
+}
 
 OpCase case_pow() {
   OpCase c;
-  for (double p : {2.0, 3.0, 0.5, -1.0, 1.7})
-    c.samples.push_back({cat("p=", p), {positive({3, 4})}, ScalarAttrs{p}});
+  for (double p : {2.0, 3.0, 0.5, -1.0, 1.7}) c.samples.push_back({cat("p=", p), {positive({3, 4})}, ScalarAttrs{p}});
   c.reference = [](const std::vector<Ref>& in, const Attrs& a) {
     const double p = std::get<ScalarAttrs>(a).value;
     return std::vector<Ref>{map1(in[0], [p](double x) { return std::pow(x, p); })};

@@ -38,7 +38,8 @@ OpCase case_matmul() {
     for_each_index(out_shape, [&](const std::vector<int64_t>& o) {
       std::vector<int64_t> bi(o.begin(), o.end() - 2);
       double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += mat(a, f.trans_a, bi, o[o.size() - 2], p) * mat(b, f.trans_b, bi, p, o.back());
+      for (int64_t p = 0; p < k; ++p)
+        s += mat(a, f.trans_a, bi, o[o.size() - 2], p) * mat(b, f.trans_b, bi, p, o.back());
       out.at(o) = s;
     });
     return std::vector<Ref>{out};
@@ -68,7 +69,9 @@ OpCase softmax_case(bool log_form) {
 }
 
 // Rows of the last dim: mean, 1/std, and the normalized row.
-struct RowStats { double mean, rstd; };
+struct RowStats {
+  double mean, rstd;
+};
 RowStats row_stats(const Ref& x, const std::vector<int64_t>& i, double eps) {
   const int64_t n = x.shape.back();
   double mu = 0, var = 0;
@@ -113,7 +116,9 @@ OpCase case_layer_norm() {
 OpCase case_layer_norm_backward() {
   OpCase c;
   c.samples = {{"with weight", {real({3, 5}), real({3, 5}), real({5}), real({3}), positive({3})}, LayerNormAttrs{}},
-               {"no weight", {real({2, 2, 4}), real({2, 2, 4}), absent(), real({2, 2}), positive({2, 2})}, LayerNormAttrs{}}};
+               {"no weight",
+                {real({2, 2, 4}), real({2, 2, 4}), absent(), real({2, 2}), positive({2, 2})},
+                LayerNormAttrs{}}};
   c.reference = [](const std::vector<Ref>& in, const Attrs&) {
     const Ref &g = in[0], &x = in[1], &w = in[2], &mean = in[3], &rstd = in[4];
     const int64_t n = x.shape.back();
@@ -200,7 +205,9 @@ OpCase case_cross_entropy() {
 OpCase case_cross_entropy_backward() {
   OpCase c;
   c.samples = {{"mean", {real({}), real({4, 3}), index({4}, 3), real({4})}, CrossEntropyAttrs{-100, Reduction::mean}},
-               {"none with ignore", {real({5}), real({5, 4}), index({5}, 4), real({5})}, CrossEntropyAttrs{1, Reduction::none}}};
+               {"none with ignore",
+                {real({5}), real({5, 4}), index({5}, 4), real({5})},
+                CrossEntropyAttrs{1, Reduction::none}}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<CrossEntropyAttrs>(attrs);
     const Ref &g = in[0], &x = in[1], &t = in[2], &lse = in[3];

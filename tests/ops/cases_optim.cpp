@@ -45,8 +45,8 @@ std::vector<InputSpec> grads(const std::vector<Shape>& shapes) {
 OpCase case_adam_update() {
   OpCase c;
   const auto adam = [](double wd, int64_t step, bool decoupled) {
-    return AdamAttrs{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = wd, .step = step,
-                     .decoupled = decoupled};
+    return AdamAttrs{
+        .lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = wd, .step = step, .decoupled = decoupled};
   };
   c.samples = {{"Adam, step 1", adam_groups(kMixed), adam(0, 1, false)},
                {"Adam, L2 decay, step 7", adam_groups({{4}, {3, 2}, {}}), adam(0.1, 7, false)},
@@ -89,7 +89,7 @@ OpCase case_sgd_update() {
     const auto& a = std::get<SgdAttrs>(attrs);
     std::vector<Ref> written;
     for (size_t i = 0; i < in.size(); i += 3) {
-      Ref p = in[i], buf = in[i + 2];           // buf: empty without momentum
+      Ref p = in[i], buf = in[i + 2];  // buf: empty without momentum
       for (size_t e = 0; e < p.v.size(); ++e) {
         double d = in[i + 1].v[e] + a.weight_decay * p.v[e];
         if (a.momentum != 0) {
@@ -159,7 +159,7 @@ TEST_CASE("in-place ops: every written input's storage version is bumped, the re
 
 TEST_CASE("in-place ops: a saved tensor updated in place makes backward refuse") {
   Tensor p = ones({3}).set_requires_grad();
-  Tensor y = sum(p * p);                        // saves p
+  Tensor y = sum(p * p);  // saves p
   {
     NoGradGuard no_grad;
     sgd_update_({p, ones({3}), Tensor()}, SgdAttrs{.lr = 0.1});

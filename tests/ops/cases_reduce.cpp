@@ -16,8 +16,7 @@ std::vector<Sample> reduce_samples() {
 }
 
 // Folds each reduced group with `fold` from `init`, then `finish(acc, count)`.
-template <class Fold, class Finish>
-Reference reduce_reference(double init, Fold fold, Finish finish) {
+template <class Fold, class Finish> Reference reduce_reference(double init, Fold fold, Finish finish) {
   return [=](const std::vector<Ref>& in, const Attrs& a) {
     const auto& r = std::get<ReduceAttrs>(a);
     Ref acc(reduced_shape(in[0].shape, r.dims, r.keepdim), init);
@@ -38,14 +37,16 @@ OpCase case_sum() {
   OpCase c;
   c.samples = reduce_samples();
   c.samples.push_back({"int64", {index({3, 4}, 50)}, ReduceAttrs{{1}, false}});
-  c.reference = reduce_reference(0, [](double a, double x) { return a + x; }, [](double a, double) { return a; });
+  c.reference = reduce_reference(
+      0, [](double a, double x) { return a + x; }, [](double a, double) { return a; });
   return c;
 }
 
 OpCase case_mean() {
   OpCase c;
   c.samples = reduce_samples();
-  c.reference = reduce_reference(0, [](double a, double x) { return a + x; }, [](double a, double n) { return a / n; });
+  c.reference = reduce_reference(
+      0, [](double a, double x) { return a + x; }, [](double a, double n) { return a / n; });
   return c;
 }
 
@@ -53,8 +54,9 @@ OpCase case_amax() {
   OpCase c;
   c.samples = reduce_samples();
   c.samples.push_back({"int64", {index({3, 4}, 50)}, ReduceAttrs{{0}, false}});
-  c.reference = reduce_reference(-std::numeric_limits<double>::infinity(),
-                                 [](double a, double x) { return std::max(a, x); }, [](double a, double) { return a; });
+  c.reference = reduce_reference(
+      -std::numeric_limits<double>::infinity(), [](double a, double x) { return std::max(a, x); },
+      [](double a, double) { return a; });
   return c;
 }
 
@@ -71,7 +73,7 @@ OpCase case_max() {
     Ref idx(val.shape, -1);
     for_each_index(in[0].shape, [&](const std::vector<int64_t>& i) {
       auto o = reduced_index(i, dims, d.keepdim);
-      if (in[0].at(i) > val.at(o)) {   // strictly greater: the first maximum wins
+      if (in[0].at(i) > val.at(o)) {  // strictly greater: the first maximum wins
         val.at(o) = in[0].at(i);
         idx.at(o) = double(i[size_t(d.dim)]);
       }

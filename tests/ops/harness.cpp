@@ -61,7 +61,9 @@ Shape broadcast(const Shape& a, const Shape& b) { return broadcast_shapes(a, b, 
 
 namespace {
 
-bool is_float_kind(const InputSpec& s) { return s.kind == Kind::real || s.kind == Kind::positive || s.kind == Kind::away0; }
+bool is_float_kind(const InputSpec& s) {
+  return s.kind == Kind::real || s.kind == Kind::positive || s.kind == Kind::away0;
+}
 
 Tensor make_input(const InputSpec& s, DType float_dtype, Generator& gen) {
   if (s.undefined) return Tensor();
@@ -228,8 +230,8 @@ int expect_noncontiguous_writes_refused(OpId op, const Sample& s, const std::vec
 
 std::string CaseReport::line(const char* op) const {
   std::ostringstream os;
-  os << op << std::string(std::max<size_t>(1, 24 - std::string(op).size()), ' ') << samples << " samples: "
-     << forward_checks << " forward, " << noncontig_checks << " non-contiguous, ";
+  os << op << std::string(std::max<size_t>(1, 24 - std::string(op).size()), ' ') << samples
+     << " samples: " << forward_checks << " forward, " << noncontig_checks << " non-contiguous, ";
   if (inplace_refusals > 0) os << inplace_refusals << " in-place refusals, ";
   os << grad_checks << " gradient, ";
   if (cuda_skipped) os << (cuda_available() ? "CUDA skipped (no CUDA kernel yet)" : "CUDA skipped (no GPU visible)");
@@ -257,7 +259,7 @@ CaseReport run_case(OpId op, const OpCase& c) {
       const std::vector<Ref> want = c.reference(refs_in, attrs);
       const double tol = tolerance(dt, c);
       const bool writes = info.writes != 0;
-      const std::vector<Tensor> cpu_in = writes ? fresh(in) : in;   // `in` keeps the sample's values
+      const std::vector<Tensor> cpu_in = writes ? fresh(in) : in;  // `in` keeps the sample's values
       std::vector<Tensor> got;
       {
         NoGradGuard ng;
@@ -278,8 +280,7 @@ CaseReport run_case(OpId op, const OpCase& c) {
           NoGradGuard ng;
           got2 = call_op(op, strided, attrs);
         }
-        expect_results(results(info, got2, strided), want, tol, info.name, s,
-                       cat(dtype_name(dt), " non-contiguous "));
+        expect_results(results(info, got2, strided), want, tol, info.name, s, cat(dtype_name(dt), " non-contiguous "));
         ++report.noncontig_checks;
         if (writes) report.inplace_refusals += expect_noncontiguous_writes_refused(op, s, in, attrs);
       }
@@ -290,7 +291,8 @@ CaseReport run_case(OpId op, const OpCase& c) {
           differentiable ? randn(got[0].shape(), {float_out ? got[0].dtype() : DType::f64, kCPU}, &gen) : Tensor();
       const bool grad_here = differentiable && got[0].dtype() == DType::f64;
       std::vector<Tensor> cpu_grads;
-      if (grad_here || (differentiable && float_out && cuda_available())) cpu_grads = analytic_grads(op, s, in, weights);
+      if (grad_here || (differentiable && float_out && cuda_available()))
+        cpu_grads = analytic_grads(op, s, in, weights);
       if (grad_here) {
         const std::vector<double> w = weights.to_vector<double>();
         const double eps = 1e-6;
@@ -332,7 +334,8 @@ CaseReport run_case(OpId op, const OpCase& c) {
           std::vector<Tensor> gg = analytic_grads(op, s, gin, weights);
           for (size_t i = 0; i < gg.size(); ++i)
             if (cpu_grads[i].defined())
-              expect_close(gg[i], ref_of(cpu_grads[i]), tol, tol, {info.name, s, cat(dtype_name(dt), " CUDA gradient ", i)});
+              expect_close(gg[i], ref_of(cpu_grads[i]), tol, tol,
+                           {info.name, s, cat(dtype_name(dt), " CUDA gradient ", i)});
         }
         ++report.cuda_checks;
       }

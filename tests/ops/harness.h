@@ -36,11 +36,11 @@ Ref ref_of(const Tensor& t);
 Shape broadcast(const Shape& a, const Shape& b);
 
 enum class Kind {
-  real,       // standard normal
-  positive,   // uniform in [0.5, 2]
-  index,      // integers in [0, high)
-  mask,       // bool, about half true
-  away0,      // normal, pushed away from 0 (kinks of relu / division)
+  real,      // standard normal
+  positive,  // uniform in [0.5, 2]
+  index,     // integers in [0, high)
+  mask,      // bool, about half true
+  away0,     // normal, pushed away from 0 (kinks of relu / division)
 };
 
 struct InputSpec {
@@ -55,10 +55,21 @@ inline InputSpec real(Shape s) { return {std::move(s)}; }
 inline InputSpec positive(Shape s) { return {std::move(s), Kind::positive}; }
 inline InputSpec away0(Shape s) { return {std::move(s), Kind::away0}; }
 inline InputSpec index(Shape s, int64_t high) { return {std::move(s), Kind::index, high, false}; }
-inline InputSpec index32(Shape s, int64_t high) { InputSpec i = index(std::move(s), high); i.int_dtype = DType::i32; return i; }
+inline InputSpec index32(Shape s, int64_t high) {
+  InputSpec i = index(std::move(s), high);
+  i.int_dtype = DType::i32;
+  return i;
+}
 inline InputSpec mask(Shape s) { return {std::move(s), Kind::mask, 0, false}; }
-inline InputSpec absent() { InputSpec s; s.undefined = true; return s; }
-inline InputSpec constant(InputSpec s) { s.differentiable = false; return s; }
+inline InputSpec absent() {
+  InputSpec s;
+  s.undefined = true;
+  return s;
+}
+inline InputSpec constant(InputSpec s) {
+  s.differentiable = false;
+  return s;
+}
 
 struct Sample {
   std::string label;
@@ -74,7 +85,7 @@ using Reference = std::function<std::vector<Ref>(const std::vector<Ref>& in, con
 struct OpCase {
   std::vector<Sample> samples;
   Reference reference;
-  bool gradcheck = true;     // false for ops whose row has no backward
+  bool gradcheck = true;  // false for ops whose row has no backward
   double f32_tolerance = 2e-5;
   // Float dtypes to test forward in (the row's dtypes may allow fewer).
   std::vector<DType> float_dtypes = {DType::f64, DType::f32};
@@ -83,7 +94,7 @@ struct OpCase {
 // What the harness found for one op (printed as one line of the harness table).
 struct CaseReport {
   int samples = 0, forward_checks = 0, noncontig_checks = 0, grad_checks = 0, cuda_checks = 0;
-  int inplace_refusals = 0;   // non-contiguous written inputs refused
+  int inplace_refusals = 0;  // non-contiguous written inputs refused
   bool cuda_skipped = true;
   std::string line(const char* op) const;
 };

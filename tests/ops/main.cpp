@@ -25,9 +25,9 @@ int main(int argc, char** argv) {
   context.setOption("order-by", "name");
   context.applyCommandLine(int(args.size()), args.data());
   if (!context.shouldExit())
-    std::printf("op harness: %zu ops; checks per op: forward vs reference (float64, float32), non-contiguous "
-                "inputs, gradient vs central differences (float64), CUDA vs CPU: %s\n",
-                qkv::autograd::op_table().size(),
-                qkv::cuda_available() ? "on cuda:0" : "skipped (no GPU visible)");
+    std::printf(
+        "op harness: %zu ops; checks per op: forward vs reference (float64, float32), non-contiguous "
+        "inputs, gradient vs central differences (float64), CUDA vs CPU: %s\n",
+        qkv::autograd::op_table().size(), qkv::cuda_available() ? "on cuda:0" : "skipped (no GPU visible)");
   return context.run();
 }

@@ -13,10 +13,10 @@ namespace qkv::test {
 QKV_OPS(QKV_DECLARE_CASE)
 #undef QKV_DECLARE_CASE
 
-#define QKV_OP_TEST(id, ...)                                                   \
-  TEST_CASE("op " #id) {                                                       \
-    const CaseReport r = run_case(autograd::OpId::id, case_##id());            \
-    std::printf("%s\n", r.line(#id).c_str());                                  \
+#define QKV_OP_TEST(id, ...)                                        \
+  TEST_CASE("op " #id) {                                            \
+    const CaseReport r = run_case(autograd::OpId::id, case_##id()); \
+    std::printf("%s\n", r.line(#id).c_str());                       \
   }
 QKV_OPS(QKV_OP_TEST)
 #undef QKV_OP_TEST

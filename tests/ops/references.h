@@ -7,22 +7,21 @@
 
 namespace qkv::test {
 
-template <class F>
-Ref map1(const Ref& x, F f) {
+template <class F> Ref map1(const Ref& x, F f) {
   Ref r(x.shape);
   for (size_t i = 0; i < x.v.size(); ++i) r.v[i] = f(x.v[i]);
   return r;
 }
 
-template <class F>
-Ref map2(const Ref& a, const Ref& b, F f) {
+template <class F> Ref map2(const Ref& a, const Ref& b, F f) {
   Ref r(broadcast(a.shape, b.shape));
   for_each_index(r.shape, [&](const std::vector<int64_t>& i) { r.at(i) = f(a.bcast(i), b.bcast(i)); });
   return r;
 }
 
 // The output index of reducing `idx` over `dims` (keepdim keeps size-1 dims).
-inline std::vector<int64_t> reduced_index(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims, bool keepdim) {
+inline std::vector<int64_t> reduced_index(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims,
+                                          bool keepdim) {
   std::vector<int64_t> out;
   for (int64_t d = 0; d < int64_t(idx.size()); ++d) {
     bool red = std::find(dims.begin(), dims.end(), d) != dims.end();

@@ -37,7 +37,7 @@ void dump(const nn::Variant& v, int index, const std::string& dir) {
   c.layers = 2;
   c.ffn_hidden = 64;
   c.dropout = 0;
-  c.pre_norm = index % 2 == 1;     // both block layouts get covered
+  c.pre_norm = index % 2 == 1;  // both block layouts get covered
   c.activation = index % 3 == 2 ? nn::Activation::gelu : nn::Activation::relu;
   c.attention.d_model = 32;
   c.attention.heads = 4;
@@ -75,14 +75,23 @@ void dump(const nn::Variant& v, int index, const std::string& dir) {
   }
   const nn::SharingPattern& row = nn::sharing_pattern(v.sharing);
   const nlohmann::json slots = {row.slot[0], row.slot[1], row.slot[2]};
-  const nlohmann::json config = {{"variant", nn::variant_name(v)},        {"vocab", c.vocab},       {"classes", c.classes},
-                                 {"layers", c.layers},       {"ffn_hidden", c.ffn_hidden}, {"d_model", 32},
-                                 {"heads", 4},               {"kv_heads", v.kv_heads}, {"slots", slots},
-                                 {"pos2d", pos2d},         {"pre_norm", c.pre_norm},
-                                 {"activation", c.activation == nn::Activation::gelu ? "gelu" : "relu"},
-                                 {"dropout", 0.0},           {"mlp_head", true},
-                                 {"adamw", {{"lr", o.lr}, {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps},
-                                            {"weight_decay", o.weight_decay}}}};
+  const nlohmann::json config = {
+      {"variant", nn::variant_name(v)},
+      {"vocab", c.vocab},
+      {"classes", c.classes},
+      {"layers", c.layers},
+      {"ffn_hidden", c.ffn_hidden},
+      {"d_model", 32},
+      {"heads", 4},
+      {"kv_heads", v.kv_heads},
+      {"slots", slots},
+      {"pos2d", pos2d},
+      {"pre_norm", c.pre_norm},
+      {"activation", c.activation == nn::Activation::gelu ? "gelu" : "relu"},
+      {"dropout", 0.0},
+      {"mlp_head", true},
+      {"adamw",
+       {{"lr", o.lr}, {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weight_decay}}}};
   safetensors::save(dir + "/case_" + std::to_string(index) + ".safetensors", out, {{"config", config.dump()}});
 }
 

@@ -8,13 +8,10 @@
 
 namespace qkv::test {
 
-template <class E, class F>
-std::string error_of(F&& f) {
+template <class E, class F> std::string error_of(F&& f) {
   try {
     f();
-  } catch (const E& e) {
-    return e.what();
-  }
+  } catch (const E& e) { return e.what(); }
   return "<no error of the expected type thrown>";
 }
 

@@ -12,10 +12,10 @@
 
 #include <atomic>
 #include <cstdio>
-#include <initializer_list>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 
@@ -42,7 +42,8 @@ inline bool have_data(std::initializer_list<const char*> paths) {
   for (const char* p : paths)
     if (!std::filesystem::exists(data_dir() / p)) {
       skip(("needs " + (data_dir() / p).string() +
-            " (the real-data tests read $QKV_DATA, default ../shared/data beside the checkout)").c_str());
+            " (the real-data tests read $QKV_DATA, default ../shared/data beside the checkout)")
+               .c_str());
       return false;
     }
   return true;

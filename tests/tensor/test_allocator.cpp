@@ -11,10 +11,13 @@ TEST_CASE("the CPU allocator counts current and peak bytes") {
   const MemoryStats before = memory_stats(kCPU);
   reset_peak_memory(kCPU);
   {
-    Tensor a = empty({1000}, DType::f32);                    // 4000 bytes
-    Tensor b = empty({250}, DType::f64);                     // 2000 bytes
+    Tensor a = empty({1000}, DType::f32);  // 4000 bytes
+    Tensor b = empty({250}, DType::f64);   // 2000 bytes
     CHECK(memory_stats(kCPU).current == before.current + 6000);
-    { Tensor c = empty({100}, DType::bf16); CHECK(memory_stats(kCPU).current == before.current + 6200); }
+    {
+      Tensor c = empty({100}, DType::bf16);
+      CHECK(memory_stats(kCPU).current == before.current + 6200);
+    }
     CHECK(memory_stats(kCPU).current == before.current + 6000);
     CHECK(memory_stats(kCPU).peak == before.current + 6200);
   }
@@ -30,7 +33,10 @@ TEST_CASE("CPU buffers are 64-byte aligned and freed blocks are reused") {
   }
   empty_cache(kCPU);
   void* first;
-  { Tensor t = empty({4096}, DType::f32); first = t.raw_data(); }
+  {
+    Tensor t = empty({4096}, DType::f32);
+    first = t.raw_data();
+  }
   const size_t reserved = memory_stats(kCPU).reserved;
   Tensor again = empty({4096}, DType::f32);
   CHECK(again.raw_data() == first);
@@ -39,7 +45,8 @@ TEST_CASE("CPU buffers are 64-byte aligned and freed blocks are reused") {
 
 TEST_CASE("size classes waste at most a quarter of a block") {
   CachingAllocator& a = static_cast<CachingAllocator&>(allocator_for(kCPU));
-  for (size_t n : {size_t(1), size_t(64), size_t(65), size_t(1000), size_t(1) << 20, (size_t(1) << 20) + 1, size_t(123456789)}) {
+  for (size_t n :
+       {size_t(1), size_t(64), size_t(65), size_t(1000), size_t(1) << 20, (size_t(1) << 20) + 1, size_t(123456789)}) {
     const size_t b = a.block_size(n);
     CHECK(b >= n);
     CHECK(b % 64 == 0);

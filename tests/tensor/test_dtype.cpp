@@ -20,14 +20,14 @@ TEST_CASE("float16: every bit pattern survives a round trip through float") {
 }
 
 TEST_CASE("float16: rounding is to nearest, ties to even, with overflow and subnormals") {
-  CHECK(float(f16(1.0f + std::ldexp(1.0f, -11))) == 1.0f);                                   // tie -> even
-  CHECK(float(f16(1.0f + 3 * std::ldexp(1.0f, -11))) == 1.0f + std::ldexp(1.0f, -9));        // tie -> even
+  CHECK(float(f16(1.0f + std::ldexp(1.0f, -11))) == 1.0f);                             // tie -> even
+  CHECK(float(f16(1.0f + 3 * std::ldexp(1.0f, -11))) == 1.0f + std::ldexp(1.0f, -9));  // tie -> even
   CHECK(float(f16(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20))) == 1.0f + std::ldexp(1.0f, -10));
   CHECK(float(f16(65504.0f)) == 65504.0f);
   CHECK(std::isinf(float(f16(65520.0f))));
   CHECK(float(f16(65519.0f)) == 65504.0f);
-  CHECK(float(f16(std::ldexp(1.0f, -24))) == std::ldexp(1.0f, -24));                        // smallest subnormal
-  CHECK(float(f16(std::ldexp(1.0f, -25))) == 0.0f);                                          // tie -> even (0)
+  CHECK(float(f16(std::ldexp(1.0f, -24))) == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(float(f16(std::ldexp(1.0f, -25))) == 0.0f);                   // tie -> even (0)
   CHECK(float(f16(3 * std::ldexp(1.0f, -26))) == std::ldexp(1.0f, -24));
   CHECK(float(f16(-2.5f)) == -2.5f);
   CHECK(std::signbit(float(f16(-0.0f))));

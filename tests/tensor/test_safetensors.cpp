@@ -25,8 +25,7 @@ std::string spec_file(const std::string& header, const std::string& data) {
   return out + header + data;
 }
 
-template <class T>
-std::string bytes_of(std::initializer_list<T> values) {
+template <class T> std::string bytes_of(std::initializer_list<T> values) {
   std::string s;
   for (T v : values) s.append(reinterpret_cast<const char*>(&v), sizeof(T));
   return s;
@@ -49,8 +48,8 @@ TEST_CASE("a file written by hand from the spec loads") {
       R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
       R"("ids":{"dtype":"I64","shape":[2],"data_offsets":[16,32]},"h":{"dtype":"BF16","shape":[1],"data_offsets":[32,34]},)"
       R"("s":{"dtype":"F64","shape":[],"data_offsets":[34,42]}}   )";
-  const std::string data = bytes_of<float>({1, 2, 3, 4}) + bytes_of<int64_t>({7, -9}) +
-                           bytes_of<uint16_t>({0x3fc0}) + bytes_of<double>({0.125});
+  const std::string data = bytes_of<float>({1, 2, 3, 4}) + bytes_of<int64_t>({7, -9}) + bytes_of<uint16_t>({0x3fc0}) +
+                           bytes_of<double>({0.125});
   write(dir.file("hand.safetensors"), spec_file(header, data));
   safetensors::Metadata meta;
   auto t = safetensors::load(dir.file("hand.safetensors"), kCPU, &meta);
@@ -66,7 +65,7 @@ TEST_CASE("a file written by hand from the spec loads") {
 
 TEST_CASE("a file written by qkvlab is laid out as the spec says") {
   TempDir dir;
-  Tensor a = arange(0, 6, 1, DType::f32).reshape({2, 3}).transpose(0, 1);   // saved contiguous
+  Tensor a = arange(0, 6, 1, DType::f32).reshape({2, 3}).transpose(0, 1);  // saved contiguous
   Tensor b = from_vector<bool>({true, false, true});
   Tensor c = from_vector<double>({2.5});
   safetensors::save(dir.file("out.safetensors"), {{"a", a}, {"flags", b}, {"c", c}}, {{"step", "10"}});
@@ -74,7 +73,7 @@ TEST_CASE("a file written by qkvlab is laid out as the spec says") {
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
   REQUIRE(8 + n <= bytes.size());
-  CHECK((8 + n) % 8 == 0);                            // data section aligned
+  CHECK((8 + n) % 8 == 0);  // data section aligned
   auto header = nlohmann::json::parse(bytes.substr(8, n));
   CHECK(header["__metadata__"]["step"] == "10");
   CHECK(header["a"]["dtype"] == "F32");
@@ -86,7 +85,7 @@ TEST_CASE("a file written by qkvlab is laid out as the spec says") {
   CHECK(read_span("a") == bytes_of<float>({0, 3, 1, 4, 2, 5}));
   CHECK(read_span("flags") == std::string("\x01\x00\x01", 3));
   CHECK(read_span("c") == bytes_of<double>({2.5}));
-  CHECK(header["c"]["data_offsets"][0].get<size_t>() % 8 == 0);   // 8-byte elements first
+  CHECK(header["c"]["data_offsets"][0].get<size_t>() % 8 == 0);  // 8-byte elements first
 
   auto back = safetensors::load(dir.file("out.safetensors"));
   CHECK(back.at("a").to_vector<float>() == a.to_vector<float>());
@@ -121,17 +120,29 @@ TEST_CASE("malformed files are rejected with the file, the tensor and the field"
   expect(spec_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", four_floats.substr(0, 8)),
          "fall outside the 8-byte data section");
   expect(spec_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]})", four_floats), "not valid JSON");
-  expect(spec_file(R"({"w":{"dtype":"Q8","shape":[4],"data_offsets":[0,16]}})", four_floats), "unsupported dtype \"Q8\"");
+  expect(spec_file(R"({"w":{"dtype":"Q8","shape":[4],"data_offsets":[0,16]}})", four_floats),
+         "unsupported dtype \"Q8\"");
   expect(spec_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", four_floats), "needs 12");
   expect(spec_file(R"({"w":{"dtype":"F32","shape":[4]}})", four_floats), "missing field \"data_offsets\"");
-  expect(spec_file(R"({"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", four_floats), "non-negative integers");
-  expect(spec_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"v":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})",
-                   four_floats), "(hole)");
-  expect(spec_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"v":{"dtype":"F32","shape":[3],"data_offsets":[4,16]}})",
-                   four_floats), "(overlap)");
-  expect(spec_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
-                   four_floats), "appears twice");
-  expect(spec_file(R"({"w":{"dtype":"BOOL","shape":[4],"data_offsets":[0,4]}})", std::string("\x01\x02\x00\x01", 4)), "expected 0 or 1");
+  expect(spec_file(R"({"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", four_floats),
+         "non-negative integers");
+  expect(
+      spec_file(
+          R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"v":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})",
+          four_floats),
+      "(hole)");
+  expect(
+      spec_file(
+          R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"v":{"dtype":"F32","shape":[3],"data_offsets":[4,16]}})",
+          four_floats),
+      "(overlap)");
+  expect(
+      spec_file(
+          R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+          four_floats),
+      "appears twice");
+  expect(spec_file(R"({"w":{"dtype":"BOOL","shape":[4],"data_offsets":[0,4]}})", std::string("\x01\x02\x00\x01", 4)),
+         "expected 0 or 1");
   expect(spec_file(R"([1, 2])", ""), "does not start with '{'");
   CHECK_THROWS_WITH_AS(safetensors::load(dir.file("missing.safetensors")), doctest::Contains("cannot open"), IOError);
 }
@@ -139,6 +150,8 @@ TEST_CASE("malformed files are rejected with the file, the tensor and the field"
 TEST_CASE("saving refuses bad names and missing directories") {
   TempDir dir;
   Tensor t = ones({2});
-  CHECK_THROWS_WITH_AS(safetensors::save(dir.file("x.safetensors"), {{"a", t}, {"a", t}}), doctest::Contains("appears twice"), ValueError);
-  CHECK_THROWS_WITH_AS(safetensors::save(dir.file("no/such/dir/x.safetensors"), {{"a", t}}), doctest::Contains("does not exist"), IOError);
+  CHECK_THROWS_WITH_AS(safetensors::save(dir.file("x.safetensors"), {{"a", t}, {"a", t}}),
+                       doctest::Contains("appears twice"), ValueError);
+  CHECK_THROWS_WITH_AS(safetensors::save(dir.file("no/such/dir/x.safetensors"), {{"a", t}}),
+                       doctest::Contains("does not exist"), IOError);
 }

@@ -14,17 +14,17 @@ TEST_CASE("reshape is a view when strides allow and a copy otherwise") {
   Tensor v = x.reshape({6, 4});
   CHECK(v.same_storage(x));
   CHECK(v.to_vector<float>() == x.to_vector<float>());
-  Tensor t = x.transpose(1, 2);                    // [2, 4, 3], not contiguous
+  Tensor t = x.transpose(1, 2);  // [2, 4, 3], not contiguous
   CHECK_FALSE(t.is_contiguous());
   Tensor r = t.reshape({2, 12});
   CHECK_FALSE(r.same_storage(x));
-  CHECK(r.to_vector<float>()[1] == 4.0f);           // x[0, 1, 0]
-  CHECK(t.reshape({2, 4, 3}).same_storage(x));      // identity reshape stays a view
+  CHECK(r.to_vector<float>()[1] == 4.0f);       // x[0, 1, 0]
+  CHECK(t.reshape({2, 4, 3}).same_storage(x));  // identity reshape stays a view
   CHECK(x.reshape({-1, 2}).shape() == Shape{12, 2});
   CHECK_THROWS_WITH_AS(t.view({24}), doctest::Contains("without a copy"), ShapeError);
   CHECK_THROWS_WITH_AS(x.reshape({5, -1}), doctest::Contains("cannot infer -1"), ShapeError);
   CHECK_THROWS_AS(x.reshape({-1, -1}), ShapeError);
-  Tensor split = x.view({2, 3, 2, 2});              // splitting a dim of a view
+  Tensor split = x.view({2, 3, 2, 2});  // splitting a dim of a view
   CHECK(split.strides() == Strides{12, 4, 2, 1});
 }
 
@@ -34,7 +34,7 @@ TEST_CASE("permute, transpose, slice with step, select and narrow share storage"
   CHECK(p.shape() == Shape{4, 3});
   CHECK(p.strides() == Strides{1, 4});
   CHECK(p.contiguous().to_vector<float>() == std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
-  Tensor s = x.slice(1, 1, 4, 2);                    // columns 1 and 3
+  Tensor s = x.slice(1, 1, 4, 2);  // columns 1 and 3
   CHECK(s.same_storage(x));
   CHECK(s.to_vector<float>() == std::vector<float>{1, 3, 5, 7, 9, 11});
   CHECK(x.slice(0, -2, 100).to_vector<float>() == std::vector<float>{4, 5, 6, 7, 8, 9, 10, 11});
@@ -71,7 +71,7 @@ TEST_CASE("copy_, fill_ and to(dtype) convert and broadcast") {
   CHECK(x.to(DType::b8).to_vector<bool>() == std::vector<bool>(6, true));
   CHECK(x.to(DType::bf16).to(DType::f32).to_vector<float>() == x.to_vector<float>());
   Tensor sq = iota({3, 3});
-  sq.copy_(sq.transpose(0, 1));                       // overlapping source is read first
+  sq.copy_(sq.transpose(0, 1));  // overlapping source is read first
   CHECK(sq.to_vector<float>() == std::vector<float>{0, 3, 6, 1, 4, 7, 2, 5, 8});
   Tensor c = sq.clone();
   c.fill_(0);
@@ -92,8 +92,10 @@ TEST_CASE("factories and host values") {
 }
 
 TEST_CASE("printing looks like PyTorch and summarizes large tensors") {
-  CHECK(from_vector<float>({1, -2.5f, 3}, {3}).str() == "tensor([ 1.0000, -2.5000,  3.0000], shape=[3], dtype=float32, device=cpu)");
-  CHECK(from_vector<int64_t>({1, 20}, {2, 1}).str() == "tensor([[ 1],\n        [20]], shape=[2, 1], dtype=int64, device=cpu)");
+  CHECK(from_vector<float>({1, -2.5f, 3}, {3}).str() ==
+        "tensor([ 1.0000, -2.5000,  3.0000], shape=[3], dtype=float32, device=cpu)");
+  CHECK(from_vector<int64_t>({1, 20}, {2, 1}).str() ==
+        "tensor([[ 1],\n        [20]], shape=[2, 1], dtype=int64, device=cpu)");
   const std::string big = iota({100, 100}).str();
   CHECK(big.find("...") != std::string::npos);
   CHECK(big.size() < 1000);
@@ -104,7 +106,7 @@ TEST_CASE("printing looks like PyTorch and summarizes large tensors") {
 
 TEST_CASE("view strides follow PyTorch's rules") {
   CHECK(raw::view_strides({2, 3}, {3, 1}, {3, 2}) == Strides{2, 1});
-  CHECK(raw::view_strides({2, 3}, {1, 2}, {6}) == std::nullopt);          // transposed
+  CHECK(raw::view_strides({2, 3}, {1, 2}, {6}) == std::nullopt);            // transposed
   CHECK(raw::view_strides({4, 2}, {4, 1}, {2, 2, 2}) == Strides{8, 4, 1});  // sliced rows, split outer
   CHECK(raw::view_strides({4, 2}, {4, 1}, {8}) == std::nullopt);
 }

@@ -10,8 +10,8 @@ namespace qkv::data {
 
 // A labelled dataset held as two tensors with the example index first.
 struct LabelledData {
-  Tensor inputs;    // [N, ...]
-  Tensor targets;   // [N] or [N, T], int64
+  Tensor inputs;   // [N, ...]
+  Tensor targets;  // [N] or [N, T], int64
   int64_t size() const { return inputs.defined() ? inputs.size(0) : 0; }
 };
 
@@ -21,7 +21,7 @@ class BatchSource {
   virtual ~BatchSource() = default;
   virtual int64_t batches_per_epoch() const = 0;
   virtual int64_t examples() const = 0;
-  virtual void start_epoch(int64_t epoch) = 0;            // 0-based
+  virtual void start_epoch(int64_t epoch) = 0;             // 0-based
   virtual bool next(Tensor& inputs, Tensor& targets) = 0;  // false at the end of the epoch
   virtual double wait_seconds() const { return 0; }        // time spent waiting for data
 };

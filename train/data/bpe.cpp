@@ -40,11 +40,11 @@ constexpr const char* kPattern =
 // Words up to this many bytes are merged by the direct loop and cached.
 constexpr size_t kDirectMaxBytes = 64;
 constexpr size_t kCacheShards = 64;
-constexpr size_t kCacheShardLimit = 1 << 12;   // entries per shard before it is cleared (~256k words)
+constexpr size_t kCacheShardLimit = 1 << 12;  // entries per shard before it is cleared (~256k words)
 
 struct ByteTable {
   std::array<char32_t, 256> to_unicode{};
-  std::array<int, 512> to_byte{};   // code point -> byte, -1 outside the alphabet
+  std::array<int, 512> to_byte{};  // code point -> byte, -1 outside the alphabet
   ByteTable() {
     to_byte.fill(-1);
     std::array<bool, 256> printable{};
@@ -72,11 +72,19 @@ bool utf8_decode(std::string_view s, std::u32string& out) {
     const auto c = uint8_t(s[i]);
     int len = 0;
     char32_t cp = 0;
-    if (c < 0x80) { len = 1; cp = c; }
-    else if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return false;
+    if (c < 0x80) {
+      len = 1;
+      cp = c;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else return false;
     if (i + size_t(len) > s.size()) return false;
     for (int k = 1; k < len; ++k) {
       const auto d = uint8_t(s[i + size_t(k)]);
@@ -182,7 +190,7 @@ struct Gpt2Tokenizer::Impl {
       throw ValueError(cat("Gpt2Tokenizer: PCRE2 rejected the pre-tokenization pattern at offset ", offset, ": ",
                            reinterpret_cast<const char*>(msg)));
     }
-    jit = pcre2_jit_compile(regex, PCRE2_JIT_COMPLETE) == 0;   // the interpreter otherwise
+    jit = pcre2_jit_compile(regex, PCRE2_JIT_COMPLETE) == 0;  // the interpreter otherwise
   }
 
   // Merges by the encoder.py loop on a short word.
@@ -195,13 +203,19 @@ struct Gpt2Tokenizer::Impl {
       int32_t a = 0, b = 0;
       for (size_t i = 0; i + 1 < n; ++i) {
         const Merge* m = find_merge(ids[i], ids[i + 1]);
-        if (m && (!best || m->rank < best->rank)) { best = m; a = ids[i]; b = ids[i + 1]; }
+        if (m && (!best || m->rank < best->rank)) {
+          best = m;
+          a = ids[i];
+          b = ids[i + 1];
+        }
       }
       if (!best) break;
       size_t w = 0;
       for (size_t i = 0; i < n;) {
-        if (i + 1 < n && ids[i] == a && ids[i + 1] == b) { ids[w++] = best->merged; i += 2; }
-        else ids[w++] = ids[i++];
+        if (i + 1 < n && ids[i] == a && ids[i + 1] == b) {
+          ids[w++] = best->merged;
+          i += 2;
+        } else ids[w++] = ids[i++];
       }
       n = w;
     }
@@ -229,7 +243,8 @@ struct Gpt2Tokenizer::Impl {
     auto push = [&](int32_t p) {
       const int32_t q = next[size_t(p)];
       if (q < 0) return;
-      if (const Merge* m = find_merge(tok[size_t(p)], tok[size_t(q)])) heap.push({m->rank, p, tok[size_t(p)], tok[size_t(q)]});
+      if (const Merge* m = find_merge(tok[size_t(p)], tok[size_t(q)]))
+        heap.push({m->rank, p, tok[size_t(p)], tok[size_t(q)]});
     };
     auto valid = [&](const Cand& c) {
       if (!alive[size_t(c.pos)]) return false;
@@ -239,7 +254,10 @@ struct Gpt2Tokenizer::Impl {
     for (int32_t i = 0; i + 1 < n; ++i) push(i);
     std::vector<int32_t> touched;
     while (!heap.empty()) {
-      if (!valid(heap.top())) { heap.pop(); continue; }
+      if (!valid(heap.top())) {
+        heap.pop();
+        continue;
+      }
       const int32_t rank = heap.top().rank;
       const int32_t merged = find_merge(heap.top().left, heap.top().right)->merged;
       touched.clear();
@@ -263,8 +281,14 @@ struct Gpt2Tokenizer::Impl {
   }
 
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const {
-    if (word.size() == 1) { out.push_back(byte_id[uint8_t(word[0])]); return; }
-    if (word.size() > kDirectMaxBytes) { bpe_heap(word, out); return; }
+    if (word.size() == 1) {
+      out.push_back(byte_id[uint8_t(word[0])]);
+      return;
+    }
+    if (word.size() > kDirectMaxBytes) {
+      bpe_heap(word, out);
+      return;
+    }
     const size_t h = SvHash{}(word);
     CacheShard& shard = cache[(h >> 7) % kCacheShards];
     {
@@ -293,7 +317,7 @@ struct Gpt2Tokenizer::Impl {
     while (pos < n) {
       int rc = pcre2_match(regex, subject, n, pos, 0, md, nullptr);
       if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match(regex, subject, n, pos, PCRE2_NO_JIT, md, nullptr);
-      if (rc == PCRE2_ERROR_NOMATCH) {   // only bytes that are not UTF-8 remain
+      if (rc == PCRE2_ERROR_NOMATCH) {  // only bytes that are not UTF-8 remain
         bpe_word(text.substr(pos), out);
         break;
       }
@@ -305,8 +329,8 @@ struct Gpt2Tokenizer::Impl {
       }
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
       const PCRE2_SIZE begin = ov[0], end = ov[1];
-      if (begin > pos) bpe_word(text.substr(pos, begin - pos), out);   // a run of invalid UTF-8
-      if (end <= begin) {   // cannot happen with this pattern; guards against an endless loop
+      if (begin > pos) bpe_word(text.substr(pos, begin - pos), out);  // a run of invalid UTF-8
+      if (end <= begin) {  // cannot happen with this pattern; guards against an endless loop
         bpe_word(text.substr(begin, 1), out);
         pos = begin + 1;
         continue;
@@ -334,9 +358,7 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const fs::path& dir) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_whole_file(enc_path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw IOError(cat(enc, ": malformed JSON: ", e.what()));
-  }
+  } catch (const nlohmann::json::parse_error& e) { throw IOError(cat(enc, ": malformed JSON: ", e.what())); }
   check<IOError>(j.is_object(), enc, ": expected a JSON object mapping token strings to ids, got ", j.type_name());
   check<IOError>(!j.empty(), enc, ": the token table is empty");
   check<IOError>(j.size() < size_t(INT32_MAX), enc, ": too many tokens (", j.size(), ")");
@@ -389,7 +411,8 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const fs::path& dir) {
                      line.find_first_of(" \t", sp + 1) == std::string::npos && line.find('\t') == std::string::npos;
     check<IOError>(two, bpe, ":", line_no, ": expected a merge of two tokens separated by one space, got ",
                    quoted(line));
-    const std::string_view left_s = std::string_view(line).substr(0, sp), right_s = std::string_view(line).substr(sp + 1);
+    const std::string_view left_s = std::string_view(line).substr(0, sp),
+                           right_s = std::string_view(line).substr(sp + 1);
     std::string why;
     const std::string left = token_to_bytes(left_s, why);
     check<IOError>(why.empty(), bpe, ":", line_no, ": token ", quoted(left_s), " ", why);
@@ -404,7 +427,7 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const fs::path& dir) {
     const int32_t a = id_of(left, left_s, "left part"), b = id_of(right, right_s, "right part");
     const int32_t m = id_of(left + right, std::string(left_s) + std::string(right_s), "result");
     check<IOError>(rank < INT32_MAX, bpe, ":", line_no, ": too many merges");
-    t.merges[pair_key(a, b)] = Merge{rank++, m};   // a repeated pair keeps its last rank, as a dict would
+    t.merges[pair_key(a, b)] = Merge{rank++, m};  // a repeated pair keeps its last rank, as a dict would
   }
   check<IOError>(!in.bad(), bpe, ": read failed");
   t.compile_regex();

@@ -41,8 +41,8 @@ class Gpt2Tokenizer {
   // The bytes of the tokens, concatenated. Throws ValueError naming an id outside [0, vocab_size).
   std::string decode(std::span<const int32_t> ids) const;
 
-  int32_t eot() const;            // the id of "<|endoftext|>" (50256 for GPT-2)
-  int64_t vocab_size() const;     // 50257 for GPT-2
+  int32_t eot() const;         // the id of "<|endoftext|>" (50256 for GPT-2)
+  int64_t vocab_size() const;  // 50257 for GPT-2
   // The bytes of one token (ValueError for an id out of range).
   const std::string& token_bytes(int32_t id) const;
 

@@ -18,9 +18,9 @@ constexpr int64_t kSide = 32, kPlane = kSide * kSide, kPixels = 3 * kPlane;
 
 // The layout of one record: how many label bytes precede the pixels, and which one is used.
 struct RecordFormat {
-  int64_t label_bytes;    // 1 (CIFAR-10) or 2 (CIFAR-100: coarse, fine)
-  int64_t label_index;    // which label byte is the class
-  std::vector<int64_t> label_limits;   // classes for each label byte, all checked
+  int64_t label_bytes;                // 1 (CIFAR-10) or 2 (CIFAR-100: coarse, fine)
+  int64_t label_index;                // which label byte is the class
+  std::vector<int64_t> label_limits;  // classes for each label byte, all checked
   int64_t record_bytes() const { return label_bytes + kPixels; }
 };
 
@@ -36,8 +36,8 @@ std::vector<uint8_t> read_file(const fs::path& path) {
 
 void check_record_count(const fs::path& path, int64_t bytes, int64_t record) {
   const int64_t records = (bytes + record - 1) / record;
-  check<IOError>(bytes > 0 && bytes % record == 0, path.string(), ": truncated: expected ", std::max<int64_t>(records, 1) * record,
-                 " bytes (whole ", record, "-byte records), got ", bytes);
+  check<IOError>(bytes > 0 && bytes % record == 0, path.string(), ": truncated: expected ",
+                 std::max<int64_t>(records, 1) * record, " bytes (whole ", record, "-byte records), got ", bytes);
 }
 
 void check_labels(const fs::path& path, const uint8_t* record, int64_t index, const RecordFormat& f) {
@@ -105,7 +105,8 @@ std::vector<fs::path> cifar10_train_files(const std::string& root) {
 
 std::shared_ptr<ImageDataset> load_cifar10(const std::string& root, Split split) {
   const RecordFormat format{1, 0, {10}};
-  if (split == Split::test) return load_files({require_file(root, "test_batch.bin", "cifar10")}, format, "cifar10/test");
+  if (split == Split::test)
+    return load_files({require_file(root, "test_batch.bin", "cifar10")}, format, "cifar10/test");
   const std::vector<fs::path> files = cifar10_train_files(root);
   auto data = load_files(files, format, "cifar10/train");
   std::cout << "cifar10: " << files.size() << " of 5 training batches, " << data->size() << " images" << std::endl;

@@ -37,8 +37,8 @@ MemoryImageDataset::MemoryImageDataset(std::string name, Tensor images, Tensor l
   labels_ = labels.contiguous();
   label_ptr_ = labels_.data<int64_t>();
   for (int64_t i = 0; i < labels_.size(0); ++i)
-    check<ValueError>(label_ptr_[i] >= 0 && label_ptr_[i] < classes_, name_, ": label ", label_ptr_[i],
-                      " of example ", i, " outside [0, ", classes_, ")");
+    check<ValueError>(label_ptr_[i] >= 0 && label_ptr_[i] < classes_, name_, ": label ", label_ptr_[i], " of example ",
+                      i, " outside [0, ", classes_, ")");
 }
 
 int64_t MemoryImageDataset::label(int64_t i) const {
@@ -75,7 +75,7 @@ std::pair<std::shared_ptr<ImageDataset>, std::shared_ptr<ImageDataset>> split_ho
                     data->size(), "] for ", data->name());
   const std::vector<int64_t> order = philox_permutation(data->size(), seed);
   std::vector<int64_t> val(order.begin(), order.begin() + holdout), train(order.begin() + holdout, order.end());
-  std::sort(val.begin(), val.end());     // ascending: keeps file-backed reads local
+  std::sort(val.begin(), val.end());  // ascending: keeps file-backed reads local
   std::sort(train.begin(), train.end());
   const std::string name = data->name();
   return {std::make_shared<SubsetDataset>(data, std::move(train), name + ":train"),

@@ -17,11 +17,11 @@ namespace qkv::data {
 class ImageDataset {
  public:
   virtual ~ImageDataset() = default;
-  virtual std::string name() const = 0;            // "mnist/train", ...
+  virtual std::string name() const = 0;  // "mnist/train", ...
   virtual int64_t size() const = 0;
   virtual int64_t height() const = 0;
   virtual int64_t width() const = 0;
-  virtual int64_t channels() const = 0;             // 1 (grayscale) or 3 (RGB)
+  virtual int64_t channels() const = 0;  // 1 (grayscale) or 3 (RGB)
   virtual int64_t classes() const = 0;
   virtual int64_t label(int64_t i) const = 0;
   // Writes example i's height*width*channels bytes (HWC) to `pixels`. Safe to call from several

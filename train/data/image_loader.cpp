@@ -55,7 +55,7 @@ std::vector<float> normalization_table(int64_t channels, const LoaderOptions& o)
 }
 
 struct Augment {
-  int64_t oy = 0, ox = 0;   // crop offsets into the padded image, in [0, 2*pad]
+  int64_t oy = 0, ox = 0;  // crop offsets into the padded image, in [0, 2*pad]
   bool flip = false;
 };
 
@@ -79,8 +79,8 @@ struct ImageLoader::Impl {
   int64_t epoch = -1;
   std::vector<int64_t> order;
   uint64_t augment_key = 0;
-  int64_t next_out = 0;        // the batch next() returns next
-  std::vector<uint8_t> scratch;   // workers == 0: the caller's decode buffer
+  int64_t next_out = 0;          // the batch next() returns next
+  std::vector<uint8_t> scratch;  // workers == 0: the caller's decode buffer
   double waited = 0;
 
   // Shared with the workers, under `mu`.
@@ -161,9 +161,7 @@ struct ImageLoader::Impl {
       Slot slot;
       try {
         if (!make_batch(k, slot.batch, buf)) return;
-      } catch (...) {
-        slot.error = std::current_exception();
-      }
+      } catch (...) { slot.error = std::current_exception(); }
       {
         std::lock_guard<std::mutex> lock(mu);
         done.emplace(k, std::move(slot));
@@ -221,7 +219,7 @@ struct ImageLoader::Impl {
   bool next(ImageBatch& batch) {
     if (epoch < 0) start_epoch(0);
     if (next_out >= batches) return false;
-    if (opt.workers == 0) {   // prepared here; the preparation time counts as waiting
+    if (opt.workers == 0) {  // prepared here; the preparation time counts as waiting
       const auto t0 = Clock::now();
       const int64_t k = next_out++;
       try {
@@ -287,7 +285,7 @@ std::pair<std::vector<float>, std::vector<float>> channel_stats(const ImageDatas
 #pragma omp for schedule(dynamic, 16)
     for (int64_t i = 0; i < m; ++i) {
       try {
-        data.read(i * n / m, buf.data());   // m examples spread evenly over the dataset
+        data.read(i * n / m, buf.data());  // m examples spread evenly over the dataset
         local.add(buf.data(), hw, c);
       } catch (...) {
 #pragma omp critical(qkv_channel_stats)

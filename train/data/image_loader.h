@@ -20,16 +20,16 @@ struct LoaderOptions {
   bool shuffle = true;
   bool drop_last = false;
   uint64_t seed = 0;
-  int workers = 2;                  // decoding / augmentation threads (0: on the caller's thread)
-  int prefetch = 4;                 // batches prepared ahead
-  std::vector<float> mean, std;     // per channel, on pixel values scaled to [0, 1]; empty: none
-  int crop_padding = 0;             // random crop of the original size after zero padding; 0: off
-  bool horizontal_flip = false;     // flip with probability 1/2
+  int workers = 2;               // decoding / augmentation threads (0: on the caller's thread)
+  int prefetch = 4;              // batches prepared ahead
+  std::vector<float> mean, std;  // per channel, on pixel values scaled to [0, 1]; empty: none
+  int crop_padding = 0;          // random crop of the original size after zero padding; 0: off
+  bool horizontal_flip = false;  // flip with probability 1/2
 };
 
 struct ImageBatch {
-  Tensor images;   // [B, C, H, W] float32, normalized
-  Tensor labels;   // [B] int64
+  Tensor images;  // [B, C, H, W] float32, normalized
+  Tensor labels;  // [B] int64
 };
 
 class ImageLoader {

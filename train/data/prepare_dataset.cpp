@@ -22,9 +22,9 @@
 
 #include "tensor/atomic_file.h"
 #include "tensor/error.h"
+#include "tensor/format.h"
 #include "train/data/bpe.h"
 #include "train/data/text_sources.h"
-#include "tensor/format.h"
 
 namespace qkv::data {
 
@@ -33,14 +33,18 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr size_t kBatchBytes = size_t(8) << 20;   // text encoded in parallel per round
+constexpr size_t kBatchBytes = size_t(8) << 20;  // text encoded in parallel per round
 
 // The progress line: a bar over the input bytes on a terminal, one line per input otherwise.
 class PrepareProgress {
  public:
   PrepareProgress(std::FILE* out, bool enabled, int64_t total_bytes)
-      : out_(out), enabled_(enabled && out), tty_(out && ::isatty(::fileno(out)) != 0), total_(total_bytes),
-        start_(Clock::now()), last_(start_) {}
+      : out_(out),
+        enabled_(enabled && out),
+        tty_(out && ::isatty(::fileno(out)) != 0),
+        total_(total_bytes),
+        start_(Clock::now()),
+        last_(start_) {}
 
   // bytes: of the input files (compressed as on disk); text: decompressed text so far.
   void update(int64_t bytes, int64_t text, int64_t tokens, bool force = false) {
@@ -113,8 +117,8 @@ class StreamFile {
 };
 
 // Encodes pieces[i] into ids[i] on `threads` threads.
-void encode_batch(const Gpt2Tokenizer& tok, const std::vector<TextPiece>& pieces, std::vector<std::vector<int32_t>>& ids,
-                  int threads) {
+void encode_batch(const Gpt2Tokenizer& tok, const std::vector<TextPiece>& pieces,
+                  std::vector<std::vector<int32_t>>& ids, int threads) {
   ids.assign(pieces.size(), {});
   std::atomic<size_t> next{0};
   std::exception_ptr failure;
@@ -137,7 +141,7 @@ void encode_batch(const Gpt2Tokenizer& tok, const std::vector<TextPiece>& pieces
   if (failure) std::rethrow_exception(failure);
 }
 
-int64_t mtime_ns(const fs::path& p) {   // nanoseconds since the Unix epoch
+int64_t mtime_ns(const fs::path& p) {  // nanoseconds since the Unix epoch
   const auto sys = std::chrono::file_clock::to_sys(fs::last_write_time(p));
   return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(sys.time_since_epoch()).count());
 }
@@ -169,10 +173,8 @@ bool already_prepared(const PrepareOptions& o) {
         if (fs::file_size(f, ec) != kTokenShardHeaderSize + 2 * shard.at("tokens").get<uint64_t>() || ec) return false;
       }
   } catch (const nlohmann::json::exception&) {
-    return false;   // written by something else: prepare again
-  } catch (const fs::filesystem_error&) {
-    return false;
-  }
+    return false;  // written by something else: prepare again
+  } catch (const fs::filesystem_error&) { return false; }
   return true;
 }
 
@@ -276,8 +278,7 @@ PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) {
       {"version", 1},
       {"token_dtype", "uint16"},
       {"tokenizer",
-       {{"kind", "gpt2"}, {"path", absolute_name(o.tokenizer)},
-        {"vocab_size", tok.vocab_size()}, {"eot", tok.eot()}}},
+       {{"kind", "gpt2"}, {"path", absolute_name(o.tokenizer)}, {"vocab_size", tok.vocab_size()}, {"eot", tok.eot()}}},
       {"inputs", inputs},
       {"documents", result.documents},
       {"tokens", total},
@@ -295,7 +296,8 @@ PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) {
   static const std::regex shard_name(R"((train|val)_\d{6}\.bin)");
   for (const auto& entry : fs::directory_iterator(o.out)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && std::regex_match(name, shard_name) && !keep.count(name)) fs::remove(entry.path(), ec);
+    if (entry.is_regular_file() && std::regex_match(name, shard_name) && !keep.count(name))
+      fs::remove(entry.path(), ec);
   }
 
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -303,8 +305,8 @@ PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) {
   char size[64];
   std::snprintf(size, sizeof size, "%.1f MB of text in %.1f s (%.1f MB/s)", double(result.text_bytes) / 1e6,
                 result.seconds, double(result.text_bytes) / 1e6 / std::max(result.seconds, 1e-9));
-  progress.line(cat("data prepare: ", o.inputs.size(), " input(s), ", with_commas(result.documents), " document(s), ", size,
-                    " -> ", with_commas(total), " tokens: train ", with_commas(result.train.tokens), " in ",
+  progress.line(cat("data prepare: ", o.inputs.size(), " input(s), ", with_commas(result.documents), " document(s), ",
+                    size, " -> ", with_commas(total), " tokens: train ", with_commas(result.train.tokens), " in ",
                     result.train.shards.size(), " shard(s), val ", with_commas(result.val.tokens), " in ",
                     result.val.shards.size(), " shard(s); ", (o.out / "dataset.json").string()));
   return result;
@@ -338,9 +340,7 @@ DatasetInfo read_dataset_info(const fs::path& dir) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw IOError(cat(name, ": malformed JSON: ", e.what()));
-  }
+  } catch (const nlohmann::json::parse_error& e) { throw IOError(cat(name, ": malformed JSON: ", e.what())); }
   auto field = [&](const nlohmann::json& obj, const char* key, const std::string& where) -> const nlohmann::json& {
     check<IOError>(obj.is_object() && obj.contains(key), name, ": missing field ", where, key);
     return obj[key];

@@ -19,13 +19,13 @@
 namespace qkv::data {
 
 struct PrepareOptions {
-  std::vector<std::filesystem::path> inputs;   // text / JSONL files, plain, .gz or .zst
-  std::filesystem::path out;                   // created when missing
-  std::filesystem::path tokenizer;             // folder with encoder.json and vocab.bpe
-  double val_fraction = 0.1;                   // in [0, 1)
+  std::vector<std::filesystem::path> inputs;  // text / JSONL files, plain, .gz or .zst
+  std::filesystem::path out;                  // created when missing
+  std::filesystem::path tokenizer;            // folder with encoder.json and vocab.bpe
+  double val_fraction = 0.1;                  // in [0, 1)
   int64_t shard_tokens = 100'000'000;
-  int threads = 2;                             // encoding threads
-  bool progress = true;                        // progress bar (terminal) or lines on `log`
+  int threads = 2;       // encoding threads
+  bool progress = true;  // progress bar (terminal) or lines on `log`
 };
 
 struct PreparedSplit {
@@ -35,7 +35,7 @@ struct PreparedSplit {
 
 struct PrepareResult {
   int64_t documents = 0;
-  int64_t bytes = 0, text_bytes = 0;   // input files as on disk; the text they decompress to
+  int64_t bytes = 0, text_bytes = 0;  // input files as on disk; the text they decompress to
   PreparedSplit train, val;
   double seconds = 0;
 };
@@ -55,7 +55,7 @@ struct DatasetInfo {
   int32_t eot = 0;
   // split name -> its shards (paths inside dir), in stream order
   std::vector<std::pair<std::string, PreparedSplit>> splits;
-  const PreparedSplit& split(const std::string& name) const;   // ValueError naming the known splits
+  const PreparedSplit& split(const std::string& name) const;  // ValueError naming the known splits
 };
 // IOError naming dataset.json and the field when it is missing or malformed.
 DatasetInfo read_dataset_info(const std::filesystem::path& dir);

@@ -17,8 +17,9 @@ SetData make_sets(const LabelledFeatures& data, const std::vector<int64_t>& pool
     all_classes.push_back(c);
     if (int64_t(members.size()) >= set_size - 1) majority_classes.push_back(c);
   }
-  check<ValueError>(!majority_classes.empty() && all_classes.size() >= 2, "anomaly sets: need two classes and one with ",
-                    set_size - 1, " examples; the pool has ", pool.size(), " examples of ", all_classes.size(), " classes");
+  check<ValueError>(!majority_classes.empty() && all_classes.size() >= 2,
+                    "anomaly sets: need two classes and one with ", set_size - 1, " examples; the pool has ",
+                    pool.size(), " examples of ", all_classes.size(), " classes");
   // Every draw from one uniform stream: 2 class picks, set_size-1 member picks and a position.
   const int64_t draws = count * (set_size + 2);
   const std::vector<double> u = rand({draws}, DType::f64, &gen).to_vector<double>();

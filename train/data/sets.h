@@ -9,13 +9,13 @@
 namespace qkv::data {
 
 struct LabelledFeatures {
-  Tensor features;   // [N, F] float32
-  Tensor labels;     // [N] int64
+  Tensor features;  // [N, F] float32
+  Tensor labels;    // [N] int64
 };
 
 struct SetData {
-  Tensor features;   // [S, n, F]
-  Tensor targets;    // [S] int64: the position of the odd element
+  Tensor features;  // [S, n, F]
+  Tensor targets;   // [S] int64: the position of the odd element
 };
 
 // `count` sets of `set_size` drawn from the examples `pool` of `data`: a majority class with at

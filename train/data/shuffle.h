@@ -14,8 +14,8 @@ uint64_t mix64(uint64_t x);
 
 // The Philox key of one purpose's stream in one epoch.
 uint64_t stream_key(uint64_t seed, int64_t epoch, uint64_t stream);
-inline constexpr uint64_t kShuffleStream = 0x73687566666C65ull;   // "shuffle"
-inline constexpr uint64_t kAugmentStream = 0x6175676D656E74ull;   // "augment"
+inline constexpr uint64_t kShuffleStream = 0x73687566666C65ull;  // "shuffle"
+inline constexpr uint64_t kAugmentStream = 0x6175676D656E74ull;  // "augment"
 
 // A permutation of 0..n-1 from the Philox stream keyed by `key`: the argsort of n 64-bit uniform
 // keys (ties by index), so it depends only on (n, key).

@@ -31,7 +31,9 @@ std::vector<int64_t> synthetic_target(SyntheticTask task, const std::vector<int6
   switch (task) {
     case SyntheticTask::reverse: std::reverse(y.begin(), y.end()); break;
     case SyntheticTask::sort: std::sort(y.begin(), y.end()); break;
-    case SyntheticTask::sub: for (int64_t& v : y) v = vocab - 1 - v; break;
+    case SyntheticTask::sub:
+      for (int64_t& v : y) v = vocab - 1 - v;
+      break;
     case SyntheticTask::swap: std::rotate(y.begin(), y.begin() + ptrdiff_t(y.size() / 2), y.end()); break;
     case SyntheticTask::copy: break;
   }

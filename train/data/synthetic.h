@@ -13,12 +13,12 @@
 namespace qkv::data {
 
 enum class SyntheticTask { reverse, sort, sub, swap, copy };
-SyntheticTask parse_synthetic_task(const std::string& name);   // throws ValueError listing the tasks
+SyntheticTask parse_synthetic_task(const std::string& name);  // throws ValueError listing the tasks
 const char* synthetic_task_name(SyntheticTask t);
 
 struct SequenceData {
-  Tensor inputs;    // [N, n] int64 in [0, vocab)
-  Tensor targets;   // [N, n] int64 in [0, vocab)
+  Tensor inputs;   // [N, n] int64 in [0, vocab)
+  Tensor targets;  // [N, n] int64 in [0, vocab)
   int64_t size() const { return inputs.size(0); }
 };
 
@@ -28,7 +28,9 @@ std::vector<int64_t> synthetic_target(SyntheticTask task, const std::vector<int6
 // `count` examples drawn from `gen` (Philox, so the same seed gives the same data anywhere).
 SequenceData make_synthetic(SyntheticTask task, int64_t count, int64_t length, int64_t vocab, Generator& gen);
 
-struct SyntheticSplits { SequenceData train, val, test; };
+struct SyntheticSplits {
+  SequenceData train, val, test;
+};
 // Train, validation and test sets drawn in that order from one stream seeded by `seed`.
 SyntheticSplits make_synthetic_splits(SyntheticTask task, int64_t length, int64_t vocab, int64_t train_size,
                                       int64_t val_size, int64_t test_size, uint64_t seed);

@@ -21,9 +21,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr size_t kReadBytes = size_t(1) << 20;        // one fill() of the buffer
-constexpr size_t kMaxPiece = size_t(64) << 20;        // a text piece with no safe cut is cut here
-constexpr size_t kMaxLine = size_t(512) << 20;        // longest JSONL line accepted
+constexpr size_t kReadBytes = size_t(1) << 20;  // one fill() of the buffer
+constexpr size_t kMaxPiece = size_t(64) << 20;  // a text piece with no safe cut is cut here
+constexpr size_t kMaxLine = size_t(512) << 20;  // longest JSONL line accepted
 
 std::string lower(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
@@ -115,7 +115,7 @@ class ZstdSource : public ByteSource {
       const size_t r = ZSTD_decompressStream(dctx_, &out, &in_);
       if (ZSTD_isError(r)) throw IOError(cat(name_, ": corrupt zstd data: ", ZSTD_getErrorName(r)));
       if (in_.pos > in_before || out.pos > 0) last_ret_ = r;
-      maybe_buffered_ = out.pos == out.size;   // a full output buffer may leave output inside zstd
+      maybe_buffered_ = out.pos == out.size;  // a full output buffer may leave output inside zstd
       if (out.pos > 0) return out.pos;
     }
   }
@@ -128,7 +128,7 @@ class ZstdSource : public ByteSource {
   std::vector<char> in_buf_;
   ZSTD_inBuffer in_{nullptr, 0, 0};
   bool eof_ = false, maybe_buffered_ = false;
-  size_t last_ret_ = 1;   // an empty file is not a complete frame
+  size_t last_ret_ = 1;  // an empty file is not a complete frame
   int64_t consumed_ = 0;
 };
 
@@ -142,11 +142,20 @@ bool is_space(char32_t c) {
 size_t decode_utf8(std::string_view text, size_t i, char32_t& cp) {
   const auto c = static_cast<unsigned char>(text[i]);
   size_t len = 0;
-  if (c < 0x80) { cp = c; return 1; }
-  if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-  else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-  else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-  else return 0;
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  }
+  if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    cp = c & 0x07;
+  } else return 0;
   if (i + len > text.size()) return 0;
   for (size_t k = 1; k < len; ++k) {
     const auto d = static_cast<unsigned char>(text[i + k]);
@@ -167,7 +176,7 @@ bool solid_at(std::string_view text, size_t i) {
 // Whether a valid, non-space character ends just before text[p].
 bool solid_before(std::string_view text, size_t p) {
   for (size_t k = 1; k <= 4 && k <= p; ++k) {
-    if ((static_cast<unsigned char>(text[p - k]) & 0xC0) == 0x80) continue;   // a continuation byte
+    if ((static_cast<unsigned char>(text[p - k]) & 0xC0) == 0x80) continue;  // a continuation byte
     char32_t cp = 0;
     return decode_utf8(text, p - k, cp) == k && !is_space(cp);
   }
@@ -202,9 +211,16 @@ const char* compression_name(Compression c) {
 TextSourceKind text_source_kind(const fs::path& path) {
   std::string name = lower(path.filename().string());
   TextSourceKind k;
-  if (ends_with(name, ".gz")) { k.compression = Compression::gzip; name.resize(name.size() - 3); }
-  else if (ends_with(name, ".zst")) { k.compression = Compression::zstd; name.resize(name.size() - 4); }
-  else if (ends_with(name, ".zstd")) { k.compression = Compression::zstd; name.resize(name.size() - 5); }
+  if (ends_with(name, ".gz")) {
+    k.compression = Compression::gzip;
+    name.resize(name.size() - 3);
+  } else if (ends_with(name, ".zst")) {
+    k.compression = Compression::zstd;
+    name.resize(name.size() - 4);
+  } else if (ends_with(name, ".zstd")) {
+    k.compression = Compression::zstd;
+    name.resize(name.size() - 5);
+  }
   if (ends_with(name, ".jsonl") || ends_with(name, ".ndjson")) k.format = TextFormat::jsonl;
   return k;
 }
@@ -229,7 +245,9 @@ DocumentReader::DocumentReader(const fs::path& path, size_t chunk_bytes)
     : DocumentReader(path, text_source_kind(path), chunk_bytes) {}
 
 DocumentReader::DocumentReader(const fs::path& path, TextSourceKind kind, size_t chunk_bytes)
-    : path_(path), kind_(kind), chunk_bytes_(std::clamp<size_t>(chunk_bytes, 64, kMaxPiece)),
+    : path_(path),
+      kind_(kind),
+      chunk_bytes_(std::clamp<size_t>(chunk_bytes, 64, kMaxPiece)),
       source_(open_byte_source(path, kind.compression)) {}
 
 int64_t DocumentReader::consumed() const { return source_->consumed(); }
@@ -272,7 +290,7 @@ bool DocumentReader::next_text(TextPiece& piece) {
     avail = buffer_.size() - begin_;
     if (cut > 0) take = cut;
     else if (eof_) take = avail;
-    else {   // no word boundary in 64 MiB: cut at a UTF-8 character boundary
+    else {  // no word boundary in 64 MiB: cut at a UTF-8 character boundary
       take = std::min(avail, kMaxPiece);
       while (take > 1 && (static_cast<unsigned char>(buffer_[begin_ + take]) & 0xC0) == 0x80) --take;
     }
@@ -300,7 +318,7 @@ bool DocumentReader::next_jsonl(TextPiece& piece) {
     std::string_view line = std::string_view(buffer_).substr(begin_, end - begin_);
     ++line_;
     begin_ = nl == std::string::npos ? buffer_.size() : nl + 1;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;   // blank line
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // blank line
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);

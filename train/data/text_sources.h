@@ -25,8 +25,8 @@ namespace qkv::data {
 enum class TextFormat { text, jsonl };
 enum class Compression { none, gzip, zstd };
 
-const char* text_format_name(TextFormat f);     // "text", "jsonl"
-const char* compression_name(Compression c);    // "none", "gzip", "zstd"
+const char* text_format_name(TextFormat f);   // "text", "jsonl"
+const char* compression_name(Compression c);  // "none", "gzip", "zstd"
 
 struct TextSourceKind {
   TextFormat format = TextFormat::text;
@@ -63,12 +63,12 @@ class DocumentReader {
 
   const std::filesystem::path& path() const { return path_; }
   TextSourceKind kind() const { return kind_; }
-  int64_t documents() const { return documents_; }    // documents started so far
-  int64_t consumed() const;                           // file bytes consumed so far
-  int64_t line() const { return line_; }              // JSONL: lines read so far
+  int64_t documents() const { return documents_; }  // documents started so far
+  int64_t consumed() const;                         // file bytes consumed so far
+  int64_t line() const { return line_; }            // JSONL: lines read so far
 
  private:
-  bool fill();                      // reads more into buffer_; false at the end of the data
+  bool fill();  // reads more into buffer_; false at the end of the data
   bool next_text(TextPiece& piece);
   bool next_jsonl(TextPiece& piece);
   std::filesystem::path path_;
@@ -76,7 +76,7 @@ class DocumentReader {
   size_t chunk_bytes_;
   std::unique_ptr<ByteSource> source_;
   std::string buffer_;
-  size_t begin_ = 0;                // unconsumed data is buffer_[begin_, end)
+  size_t begin_ = 0;  // unconsumed data is buffer_[begin_, end)
   bool eof_ = false;
   int64_t documents_ = 0, line_ = 0;
 };

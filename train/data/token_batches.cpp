@@ -6,14 +6,12 @@
 #include <cstring>
 
 #include "tensor/error.h"
-#include "train/data/shuffle.h"
 #include "train/data/prepare_dataset.h"
+#include "train/data/shuffle.h"
 
 namespace qkv::data {
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 const char* lm_sampling_name(LmSampling s) { return s == LmSampling::per_document ? "per_document" : "packed"; }
 
@@ -95,14 +93,14 @@ int64_t TokenBatches::sample_at(TokenCursor c) {
 void TokenBatches::fill_sample(int64_t sample, int64_t* in, int64_t* tgt) {
   const int64_t T = options_.context;
   int64_t* s = scratch_.data();
-  int64_t real = T + 1;   // tokens of the sample that are data, not padding
+  int64_t real = T + 1;  // tokens of the sample that are data, not padding
   if (options_.sampling == LmSampling::packed) {
     copy_tokens(sample * T, T + 1, s);
   } else {
     const int64_t begin = doc_start_[size_t(sample)], len = doc_start_[size_t(sample) + 1] - begin;
     const int64_t take = std::min(len, T + 1);
     copy_tokens(begin, take, s);
-    std::fill(s + take, s + T + 1, int64_t(eot_));   // the document's end, then padding
+    std::fill(s + take, s + T + 1, int64_t(eot_));  // the document's end, then padding
     real = std::min(len + 1, T + 1);
   }
   std::memcpy(in, s, size_t(T) * sizeof(int64_t));

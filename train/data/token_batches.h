@@ -43,7 +43,7 @@ struct TokenBatchOptions {
 };
 
 struct TokenCursor {
-  int64_t epoch = 0, index = 0;   // the next sample: position `index` of epoch `epoch`'s order
+  int64_t epoch = 0, index = 0;  // the next sample: position `index` of epoch `epoch`'s order
   friend bool operator==(const TokenCursor&, const TokenCursor&) = default;
 };
 
@@ -60,28 +60,28 @@ class TokenBatches {
   void next(Tensor& inputs, Tensor& targets);
 
   TokenCursor cursor() const { return cursor_; }
-  void seek(TokenCursor c);   // ValueError for a negative epoch or an index outside the epoch
+  void seek(TokenCursor c);  // ValueError for a negative epoch or an index outside the epoch
 
-  int64_t windows_per_epoch() const { return samples_; }   // windows (packed) or documents
-  int64_t tokens() const { return total_; }                 // tokens in the split
+  int64_t windows_per_epoch() const { return samples_; }  // windows (packed) or documents
+  int64_t tokens() const { return total_; }               // tokens in the split
   int64_t batches_per_epoch() const { return (samples_ + options_.batch - 1) / options_.batch; }
   const TokenBatchOptions& options() const { return options_; }
   int32_t eot() const { return eot_; }
 
  private:
-  void copy_tokens(int64_t start, int64_t count, int64_t* dst) const;   // split-global positions
-  int64_t sample_at(TokenCursor c);                                     // the sample index served at c
+  void copy_tokens(int64_t start, int64_t count, int64_t* dst) const;  // split-global positions
+  int64_t sample_at(TokenCursor c);                                    // the sample index served at c
   void fill_sample(int64_t sample, int64_t* in, int64_t* tgt);
 
   TokenBatchOptions options_;
   std::vector<TokenShard> shards_;
-  std::vector<int64_t> shard_start_;    // split-global position of each shard's first token
-  std::vector<int64_t> doc_start_;      // per_document: start of each document (+ the end)
+  std::vector<int64_t> shard_start_;  // split-global position of each shard's first token
+  std::vector<int64_t> doc_start_;    // per_document: start of each document (+ the end)
   int64_t total_ = 0, samples_ = 0;
   int32_t eot_ = 0;
   TokenCursor cursor_;
   int64_t order_epoch_ = -1;
-  std::vector<int64_t> order_;          // the permutation of order_epoch_ (empty: file order)
+  std::vector<int64_t> order_;  // the permutation of order_epoch_ (empty: file order)
   std::vector<int64_t> scratch_;
 };
 

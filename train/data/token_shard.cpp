@@ -29,8 +29,16 @@ namespace {
 
 void put32(unsigned char* p, uint32_t v) { std::memcpy(p, &v, 4); }
 void put64(unsigned char* p, uint64_t v) { std::memcpy(p, &v, 8); }
-uint32_t get32(const unsigned char* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
-uint64_t get64(const unsigned char* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
+uint32_t get32(const unsigned char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint64_t get64(const unsigned char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
 
 std::array<unsigned char, kTokenShardHeaderSize> make_header(int64_t count, int64_t vocab) {
   std::array<unsigned char, kTokenShardHeaderSize> h{};
@@ -128,13 +136,13 @@ TokenShard read_token_shard(const fs::path& path) {
   const auto bytes = size_t(st.st_size);
   if (bytes < kTokenShardHeaderSize) {
     ::close(fd);
-    throw IOError(cat(name, ": truncated token shard: the header needs ", kTokenShardHeaderSize, " bytes, the file has ",
-                      bytes));
+    throw IOError(
+        cat(name, ": truncated token shard: the header needs ", kTokenShardHeaderSize, " bytes, the file has ", bytes));
   }
   void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) throw IOError(cat(name, ": cannot map token shard: ", std::strerror(errno)));
-  TokenShard s;   // owns the mapping from here on, so every throw below unmaps it
+  TokenShard s;  // owns the mapping from here on, so every throw below unmaps it
   s.path_ = path;
   s.map_ = map;
   s.map_bytes_ = bytes;
@@ -143,8 +151,8 @@ TokenShard read_token_shard(const fs::path& path) {
                  ": expected \"QKVTOKS\\x00\" (not a qkvlab token shard)");
   const uint32_t version = get32(h + 8), header_size = get32(h + 12), vocab = get32(h + 24);
   const uint64_t count = get64(h + 16);
-  check<IOError>(version == kTokenShardVersion, name, ": unknown version ", version, " (field version): this build reads ",
-                 "version ", kTokenShardVersion);
+  check<IOError>(version == kTokenShardVersion, name, ": unknown version ", version,
+                 " (field version): this build reads ", "version ", kTokenShardVersion);
   check<IOError>(header_size >= kTokenShardHeaderSize && header_size <= bytes, name, ": header size ", header_size,
                  " (field header_size) must lie in [", kTokenShardHeaderSize, ", file size ", bytes, "]");
   check<IOError>(header_size % 2 == 0, name, ": header size ", header_size, " (field header_size) must be even");
@@ -195,9 +203,10 @@ void TokenShardWriter::open_shard() {
   temp_path_ = final_path_;
   temp_path_ += cat(".tmp.", ::getpid());
   file_ = std::fopen(temp_path_.c_str(), "wb");
-  if (!file_) throw IOError(cat(final_path_.string(), ": cannot open '", temp_path_.string(), "' for writing: ",
-                                std::strerror(errno)));
-  const auto header = make_header(0, vocab_);   // the count is filled in when the shard closes
+  if (!file_)
+    throw IOError(
+        cat(final_path_.string(), ": cannot open '", temp_path_.string(), "' for writing: ", std::strerror(errno)));
+  const auto header = make_header(0, vocab_);  // the count is filled in when the shard closes
   if (std::fwrite(header.data(), 1, header.size(), file_) != header.size())
     throw IOError(cat(final_path_.string(), ": write failed: ", std::strerror(errno)));
   in_shard_ = 0;
@@ -230,7 +239,7 @@ void TokenShardWriter::write_chunk(std::span<const int32_t> tokens) {
 
 void TokenShardWriter::append(std::span<const int32_t> tokens) {
   check<ValueError>(!finished_, "TokenShardWriter: append after finish()");
-  for (size_t i = 0; i < tokens.size(); ++i)   // validate all first: a bad call writes nothing
+  for (size_t i = 0; i < tokens.size(); ++i)  // validate all first: a bad call writes nothing
     check<ValueError>(tokens[i] >= 0 && tokens[i] < vocab_, "TokenShardWriter: token ", tokens[i], " at position ",
                       total_ + int64_t(i), " is outside the vocabulary [0, ", vocab_, ")");
   while (!tokens.empty()) {

@@ -42,7 +42,7 @@ class TokenShard {
   ~TokenShard();
 
   const std::filesystem::path& path() const { return path_; }
-  int64_t size() const { return size_; }              // token count
+  int64_t size() const { return size_; }  // token count
   int64_t vocab_size() const { return vocab_size_; }
   const uint16_t* data() const { return tokens_; }
   std::span<const uint16_t> tokens() const { return {tokens_, size_t(size_)}; }
@@ -85,8 +85,8 @@ class TokenShardWriter {
   // Completes the last shard (none is written when no token was appended). Idempotent.
   void finish();
 
-  const std::vector<ShardFile>& shards() const { return shards_; }   // completed shards
-  int64_t tokens() const { return total_; }                           // appended so far
+  const std::vector<ShardFile>& shards() const { return shards_; }  // completed shards
+  int64_t tokens() const { return total_; }                         // appended so far
 
  private:
   void open_shard();

@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "tensor/safetensors.h"
-#include "train/optim/clip.h"
 #include "train/loops/run_log.h"
+#include "train/optim/clip.h"
 
 namespace qkv::loops {
 
@@ -20,7 +20,10 @@ using optim::clip_grad_norm;
 namespace {
 
 // Loss and correct count of one batch; logits [..., C] flattened against targets [...].
-struct BatchStats { Tensor loss; int64_t correct = 0, count = 0; };
+struct BatchStats {
+  Tensor loss;
+  int64_t correct = 0, count = 0;
+};
 BatchStats batch_stats(const Tensor& logits, const Tensor& targets) {
   const int64_t C = logits.size(-1);
   Tensor flat = logits.reshape({-1, C}), t = targets.reshape({-1});
@@ -100,7 +103,8 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
       result.best_val_accuracy = v.accuracy;
       result.best_epoch = epoch;
       if (!checkpoint.empty()) model.save(checkpoint, {{"epoch", std::to_string(epoch)}});
-      else for (auto& [name, t] : model.state_dict()) best_weights[name] = t.clone();
+      else
+        for (auto& [name, t] : model.state_dict()) best_weights[name] = t.clone();
     }
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -115,14 +119,13 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
   result.test_loss = t.loss;
   log.record(TestRecord{result.best_epoch, result.best_val_accuracy, t.accuracy, t.loss, result.seconds,
                         result.data_wait_seconds});
-  progress.finish(cat("best val acc ", result.best_val_accuracy, " (epoch ", result.best_epoch, "), test acc ",
-                      t.accuracy));
+  progress.finish(
+      cat("best val acc ", result.best_val_accuracy, " (epoch ", result.best_epoch, "), test acc ", t.accuracy));
   return result;
 }
 
 TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer, const LRSchedule& schedule,
-                const LabelledData& train, const LabelledData& val, const LabelledData& test,
-                const TrainOptions& o) {
+                const LabelledData& train, const LabelledData& val, const LabelledData& test, const TrainOptions& o) {
   check<ValueError>(o.batch_size >= 1, "fit: batch_size must be positive");
   TensorBatches tr(train, o.batch_size, true, o.shuffle_seed), va(val, o.eval_batch_size, false),
       te(test, o.eval_batch_size, false);

@@ -23,12 +23,12 @@ struct TrainOptions {
   int64_t epochs = 1;
   int64_t batch_size = 128;
   int64_t eval_batch_size = 512;
-  double clip = 0;                  // global gradient-norm clip; 0: none
-  int64_t log_every = 50;           // steps between progress lines / metric records
+  double clip = 0;         // global gradient-norm clip; 0: none
+  int64_t log_every = 50;  // steps between progress lines / metric records
   uint64_t shuffle_seed = 0;
-  std::filesystem::path dir;        // run folder: checkpoint.safetensors, metrics.jsonl, train.log;
-                                    // empty: best weights kept in memory, console only
-  std::string label = "train";      // progress line prefix
+  std::filesystem::path dir;    // run folder: checkpoint.safetensors, metrics.jsonl, train.log;
+                                // empty: best weights kept in memory, console only
+  std::string label = "train";  // progress line prefix
 };
 
 struct TrainResult {
@@ -36,24 +36,27 @@ struct TrainResult {
   int64_t best_epoch = 0;
   double test_accuracy = 0, test_loss = 0;
   double seconds = 0, steps_per_second = 0;
-  double data_wait_seconds = 0;     // training time spent waiting for batches
+  double data_wait_seconds = 0;  // training time spent waiting for batches
   int64_t steps = 0;
   std::vector<EpochRecord> epochs;
 };
 
-struct EvalResult { double loss = 0, accuracy = 0; };
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+};
 
-using Forward = std::function<Tensor(const Tensor& inputs)>;   // inputs batch -> logits
+using Forward = std::function<Tensor(const Tensor& inputs)>;  // inputs batch -> logits
 
 // Mean cross-entropy and accuracy over one pass of `data` in eval mode, without a graph.
 EvalResult evaluate(nn::Module& model, const Forward& forward, data::BatchSource& data);
 EvalResult evaluate(nn::Module& model, const Forward& forward, const data::LabelledData& data, int64_t batch_size);
 
-TrainResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, const optim::LRSchedule& schedule,
-                data::BatchSource& train, data::BatchSource& val, data::BatchSource& test, const TrainOptions& options);
+TrainResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer,
+                const optim::LRSchedule& schedule, data::BatchSource& train, data::BatchSource& val,
+                data::BatchSource& test, const TrainOptions& options);
 // The same over tensors in memory: training batches shuffled by options.shuffle_seed.
-TrainResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, const optim::LRSchedule& schedule,
-                const data::LabelledData& train, const data::LabelledData& val, const data::LabelledData& test,
-                const TrainOptions& options);
+TrainResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer,
+                const optim::LRSchedule& schedule, const data::LabelledData& train, const data::LabelledData& val,
+                const data::LabelledData& test, const TrainOptions& options);
 
 }  // namespace qkv::loops

@@ -20,7 +20,7 @@ const nlohmann::json& JsonFields::field(const char* key, const char* expected) c
 
 double JsonFields::number(const char* key) const {
   const nlohmann::json& v = field(key, "a number");
-  if (v.is_null()) return NAN;   // nlohmann writes NaN and the infinities as null
+  if (v.is_null()) return NAN;  // nlohmann writes NaN and the infinities as null
   if (!v.is_number()) fail(key, cat("is ", v.dump(), ", expected a number"));
   return v.get<double>();
 }

@@ -16,7 +16,7 @@ class JsonFields {
   // `where` names the object in messages: "runs/x/result.json" or "metrics.jsonl:12".
   JsonFields(const nlohmann::json& object, std::string where);
 
-  double number(const char* key) const;   // null reads as NaN (how a non-finite number is written)
+  double number(const char* key) const;  // null reads as NaN (how a non-finite number is written)
   int64_t integer(const char* key) const;
   std::string text(const char* key) const;
   const nlohmann::json& array(const char* key) const;

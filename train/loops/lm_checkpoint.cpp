@@ -31,7 +31,9 @@ std::string step_name(int64_t step) {
   std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
   return buf;
 }
-fs::path model_file(const fs::path& run, int64_t step) { return checkpoint_dir(run) / (step_name(step) + ".safetensors"); }
+fs::path model_file(const fs::path& run, int64_t step) {
+  return checkpoint_dir(run) / (step_name(step) + ".safetensors");
+}
 fs::path state_file(const fs::path& run, int64_t step) {
   return checkpoint_dir(run) / (step_name(step) + ".state.safetensors");
 }
@@ -100,7 +102,7 @@ void save_lm_checkpoint(const nn::Module& model, const optim::NamedTensors& opti
                         const fs::path& run, int64_t keep) {
   fs::create_directories(checkpoint_dir(run));
   model.save(model_file(run, s.step).string(), {{"step", std::to_string(s.step)}});
-  safetensors::save(state_file(run, s.step).string(), optimizer, to_metadata(s));   // last: marks it complete
+  safetensors::save(state_file(run, s.step).string(), optimizer, to_metadata(s));  // last: marks it complete
   const std::vector<int64_t> steps = checkpoint_steps(run);
   for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) {
     fs::remove(state_file(run, steps[i]));

@@ -20,15 +20,15 @@ namespace qkv::loops {
 // What a checkpoint restores besides the model and the optimizer.
 struct LmLoopState {
   int64_t step = 0, skipped = 0, tokens = 0, log_count = 0;
-  double log_loss_sum = 0;          // the partial sums of the next metrics line
-  uint64_t metrics_bytes = 0;       // metrics.jsonl's length at the checkpoint
+  double log_loss_sum = 0;     // the partial sums of the next metrics line
+  uint64_t metrics_bytes = 0;  // metrics.jsonl's length at the checkpoint
   GeneratorState gen;
   data::TokenCursor cursor;
 };
 
 struct LmCheckpoint {
   LmLoopState state;
-  optim::NamedTensors optimizer;    // Optimizer::state_dict(), on the requested device
+  optim::NamedTensors optimizer;  // Optimizer::state_dict(), on the requested device
   std::filesystem::path model_file;
 };
 

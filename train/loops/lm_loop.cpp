@@ -5,11 +5,11 @@
 #include <cstdio>
 
 #include "autograd/grad_mode.h"
+#include "train/loops/lm_checkpoint.h"
+#include "train/loops/mfu.h"
+#include "train/loops/run_log.h"
 #include "train/optim/adam.h"
 #include "train/optim/clip.h"
-#include "train/loops/mfu.h"
-#include "train/loops/lm_checkpoint.h"
-#include "train/loops/run_log.h"
 
 namespace qkv::loops {
 
@@ -54,8 +54,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   } else {
     remove_checkpoints(o.dir);
   }
-  RunLog log({o.dir, o.label, o.steps, o.log_every,
-              resumed ? std::optional<uint64_t>(s.metrics_bytes) : std::nullopt});
+  RunLog log({o.dir, o.label, o.steps, o.log_every, resumed ? std::optional<uint64_t>(s.metrics_bytes) : std::nullopt});
   Progress& progress = log.progress();
   progress.resume_at(s.step);
   if (o.peak_flops > 0) progress.message(cat("MFU against a peak of ", int64_t(o.peak_flops / 1e9), " GFLOP/s"));
@@ -118,20 +117,22 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       result.evals.push_back({s.step, v, std::exp(v)});
       log.record(result.evals.back());
       char line[96];
-      std::snprintf(line, sizeof line, "step %lld: val loss %.4f, ppl %.2f", static_cast<long long>(s.step), v, std::exp(v));
+      std::snprintf(line, sizeof line, "step %lld: val loss %.4f, ppl %.2f", static_cast<long long>(s.step), v,
+                    std::exp(v));
       progress.message(line);
       s.gen = gen.state();
       s.cursor = train.cursor();
       s.metrics_bytes = log.metrics_bytes();
       save_lm_checkpoint(model, opt.state_dict(), s, o.dir, o.keep_checkpoints);
-      last_log = std::chrono::steady_clock::now();   // throughput counts training time only
+      last_log = std::chrono::steady_clock::now();  // throughput counts training time only
       eval_seconds += std::chrono::duration<double>(last_log - eval_start).count();
     }
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double train_seconds = result.seconds - eval_seconds;
   result.tokens_per_second = train_seconds > 0 ? double(tokens_timed) / train_seconds : 0;
-  if (o.peak_flops > 0 && T > 0) result.mfu = result.tokens_per_second * lm_train_flops_per_token(model, T) / o.peak_flops;
+  if (o.peak_flops > 0 && T > 0)
+    result.mfu = result.tokens_per_second * lm_train_flops_per_token(model, T) / o.peak_flops;
   result.finished = s.step >= o.steps;
   result.steps = s.step;
   result.skipped_steps = s.skipped;

@@ -28,22 +28,22 @@ struct LmTrainOptions {
   int64_t eval_batches = 10;
   int64_t keep_checkpoints = 2;
   int64_t log_every = 10;
-  optim::AdamOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};   // weight decay applies to matrices and embeddings
-  double clip = 1.0;                 // 0: no clipping
-  double skip_grad_norm = 0;         // 0: never skip
-  double peak_flops = 0;             // FLOP/s for MFU; 0: MFU not reported
-  std::filesystem::path dir;         // run folder: checkpoints/, metrics.jsonl, train.log
-  bool resume = false;               // continue from the newest checkpoint in dir, if any
-  int64_t stop_after = 0;            // return after this many steps of this call (0: run to the end)
+  optim::AdamOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};  // weight decay applies to matrices and embeddings
+  double clip = 1.0;                                    // 0: no clipping
+  double skip_grad_norm = 0;                            // 0: never skip
+  double peak_flops = 0;                                // FLOP/s for MFU; 0: MFU not reported
+  std::filesystem::path dir;                            // run folder: checkpoints/, metrics.jsonl, train.log
+  bool resume = false;                                  // continue from the newest checkpoint in dir, if any
+  int64_t stop_after = 0;                               // return after this many steps of this call (0: run to the end)
   std::string label = "lm";
 };
 
 struct LmTrainResult {
-  bool finished = false;             // reached `steps` (false after stop_after)
+  bool finished = false;  // reached `steps` (false after stop_after)
   int64_t steps = 0, skipped_steps = 0, resumed_from = 0;
   double final_val_loss = 0, best_val_loss = 0;
   double tokens_per_second = 0, mfu = 0, seconds = 0;
-  std::vector<EvalRecord> evals;     // of this call
+  std::vector<EvalRecord> evals;  // of this call
 };
 
 // Mean cross-entropy over `batches` batches from the start of `data` (order fixed), in eval

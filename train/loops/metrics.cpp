@@ -11,21 +11,32 @@ namespace {
 
 struct ToJson {
   nlohmann::json operator()(const StepRecord& r) const {
-    return {{"record", "step"}, {"epoch", r.epoch}, {"step", r.step},           {"loss", r.loss},
-            {"lr", r.lr},       {"grad_norm", r.grad_norm},                    {"it_per_s", r.it_per_s}};
+    return {{"record", "step"}, {"epoch", r.epoch},         {"step", r.step},        {"loss", r.loss},
+            {"lr", r.lr},       {"grad_norm", r.grad_norm}, {"it_per_s", r.it_per_s}};
   }
   nlohmann::json operator()(const EpochRecord& r) const {
-    return {{"record", "epoch"}, {"epoch", r.epoch}, {"train_loss", r.train_loss}, {"val_loss", r.val_loss},
+    return {{"record", "epoch"},
+            {"epoch", r.epoch},
+            {"train_loss", r.train_loss},
+            {"val_loss", r.val_loss},
             {"val_accuracy", r.val_accuracy}};
   }
   nlohmann::json operator()(const TestRecord& r) const {
-    return {{"record", "test"},       {"best_epoch", r.best_epoch}, {"best_val_accuracy", r.best_val_accuracy},
-            {"test_accuracy", r.test_accuracy}, {"test_loss", r.test_loss}, {"seconds", r.seconds},
+    return {{"record", "test"},
+            {"best_epoch", r.best_epoch},
+            {"best_val_accuracy", r.best_val_accuracy},
+            {"test_accuracy", r.test_accuracy},
+            {"test_loss", r.test_loss},
+            {"seconds", r.seconds},
             {"data_wait_seconds", r.data_wait_seconds}};
   }
   nlohmann::json operator()(const LmStepRecord& r) const {
-    nlohmann::json j{{"record", "lm_step"}, {"step", r.step},         {"loss", r.loss},
-                     {"lr", r.lr},          {"grad_norm", r.grad_norm}, {"skipped", r.skipped},
+    nlohmann::json j{{"record", "lm_step"},
+                     {"step", r.step},
+                     {"loss", r.loss},
+                     {"lr", r.lr},
+                     {"grad_norm", r.grad_norm},
+                     {"skipped", r.skipped},
                      {"tokens_per_s", r.tokens_per_s}};
     if (r.mfu) j["mfu"] = *r.mfu;
     return j;
@@ -43,15 +54,16 @@ MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::strin
   const JsonFields f(j, where);
   const std::string kind = f.text("record");
   if (kind == "step")
-    return StepRecord{f.integer("epoch"), f.integer("step"), f.number("loss"), f.number("lr"), f.number("grad_norm"),
-                      f.number("it_per_s")};
-  if (kind == "epoch") return EpochRecord{f.integer("epoch"), f.number("train_loss"), f.number("val_loss"), f.number("val_accuracy")};
+    return StepRecord{f.integer("epoch"), f.integer("step"),     f.number("loss"),
+                      f.number("lr"),     f.number("grad_norm"), f.number("it_per_s")};
+  if (kind == "epoch")
+    return EpochRecord{f.integer("epoch"), f.number("train_loss"), f.number("val_loss"), f.number("val_accuracy")};
   if (kind == "test")
     return TestRecord{f.integer("best_epoch"), f.number("best_val_accuracy"), f.number("test_accuracy"),
                       f.number("test_loss"),   f.number("seconds"),           f.number("data_wait_seconds")};
   if (kind == "lm_step")
-    return LmStepRecord{f.integer("step"), f.integer("skipped"), f.number("loss"), f.number("lr"), f.number("grad_norm"),
-                        f.number("tokens_per_s"), f.optional_number("mfu")};
+    return LmStepRecord{f.integer("step"),     f.integer("skipped"),     f.number("loss"),        f.number("lr"),
+                        f.number("grad_norm"), f.number("tokens_per_s"), f.optional_number("mfu")};
   if (kind == "eval") return EvalRecord{f.integer("step"), f.number("val_loss"), f.number("val_ppl")};
   throw IOError(cat(where, ": field 'record' is '", kind, "', expected step, epoch, test, lm_step or eval"));
 }

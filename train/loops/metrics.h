@@ -56,8 +56,7 @@ MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::strin
 std::vector<MetricsRecord> read_metrics(const std::filesystem::path& file);
 
 // Per-kind views of a list of records.
-template <class R>
-std::vector<R> records_of(const std::vector<MetricsRecord>& records) {
+template <class R> std::vector<R> records_of(const std::vector<MetricsRecord>& records) {
   std::vector<R> out;
   for (const MetricsRecord& r : records)
     if (const R* x = std::get_if<R>(&r)) out.push_back(*x);

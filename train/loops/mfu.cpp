@@ -18,11 +18,11 @@ double measure_gemm_flops(const Device& device, int64_t n, int reps) {
   NoGradGuard no_grad;
   Generator gen(1);
   Tensor a = randn({n, n}, device, &gen), b = randn({n, n}, device, &gen);
-  (void)matmul(a, b).cpu();   // warm-up: allocator, threads
+  (void)matmul(a, b).cpu();  // warm-up: allocator, threads
   double best = INFINITY;
   for (int i = 0; i < reps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    (void)matmul(a, b).cpu();   // .cpu() waits for the device
+    (void)matmul(a, b).cpu();  // .cpu() waits for the device
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return 2.0 * double(n) * double(n) * double(n) / best;

@@ -62,7 +62,8 @@ void Progress::message(const std::string& text) {
 
 void Progress::finish(const std::string& summary) {
   const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  std::fprintf(out_, "%s%s %s (%s)\n", tty_ ? "\r\033[K" : "", label_.c_str(), summary.c_str(), format_duration(t).c_str());
+  std::fprintf(out_, "%s%s %s (%s)\n", tty_ ? "\r\033[K" : "", label_.c_str(), summary.c_str(),
+               format_duration(t).c_str());
   std::fflush(out_);
   if (log_) {
     std::fprintf(log_, "%s %s (%s)\n", label_.c_str(), summary.c_str(), format_duration(t).c_str());

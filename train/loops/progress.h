@@ -10,8 +10,7 @@ namespace qkv::loops {
 
 class Progress {
  public:
-  Progress(std::string label, int64_t total_steps, int64_t interval, std::FILE* out = stdout,
-           std::FILE* log = nullptr);
+  Progress(std::string label, int64_t total_steps, int64_t interval, std::FILE* out = stdout, std::FILE* log = nullptr);
   // Reports step `step` (1-based) with its loss and learning rate.
   void update(int64_t step, double loss, double lr);
   // Steps before `step` were done earlier (a resumed run): rates and ETA count from here.

@@ -23,8 +23,8 @@ RunLog::RunLog(const Options& o) {
     metrics_path_ = metrics.string();
     if (o.resume_bytes) {
       const uint64_t have = fs::exists(metrics) ? fs::file_size(metrics) : 0;
-      check<IOError>(have >= *o.resume_bytes, metrics_path_, " is shorter (", have, " bytes) than its checkpoint recorded (",
-                     *o.resume_bytes, " bytes)");
+      check<IOError>(have >= *o.resume_bytes, metrics_path_, " is shorter (", have,
+                     " bytes) than its checkpoint recorded (", *o.resume_bytes, " bytes)");
       if (fs::exists(metrics)) fs::resize_file(metrics, *o.resume_bytes);
     } else {
       fs::remove(metrics);

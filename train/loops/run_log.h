@@ -21,18 +21,18 @@ namespace qkv::loops {
 class RunLog {
  public:
   struct Options {
-    std::filesystem::path dir;              // the run folder; empty: console only, no files
-    std::string label;                      // progress line prefix
+    std::filesystem::path dir;  // the run folder; empty: console only, no files
+    std::string label;          // progress line prefix
     int64_t total_steps = 0, log_every = 1;
-    std::optional<uint64_t> resume_bytes;   // resuming: metrics.jsonl's length at the checkpoint
+    std::optional<uint64_t> resume_bytes;  // resuming: metrics.jsonl's length at the checkpoint
   };
   explicit RunLog(const Options& options);
   ~RunLog();
   RunLog(const RunLog&) = delete;
   RunLog& operator=(const RunLog&) = delete;
 
-  void record(const MetricsRecord& r);      // appended to metrics.jsonl and flushed
-  uint64_t metrics_bytes() const { return metrics_bytes_; }   // metrics.jsonl's length (0 without a folder)
+  void record(const MetricsRecord& r);                       // appended to metrics.jsonl and flushed
+  uint64_t metrics_bytes() const { return metrics_bytes_; }  // metrics.jsonl's length (0 without a folder)
   Progress& progress() { return *progress_; }
 
   static std::filesystem::path metrics_file(const std::filesystem::path& dir) { return dir / "metrics.jsonl"; }

@@ -13,7 +13,7 @@ struct AdamOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 0.0;                    // note: PyTorch's AdamW defaults to 1e-2
+  double weight_decay = 0.0;  // note: PyTorch's AdamW defaults to 1e-2
 };
 
 class Adam : public Optimizer {
@@ -29,7 +29,7 @@ class Adam : public Optimizer {
 
  private:
   AdamOptions options_;
-  bool decoupled_decay_ = false;                // AdamW
+  bool decoupled_decay_ = false;  // AdamW
 };
 
 class AdamW : public Adam {

@@ -17,7 +17,7 @@ namespace {
 struct DeviceGrads {
   Device device;
   std::vector<Tensor> grads;
-  std::vector<std::pair<Tensor, Tensor>> staged;   // (grad, its contiguous copy)
+  std::vector<std::pair<Tensor, Tensor>> staged;  // (grad, its contiguous copy)
 
   double clip(double max_norm) {
     const double norm = clip_grad_norm_(grads, max_norm).item<double>();

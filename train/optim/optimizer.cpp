@@ -27,8 +27,8 @@ namespace {
 void check_param(const std::string& opt, const std::string& name, const Tensor& p) {
   check<ValueError>(!name.empty(), opt, ": every parameter needs a non-empty name");
   check<ValueError>(p.defined(), opt, ": parameter '", name, "' is an undefined tensor");
-  check<ValueError>(p.dtype() == DType::f32 || p.dtype() == DType::f64, opt, ": parameter '", name,
-                    "' has dtype ", dtype_name(p.dtype()), "; optimizers update float32 or float64 tensors");
+  check<ValueError>(p.dtype() == DType::f32 || p.dtype() == DType::f64, opt, ": parameter '", name, "' has dtype ",
+                    dtype_name(p.dtype()), "; optimizers update float32 or float64 tensors");
   check<ValueError>(p.requires_grad() && p.is_leaf(), opt, ": parameter '", name,
                     "' must be a leaf tensor that requires grad (call set_requires_grad() on it)");
 }
@@ -68,8 +68,8 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr
       check_param(name_, pname, p);
       check<ValueError>(seen.insert(pname).second, name_, ": parameter name '", pname, "' appears twice");
     }
-    groups_.push_back({params_.size(), params_.size() + groups[g].params.size(),
-                       groups[g].weight_decay.value_or(weight_decay)});
+    groups_.push_back(
+        {params_.size(), params_.size() + groups[g].params.size(), groups[g].weight_decay.value_or(weight_decay)});
     for (auto& entry : groups[g].params) params_.push_back(std::move(entry));
   }
   check<ValueError>(!params_.empty(), name_, ": got an empty parameter list");
@@ -88,7 +88,7 @@ void Optimizer::zero_grad() {
 
 void Optimizer::step() {
   NoGradGuard no_grad;
-  for (const auto& [pname, p] : params_) {      // checked before anything changes
+  for (const auto& [pname, p] : params_) {  // checked before anything changes
     const Tensor g = p.grad();
     if (g.defined())
       check<DTypeError>(g.dtype() == p.dtype(), name_, ": parameter '", pname, "' is ", dtype_name(p.dtype()),
@@ -105,7 +105,7 @@ void Optimizer::step() {
 void Optimizer::step_group(const GroupRange& group, const std::vector<std::string>& buffers) {
   struct Pending {
     Batch batch;
-    std::vector<std::pair<Tensor, Tensor>> staged;   // (parameter, its contiguous copy)
+    std::vector<std::pair<Tensor, Tensor>> staged;  // (parameter, its contiguous copy)
   };
   std::map<int64_t, Pending> batches;
   for (size_t i = group.begin; i < group.end; ++i) {
@@ -153,7 +153,7 @@ NamedTensors Optimizer::state_dict() const {
 
 void Optimizer::load_state_dict(const NamedTensors& state) {
   NoGradGuard no_grad;
-  std::vector<ParamState> restored = restore_states(state);   // throws before anything changes
+  std::vector<ParamState> restored = restore_states(state);  // throws before anything changes
   for (const auto& [key, t] : state)
     if (key == "step") steps_ = read_count(name_, key, t, 0);
   states_ = std::move(restored);
@@ -187,7 +187,7 @@ std::vector<Optimizer::ParamState> Optimizer::restore_states(const NamedTensors&
     std::vector<const Tensor*> found;
     for (const std::string& b : buffers) found.push_back(take(b + "." + pname));
     const bool any = count || std::any_of(found.begin(), found.end(), [](const Tensor* t) { return t; });
-    if (!any) continue;                           // this parameter has not been updated yet
+    if (!any) continue;  // this parameter has not been updated yet
     check<ValueError>(count != nullptr, where, ": missing entry '", step_key, "' (parameter '", pname,
                       "' has buffers but no update count)");
     out[i].step = read_count(name_, step_key, *count, 1);

@@ -42,12 +42,12 @@ class Optimizer {
   // under NoGradGuard, in place. Buffers are created on a parameter's first update. Within a
   // group, the parameters with the same update count go to update() together: one op call.
   virtual void step();
-  void zero_grad();                             // drops every parameter's .grad
+  void zero_grad();  // drops every parameter's .grad
 
   double lr() const { return lr_; }
-  void set_lr(double lr);                       // lr >= 0 and finite
-  int64_t steps() const { return steps_; }      // calls to step() so far
-  const NamedTensors& params() const { return params_; }   // every group's, in order
+  void set_lr(double lr);                                 // lr >= 0 and finite
+  int64_t steps() const { return steps_; }                // calls to step() so far
+  const NamedTensors& params() const { return params_; }  // every group's, in order
 
   // A snapshot (copies, not views) of the optimizer state: "step" (0-dim int64, steps()), and
   // for each parameter that has been updated, "step.<param>" (its own update count, which
@@ -62,11 +62,11 @@ class Optimizer {
  protected:
   // Parameters of one group with the same update count, updated together.
   struct Batch {
-    std::vector<Tensor> params;                 // contiguous (a non-contiguous one is staged)
-    std::vector<Tensor> grads;                  // may be strided views
-    std::vector<std::vector<Tensor>> buffers;   // buffers[i]: params[i]'s, in buffer_names() order
-    int64_t step = 0;                           // every parameter's update count, this one included
-    double weight_decay = 0;                    // the group's override, else the optimizer's
+    std::vector<Tensor> params;                // contiguous (a non-contiguous one is staged)
+    std::vector<Tensor> grads;                 // may be strided views
+    std::vector<std::vector<Tensor>> buffers;  // buffers[i]: params[i]'s, in buffer_names() order
+    int64_t step = 0;                          // every parameter's update count, this one included
+    double weight_decay = 0;                   // the group's override, else the optimizer's
   };
 
   // Names of the per-parameter buffers ("exp_avg", ...); may be empty.
@@ -79,11 +79,11 @@ class Optimizer {
 
  private:
   struct ParamState {
-    int64_t step = 0;                           // updates this parameter has received
-    std::vector<Tensor> buffers;                // one per buffer_names() entry, same order
+    int64_t step = 0;             // updates this parameter has received
+    std::vector<Tensor> buffers;  // one per buffer_names() entry, same order
   };
   struct GroupRange {
-    size_t begin, end;                          // into params_
+    size_t begin, end;  // into params_
     double weight_decay;
   };
 

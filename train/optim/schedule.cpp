@@ -53,8 +53,10 @@ MultiStepLR::MultiStepLR(double base_lr, std::vector<int64_t> milestones, double
   for (size_t i = 0; i < milestones_.size(); ++i) {
     check<ValueError>(milestones_[i] >= 0, "MultiStepLR: milestone ", milestones_[i], " is negative");
     if (i > 0)
-      check<ValueError>(milestones_[i] > milestones_[i - 1], "MultiStepLR: milestones must be strictly increasing, "
-                        "got ", milestones_[i - 1], " then ", milestones_[i]);
+      check<ValueError>(milestones_[i] > milestones_[i - 1],
+                        "MultiStepLR: milestones must be strictly increasing, "
+                        "got ",
+                        milestones_[i - 1], " then ", milestones_[i]);
   }
 }
 

@@ -55,11 +55,11 @@ struct ScheduleSpec {
   ScheduleKind kind = ScheduleKind::cosine;
   double base_lr = 1e-3;
   int64_t total_steps = 0;
-  double warmup_fraction = 0;          // of total_steps
-  int64_t warmup_steps = 0;            // overrides warmup_fraction when > 0
-  double min_lr = 0;                   // cosine
-  std::vector<int64_t> milestones;     // multistep, in steps
-  double gamma = 0.1;                  // multistep
+  double warmup_fraction = 0;       // of total_steps
+  int64_t warmup_steps = 0;         // overrides warmup_fraction when > 0
+  double min_lr = 0;                // cosine
+  std::vector<int64_t> milestones;  // multistep, in steps
+  double gamma = 0.1;               // multistep
 };
 // ValueError (from the schedule's constructor) for settings that do not fit, e.g. a warmup as
 // long as the run.

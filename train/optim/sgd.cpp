@@ -33,7 +33,7 @@ void SGD::update(const Batch& batch) {
   std::vector<Tensor> groups;
   groups.reserve(3 * batch.params.size());
   for (size_t i = 0; i < batch.params.size(); ++i) {
-    const Tensor buffer = batch.buffers[i].empty() ? Tensor() : batch.buffers[i][0];   // none without momentum
+    const Tensor buffer = batch.buffers[i].empty() ? Tensor() : batch.buffers[i][0];  // none without momentum
     groups.insert(groups.end(), {batch.params[i], batch.grads[i], buffer});
   }
   const SGDOptions& o = options_;

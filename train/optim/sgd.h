@@ -12,7 +12,7 @@ struct SGDOptions {
   double lr = 1e-2;
   double momentum = 0.0;
   double weight_decay = 0.0;
-  bool nesterov = false;                        // needs momentum > 0
+  bool nesterov = false;  // needs momentum > 0
 };
 
 class SGD : public Optimizer {

@@ -92,7 +92,7 @@ TEST_CASE("config: every shipped synthetic experiment loads at both scales") {
     CHECK(lengths == std::set<int>{16, 64, 128});
 
     const Experiment smoke = load_experiment(path, "smoke");
-    REQUIRE(smoke.runs.size() == 12);   // six variants x seeds 0, 1 (seeds vary fastest)
+    REQUIRE(smoke.runs.size() == 12);  // six variants x seeds 0, 1 (seeds vary fastest)
     for (size_t i = 0; i < 12; ++i) {
       const Run& r = smoke.runs[i];
       CHECK(r.id == "d_model=64,heads=4,layers=2,length=16/" + kSixVariants[i / 2] + "/seed" + std::to_string(i % 2));
@@ -161,7 +161,7 @@ TEST_CASE("config: the suite lists the five tasks relative to itself") {
 TEST_CASE("config: missing keys take their defaults") {
   TempDir dir;
   const Experiment ex = load_experiment(dir.write("min.yaml", kMinimal));
-  CHECK(ex.config.kind() == TaskKind::synthetic);   // task.kind left out
+  CHECK(ex.config.kind() == TaskKind::synthetic);  // task.kind left out
   const SyntheticConfig& c = synthetic(ex.config);
   CHECK(c.name == "tiny");
   CHECK(c.task.length == 16);
@@ -273,7 +273,8 @@ TEST_CASE("config: sweep.variants are read once into typed variants and the keys
   // The variant sets the attention's sharing, KV heads and 2D scores; as keys they are refused.
   for (const char* key : {"sharing: qk", "kv_heads: 2", "pos2d: true"}) {
     const std::string file = dir.write("sh.yaml", kMinimal + "  " + key + "\n");
-    check_contains(error_of([&] { load_experiment(file); }), {file + ":7:3", "is set by the variant", "sweep.variants"});
+    check_contains(error_of([&] { load_experiment(file); }),
+                   {file + ":7:3", "is set by the variant", "sweep.variants"});
   }
   check_contains(error_of([&] { load_experiment(dir.write("seed.yaml", kMinimal + "train:\n  seed: 3\n")); }),
                  {"train.seed", "is set by the seed", "sweep.seeds"});
@@ -373,8 +374,10 @@ TEST_CASE("config: grid x variants x seeds, with ids safe as paths") {
     for (const fs::path& part : fs::path(r.id)) CHECK(part.string().find_first_of(":/ ") == std::string::npos);
     CHECK(std::count(r.id.begin(), r.id.end(), '/') == 2);
   }
-  const std::vector<std::pair<std::string, std::string>> point = {
-      {"model.kind", "encoder"}, {"optim.lr", "1e-3"}, {"task.data_seed", "3"}, {"train.device", "cpu"}};
+  const std::vector<std::pair<std::string, std::string>> point = {{"model.kind", "encoder"},
+                                                                  {"optim.lr", "1e-3"},
+                                                                  {"task.data_seed", "3"},
+                                                                  {"train.device", "cpu"}};
   CHECK(ex.runs[0].point == point);
 
   // A run's own config expands to exactly that run.
@@ -464,7 +467,7 @@ TEST_CASE("config: describe_schema lists every key of the family with type, defa
   check_contains(text, {"model.d_model", "integer >= 1", "default 64", "model.activation", "one of relu|gelu",
                         "default relu", "schedule.warmup", "number in [0.0, 1.0)", "default 0.05", "name",
                         "required  experiment name", "sweep.variants", "default [QKV]"});
-  CHECK(text.find("train.steps") == std::string::npos);   // the language models' loop
+  CHECK(text.find("train.steps") == std::string::npos);  // the language models' loop
   CHECK(find_key(TaskKind::synthetic, "model.d_model") != nullptr);
   CHECK(find_key(TaskKind::synthetic, "model") != nullptr);
   CHECK(find_key(TaskKind::synthetic, "model")->section);
@@ -492,7 +495,7 @@ TEST_CASE("config: override parsing and dotted keys") {
 TEST_CASE("config: RunDir writes config and meta, and detects complete runs") {
   TempDir dir;
   const Experiment ex = load_experiment(kSynthetic + "sort.yaml", "smoke");
-  const Run& run = ex.runs[5];   // (Q=K-V)+, seed 1
+  const Run& run = ex.runs[5];  // (Q=K-V)+, seed 1
   const RunDir rd(dir.path / "out", run);
   CHECK(rd.path() == dir.path / "out" / "sort" / "d_model=64,heads=4,layers=2,length=16" / "(Q=K-V)+" / "seed1");
   CHECK(!rd.complete());

@@ -27,13 +27,17 @@ const std::string kLm = "name: l\ntask:\n  kind: lm\nlm:\n  text: [t.txt]\noptim
 }  // namespace
 
 TEST_CASE("families: every shipped experiment file loads into the family its task.kind names") {
-  const std::vector<std::pair<std::string, TaskKind>> files = {
-      {"synthetic/reverse.yaml", TaskKind::synthetic}, {"synthetic/copy.yaml", TaskKind::synthetic},
-      {"vision/mnist.yaml", TaskKind::vision},         {"vision/fashion-mnist.yaml", TaskKind::vision},
-      {"vision/cifar10.yaml", TaskKind::vision},       {"vision/cifar100.yaml", TaskKind::vision},
-      {"vision/tinyimagenet.yaml", TaskKind::vision},  {"vision/anomaly.yaml", TaskKind::anomaly},
-      {"lm/shakespeare.yaml", TaskKind::lm},           {"lm/gpt-300m.yaml", TaskKind::lm},
-      {"lm/gpt-1.2b.yaml", TaskKind::lm}};
+  const std::vector<std::pair<std::string, TaskKind>> files = {{"synthetic/reverse.yaml", TaskKind::synthetic},
+                                                               {"synthetic/copy.yaml", TaskKind::synthetic},
+                                                               {"vision/mnist.yaml", TaskKind::vision},
+                                                               {"vision/fashion-mnist.yaml", TaskKind::vision},
+                                                               {"vision/cifar10.yaml", TaskKind::vision},
+                                                               {"vision/cifar100.yaml", TaskKind::vision},
+                                                               {"vision/tinyimagenet.yaml", TaskKind::vision},
+                                                               {"vision/anomaly.yaml", TaskKind::anomaly},
+                                                               {"lm/shakespeare.yaml", TaskKind::lm},
+                                                               {"lm/gpt-300m.yaml", TaskKind::lm},
+                                                               {"lm/gpt-1.2b.yaml", TaskKind::lm}};
   for (const auto& [file, kind] : files) {
     CAPTURE(file);
     const std::string path = kExperiments + file;
@@ -58,8 +62,7 @@ TEST_CASE("families: every shipped experiment file loads into the family its tas
   const VisionConfig& mnist = images.config.as<VisionConfig>();
   CHECK(mnist.data.dataset == DatasetName::mnist);
   CHECK(mnist.schedule.milestones == std::vector<int>{10, 15});
-  CHECK_THROWS_WITH_AS(images.config.as<LmConfig>(),
-                       doctest::Contains("is a vision experiment"), ValueError);
+  CHECK_THROWS_WITH_AS(images.config.as<LmConfig>(), doctest::Contains("is a vision experiment"), ValueError);
 }
 
 TEST_CASE("families: a key of another family is refused, naming the families it belongs to") {
@@ -75,7 +78,8 @@ TEST_CASE("families: a key of another family is refused, naming the families it 
           "belongs to synthetic, vision, anomaly experiments"});
   expect("lm_milestones.yaml", kLm + "schedule:\n  milestones: [2]\n",
          {"schedule.milestones is not a setting of lm experiments", "synthetic, vision, anomaly"});
-  expect("syn_lm.yaml", "name: s\nlm:\n  text: [a.txt]\n", {":2:1", "lm is not a setting of synthetic experiments", "lm"});
+  expect("syn_lm.yaml", "name: s\nlm:\n  text: [a.txt]\n",
+         {":2:1", "lm is not a setting of synthetic experiments", "lm"});
   expect("syn_root.yaml", "name: s\ndata:\n  root: x\n",
          {"data is not a setting of synthetic experiments", "belongs to vision, anomaly, lm experiments"});
   expect("syn_steps.yaml", "name: s\ntrain:\n  steps: 10\n", {"train.steps", "belongs to lm experiments"});
@@ -106,9 +110,11 @@ TEST_CASE("families: a key of another family is refused, naming the families it 
 TEST_CASE("families: each family's rules name the key that breaks them") {
   TempDir dir;
   const std::string lm = kExperiments + "lm/shakespeare.yaml";
-  check_contains(error_of([&] { load_experiment(lm, "", {"optim.name=adam"}); }), {"optim.name", "adamw for task.kind lm"});
+  check_contains(error_of([&] { load_experiment(lm, "", {"optim.name=adam"}); }),
+                 {"optim.name", "adamw for task.kind lm"});
   check_contains(error_of([&] { load_experiment(lm, "", {"lm.text=[]"}); }), {"lm.text", "lm.tokens"});
-  check_contains(error_of([&] { load_experiment(lm, "", {"lm.tokens=prepared"}); }), {"lm.tokens", "empty when lm.text"});
+  check_contains(error_of([&] { load_experiment(lm, "", {"lm.tokens=prepared"}); }),
+                 {"lm.tokens", "empty when lm.text"});
   check_contains(error_of([&] { load_experiment(lm, "", {"sweep.variants=[(Q=K=V)+]"}); }),
                  {"sweep.variants: (Q=K=V)+ is not valid here", "non-causal"});
   check_contains(error_of([&] { load_experiment(lm, "", {"schedule.warmup_steps=500"}); }),
@@ -120,12 +126,14 @@ TEST_CASE("families: each family's rules name the key that breaks them") {
   const std::string features = dir.write("f.yaml", kAnomaly + "  features: file\n");
   check_contains(error_of([&] { load_experiment(features); }), {"data.features_file", "when data.features is file"});
   const std::string patch = dir.write("p.yaml", kVision + "model:\n  kind: vit\n  d_model: 30\n  heads: 4\n");
-  check_contains(error_of([&] { load_experiment(patch); }), {patch + ":8:10", "model.heads: 4", "divides model.d_model"});
+  check_contains(error_of([&] { load_experiment(patch); }),
+                 {patch + ":8:10", "model.heads: 4", "divides model.d_model"});
 }
 
 TEST_CASE("families: describe_schema lists a family's own keys and no other's") {
   const std::string lm = describe_schema(TaskKind::lm);
-  check_contains(lm, {"Keys of lm experiments", "train.steps", "lm.sampling", "schedule.warmup_steps", "model.context"});
+  check_contains(lm,
+                 {"Keys of lm experiments", "train.steps", "lm.sampling", "schedule.warmup_steps", "model.context"});
   for (const char* other : {"train.epochs", "schedule.milestones", "model.norm", "data.dataset"}) {
     CAPTURE(other);
     CHECK(lm.find(other) == std::string::npos);

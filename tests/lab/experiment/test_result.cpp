@@ -32,8 +32,9 @@ ResultRow identity(TaskKind kind, const std::string& task) {
 
 ResultRow vision_row() {
   ResultRow r = identity(TaskKind::vision, "mnist");
-  r.metrics = ClassificationResult{0.975, 0.08, 0.98, 3, 1720, 80.5, 21.4, 0.01,
-                                   {{1, 0.5, 0.2, 0.95}, {2, 0.2, 0.1, 0.97}, {3, 0.1, 0.09, 0.98}}};
+  r.metrics = ClassificationResult{0.975, 0.08, 0.98,
+                                   3,     1720, 80.5,
+                                   21.4,  0.01, {{1, 0.5, 0.2, 0.95}, {2, 0.2, 0.1, 0.97}, {3, 0.1, 0.09, 0.98}}};
   r.images = ImageCounts{55000, 10000};
   return r;
 }
@@ -47,8 +48,8 @@ ResultRow anomaly_row() {
 
 ResultRow lm_row() {
   ResultRow r = identity(TaskKind::lm, "lm");
-  r.metrics = LmResult{5.3, 200.3, 5.29, 500, 2, 100, 5400.5, 0.21, 2.9e11, 180.0, 40960, 0.5,
-                       {{100, 6.1, 445.8}, {500, 5.3, 200.3}}};
+  r.metrics = LmResult{
+      5.3, 200.3, 5.29, 500, 2, 100, 5400.5, 0.21, 2.9e11, 180.0, 40960, 0.5, {{100, 6.1, 445.8}, {500, 5.3, 200.3}}};
   return r;
 }
 
@@ -58,11 +59,12 @@ std::string error_of(const std::function<void()>& f) { return test::error_of<IOE
 
 TEST_CASE("result rows: every family round-trips through JSON and through result.json") {
   test::TempDir dir;
-  for (const ResultRow& r : {vision_row(), anomaly_row(), lm_row(), [] {
-         ResultRow s = identity(TaskKind::synthetic, "copy");
-         s.metrics = ClassificationResult{1.0, 0.01, 1.0, 2, 314, 5.0, 62.0, 0.0, {{1, 0.3, 0.02, 0.99}}};
-         return s;
-       }()}) {
+  for (const ResultRow& r :
+       {vision_row(), anomaly_row(), lm_row(), [] {
+          ResultRow s = identity(TaskKind::synthetic, "copy");
+          s.metrics = ClassificationResult{1.0, 0.01, 1.0, 2, 314, 5.0, 62.0, 0.0, {{1, 0.3, 0.02, 0.99}}};
+          return s;
+        }()}) {
     CAPTURE(r.task);
     CHECK(result_from_json(to_json(r), "x") == r);
     const std::string file = dir.write("result.json", to_json(r).dump(2));
@@ -92,17 +94,20 @@ TEST_CASE("result rows: a missing, mistyped or renamed field is named with its f
   check_contains(error_of([&] { result_from_json(renamed, "r.json"); }), {"field 'test_accuracy' is missing"});
   nlohmann::json typed = good;
   typed["seed"] = "three";
-  check_contains(error_of([&] { result_from_json(typed, "r.json"); }), {"field 'seed' is \"three\", expected an integer"});
+  check_contains(error_of([&] { result_from_json(typed, "r.json"); }),
+                 {"field 'seed' is \"three\", expected an integer"});
   typed = good;
   typed["kind"] = "images";
-  check_contains(error_of([&] { result_from_json(typed, "r.json"); }), {"field 'kind' is 'images'", "synthetic|vision"});
+  check_contains(error_of([&] { result_from_json(typed, "r.json"); }),
+                 {"field 'kind' is 'images'", "synthetic|vision"});
   typed = good;
   typed["epochs"][1].erase("val_accuracy");
   check_contains(error_of([&] { result_from_json(typed, "r.json"); }), {"r.json: epochs[1]", "field 'val_accuracy'"});
   typed = to_json(lm_row());
   typed["evals"][0]["record"] = "epoch";
   check_contains(error_of([&] { result_from_json(typed, "r.json"); }), {"evals[0]"});
-  check_contains(error_of([&] { result_from_json(nlohmann::json::array(), "r.json"); }), {"r.json", "expected a JSON object"});
+  check_contains(error_of([&] { result_from_json(nlohmann::json::array(), "r.json"); }),
+                 {"r.json", "expected a JSON object"});
   // An lm row read as one: its classification fields are not there to be read as zeros.
   nlohmann::json lm_as_vision = to_json(lm_row());
   lm_as_vision["kind"] = "vision";
@@ -110,20 +115,19 @@ TEST_CASE("result rows: a missing, mistyped or renamed field is named with its f
 }
 
 TEST_CASE("metrics records: each kind round-trips and a damaged line is named with file and line") {
-  const std::vector<loops::MetricsRecord> records = {
-      loops::StepRecord{1, 50, 0.7, 1e-3, 2.5, 48.0},
-      loops::EpochRecord{1, 0.6, 0.5, 0.8},
-      loops::TestRecord{1, 0.8, 0.79, 0.55, 12.5, 0.1},
-      loops::LmStepRecord{20, 1, 6.5, 2e-3, INFINITY, 5300.0, 0.2},
-      loops::LmStepRecord{40, 1, 6.1, 2e-3, 0.9, 5400.0, std::nullopt},
-      loops::EvalRecord{100, 5.9, 365.0}};
+  const std::vector<loops::MetricsRecord> records = {loops::StepRecord{1, 50, 0.7, 1e-3, 2.5, 48.0},
+                                                     loops::EpochRecord{1, 0.6, 0.5, 0.8},
+                                                     loops::TestRecord{1, 0.8, 0.79, 0.55, 12.5, 0.1},
+                                                     loops::LmStepRecord{20, 1, 6.5, 2e-3, INFINITY, 5300.0, 0.2},
+                                                     loops::LmStepRecord{40, 1, 6.1, 2e-3, 0.9, 5400.0, std::nullopt},
+                                                     loops::EvalRecord{100, 5.9, 365.0}};
   test::TempDir dir;
   std::string text;
   for (const auto& r : records) {
     const nlohmann::json j = loops::to_json(r);
     const loops::MetricsRecord back = loops::metrics_record_from_json(nlohmann::json::parse(j.dump()), "m");
     if (const auto* s = std::get_if<loops::LmStepRecord>(&r); s && !std::isfinite(s->grad_norm)) {
-      CHECK(std::isnan(std::get<loops::LmStepRecord>(back).grad_norm));   // a skipped step's norm: null
+      CHECK(std::isnan(std::get<loops::LmStepRecord>(back).grad_norm));  // a skipped step's norm: null
       continue;
     }
     CHECK(back == r);

@@ -33,5 +33,5 @@ TEST_CASE("lm decode bench: cache bytes, the K=V half, and the peak") {
   CHECK(tied.peak_bytes >= tied.cache_bytes);
   const auto half = infer::bench_decode(qkv, batch, context, 5, 6, DType::bf16);
   CHECK(2 * half.cache_bytes == full.cache_bytes);
-  CHECK_THROWS_AS(infer::bench_decode(qkv, batch, context, 20, 5, DType::f32), ValueError);   // past the cache
+  CHECK_THROWS_AS(infer::bench_decode(qkv, batch, context, 20, 5, DType::f32), ValueError);  // past the cache
 }

@@ -73,8 +73,9 @@ TEST_CASE("lm reports: the cache measured from the allocator after a real prefil
   o.prefill = 8;
   for (DType dt : {DType::f32, DType::bf16}) {
     o.dtype = dt;
-    const auto rows = report::cache_rows(
-        models("shakespeare.yaml", {"model.d_model=32", "model.layers=2", "model.vocab=128", "model.context=32"}), o);
+    const auto rows = report::cache_rows(models("shakespeare.yaml", {"model.d_model=32", "model.layers=2",
+                                                                     "model.vocab=128", "model.context=32"}),
+                                         o);
     REQUIRE(rows.size() == 8);
     for (const auto& r : rows) {
       CAPTURE(r.variant);
@@ -86,7 +87,8 @@ TEST_CASE("lm reports: the cache measured from the allocator after a real prefil
 }
 
 TEST_CASE("lm reports: a non-language-model experiment is refused by name") {
-  CHECK_THROWS_WITH_AS(report::lm_variant_models(experiment::load_experiment(kSource + "/experiments/synthetic/copy.yaml")),
+  CHECK_THROWS_WITH_AS(report::lm_variant_models(
+                           experiment::load_experiment(kSource + "/experiments/synthetic/copy.yaml")),
                        doctest::Contains("expected lm"), ValueError);
 }
 
@@ -96,7 +98,7 @@ TEST_CASE("sampling: greedy, top-k 1, the vocabulary limit and seeded draws") {
   SamplingOptions greedy;
   greedy.temperature = 0;
   CHECK(sample_token(logits, greedy, g) == 4);
-  greedy.vocab_limit = 4;   // id 4 is padding beyond the tokenizer's vocabulary
+  greedy.vocab_limit = 4;  // id 4 is padding beyond the tokenizer's vocabulary
   CHECK(sample_token(logits, greedy, g) == 1);
   SamplingOptions top1;
   top1.top_k = 1;
@@ -113,7 +115,7 @@ TEST_CASE("sampling: greedy, top-k 1, the vocabulary limit and seeded draws") {
     CHECK((x == 1 || x == 3));
     ones += x == 1;
   }
-  CHECK(ones > 100);   // p(1) = 1 / (1 + e^-0.5) = 0.62
+  CHECK(ones > 100);  // p(1) = 1 / (1 + e^-0.5) = 0.62
   CHECK(ones < 150);
   SamplingOptions bad;
   bad.temperature = -1;

@@ -48,9 +48,10 @@ TEST_CASE("the table averages over seeds and grid points, with the paper beside 
   CHECK(cell.std == doctest::Approx(0.141421356).epsilon(1e-6));
   CHECK(cell.runs == 2);
   CHECK(t.average.at("QKV") == doctest::Approx(0.8));
-  CHECK(t.average.count("GQA-2") == 0);   // not every task ran
+  CHECK(t.average.count("GQA-2") == 0);  // not every task ran
   const std::string md = report::to_markdown(t, &paper, "T");
-  CHECK(md.find("| QKV | 0.700 ± 0.141 (2) [0.698] | 0.900 ± 0.000 (1) [0.971] | 0.800 [0.851] |") != std::string::npos);
+  CHECK(md.find("| QKV | 0.700 ± 0.141 (2) [0.698] | 0.900 ± 0.000 (1) [0.971] | 0.800 [0.851] |") !=
+        std::string::npos);
   const std::string csv = report::to_csv(t, &paper);
   CHECK(csv.find("QKV,reverse,0.700000,0.141421,2,0.6980\n") != std::string::npos);
 }
@@ -59,7 +60,8 @@ TEST_CASE("a malformed paper table names the file and the key") {
   TempDir dir;
   const fs::path p = dir.path / "paper.yaml";
   std::ofstream(p) << "tasks: [reverse]\nrows:\n  QKV: {reverse: high}\n";
-  CHECK_THROWS_WITH_AS(report::load_paper_table(p.string()), doctest::Contains("rows.QKV.reverse is not a number"), IOError);
+  CHECK_THROWS_WITH_AS(report::load_paper_table(p.string()), doctest::Contains("rows.QKV.reverse is not a number"),
+                       IOError);
   std::ofstream(p) << "rows: 3\n";
   CHECK_THROWS_WITH_AS(report::load_paper_table(p.string()), doctest::Contains("expected 'tasks'"), IOError);
 }
@@ -72,7 +74,7 @@ TEST_CASE("a folder with a damaged result: the damage is named, the other runs s
   const fs::path bad = out / "reverse" / "Q=K-V" / "seed0";
   fs::create_directories(bad);
   nlohmann::json damaged = experiment::to_json(row("reverse", "Q=K-V", 0.5));
-  damaged.erase("test_accuracy");                         // a renamed or missing field
+  damaged.erase("test_accuracy");  // a renamed or missing field
   std::ofstream(bad / "result.json") << damaged.dump();
   const report::Results results = report::collect_results(out);
   REQUIRE(results.rows.size() == 2);

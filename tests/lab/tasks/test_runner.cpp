@@ -11,8 +11,8 @@
 #include "lab/report/table.h"
 #include "lab/tasks/common.h"
 #include "lab/tasks/synthetic.h"
-#include "train/loops/metrics.h"
 #include "tests/support/test_support.h"
+#include "train/loops/metrics.h"
 
 using namespace qkv;
 using namespace qkv::tasks;
@@ -27,8 +27,9 @@ const std::string kSource = QKV_SOURCE_DIR;
 TEST_CASE("a synthetic experiment trains, writes its run folder and is skipped once complete") {
   TempDir out;
   auto e = experiment::load_experiment(kSource + "/experiments/synthetic/copy.yaml", "smoke",
-                                       {"task.train_size=512", "task.val_size=64", "task.test_size=64", "train.epochs=1",
-                                        "model.d_model=16", "model.heads=2", "sweep.variants=[QKV, (Q=K=V)+]", "sweep.seeds=[0]"});
+                                       {"task.train_size=512", "task.val_size=64", "task.test_size=64",
+                                        "train.epochs=1", "model.d_model=16", "model.heads=2",
+                                        "sweep.variants=[QKV, (Q=K=V)+]", "sweep.seeds=[0]"});
   REQUIRE(e.runs.size() == 2);
   for (const auto& run : e.runs) {
     experiment::RunDir dir(out.path, run);
@@ -41,7 +42,7 @@ TEST_CASE("a synthetic experiment trains, writes its run folder and is skipped o
     CHECK(result.kind == experiment::TaskKind::synthetic);
     CHECK(result.variant == nn::variant_name(run.variant));
     REQUIRE(result.classification());
-    CHECK(result.classification()->test_accuracy > 0.1);   // above chance after one short epoch
+    CHECK(result.classification()->test_accuracy > 0.1);  // above chance after one short epoch
     CHECK(result.classification()->steps == 4);
     CHECK(result.classification()->epochs.size() == 1);
     // The metrics file holds the loop's typed records: step lines, the epoch, the test.
@@ -49,7 +50,8 @@ TEST_CASE("a synthetic experiment trains, writes its run folder and is skipped o
     CHECK(loops::records_of<loops::EpochRecord>(records) == result.classification()->epochs);
     REQUIRE(loops::records_of<loops::TestRecord>(records).size() == 1);
     CHECK(loops::records_of<loops::TestRecord>(records)[0].test_accuracy == result.classification()->test_accuracy);
-    for (const char* f : {"config.yaml", "meta.json", "result.json", "checkpoint.safetensors", "metrics.jsonl", "train.log"})
+    for (const char* f :
+         {"config.yaml", "meta.json", "result.json", "checkpoint.safetensors", "metrics.jsonl", "train.log"})
       CHECK(fs::exists(dir.path() / f));
   }
   const report::Results results = report::collect_results(out.path);
@@ -57,9 +59,9 @@ TEST_CASE("a synthetic experiment trains, writes its run folder and is skipped o
   CHECK(results.errors.empty());
   const auto paper = report::load_paper_table(kSource + "/experiments/paper/table1.yaml");
   const auto table = report::build_table(results.rows, &paper);
-  CHECK(table.variants == std::vector<std::string>{"QKV", "(Q=K=V)+"});   // the paper's row order
+  CHECK(table.variants == std::vector<std::string>{"QKV", "(Q=K=V)+"});  // the paper's row order
   const std::string md = report::to_markdown(table, &paper, "Table 1");
-  CHECK(md.find("[1.000]") != std::string::npos);                        // the paper's copy column
+  CHECK(md.find("[1.000]") != std::string::npos);  // the paper's copy column
   const fs::path png = out.path / "maps.png";
   CHECK(report::write_attention_maps(out.path, png, &paper) == 2);
   std::ifstream is(png, std::ios::binary);
@@ -76,7 +78,7 @@ TEST_CASE("every epoch family's schedule honours schedule.warmup_steps through t
   s.warmup_steps = 4;
   s.min_lr = 0.0;
   const auto by_steps = optim::make_schedule(schedule_spec(s, 1.0, /*steps_per_epoch=*/10, /*epochs=*/2));
-  CHECK(by_steps->lr_at(0) == doctest::Approx(0.25));   // (step + 1) / 4
+  CHECK(by_steps->lr_at(0) == doctest::Approx(0.25));  // (step + 1) / 4
   CHECK(by_steps->lr_at(3) == doctest::Approx(1.0));
   s.warmup_steps = 0;
   const auto by_fraction = optim::make_schedule(schedule_spec(s, 1.0, 10, 2));
@@ -86,17 +88,18 @@ TEST_CASE("every epoch family's schedule honours schedule.warmup_steps through t
   s.gamma = 0.5;
   const auto multistep = optim::make_schedule(schedule_spec(s, 1.0, 10, 2));
   CHECK(multistep->lr_at(9) == 1.0);
-  CHECK(multistep->lr_at(10) == 0.5);                         // milestone 1 epoch = step 10
+  CHECK(multistep->lr_at(10) == 0.5);  // milestone 1 epoch = step 10
   experiment::StepSchedule lm;
   lm.name = experiment::ScheduleName::constant;
   CHECK(optim::make_schedule(schedule_spec(lm, 0.3, 100))->lr_at(50) == 0.3);
 
   // And a file's warmup_steps reaches a run's loop: its logged learning rates ramp over 3 steps.
   TempDir out;
-  auto e = experiment::load_experiment(kSource + "/experiments/synthetic/copy.yaml", "smoke",
-                                       {"schedule.warmup_steps=3", "train.epochs=1", "task.train_size=512",
-                                        "task.val_size=64", "task.test_size=64", "train.log_every=1", "model.d_model=16",
-                                        "model.heads=2", "sweep.variants=[QKV]", "sweep.seeds=[0]"});
+  auto e =
+      experiment::load_experiment(kSource + "/experiments/synthetic/copy.yaml", "smoke",
+                                  {"schedule.warmup_steps=3", "train.epochs=1", "task.train_size=512",
+                                   "task.val_size=64", "task.test_size=64", "train.log_every=1", "model.d_model=16",
+                                   "model.heads=2", "sweep.variants=[QKV]", "sweep.seeds=[0]"});
   REQUIRE(e.runs.size() == 1);
   experiment::RunDir dir(out.path, e.runs[0]);
   dir.start(e.runs[0].config);

@@ -20,10 +20,10 @@
 #include <sstream>
 #include <thread>
 
-#include "train/data/image_dataset.h"
-#include "train/data/image_loader.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
+#include "train/data/image_dataset.h"
+#include "train/data/image_loader.h"
 
 namespace qkv::test {
 
@@ -31,10 +31,7 @@ using namespace qkv::data;
 namespace fs = std::filesystem;
 
 // The message of the IOError that f throws, or a marker that matches no expectation.
-template <class F>
-inline std::string io_error(F&& f) {
-  return test::error_of<IOError>(std::forward<F>(f));
-}
+template <class F> inline std::string io_error(F&& f) { return test::error_of<IOError>(std::forward<F>(f)); }
 
 inline std::vector<int64_t> histogram(const ImageDataset& d) {
   std::vector<int64_t> h(size_t(d.classes()));
@@ -93,8 +90,7 @@ inline std::vector<uint8_t> iota_bytes(size_t n, uint8_t start = 0) {
 }
 
 // Captures what a call prints to std::cout.
-template <class F>
-inline std::string captured_stdout(F&& f) {
+template <class F> inline std::string captured_stdout(F&& f) {
   std::ostringstream s;
   std::streambuf* old = std::cout.rdbuf(s.rdbuf());
   try {
@@ -119,8 +115,7 @@ std::shared_ptr<MemoryImageDataset> make_dataset(int64_t n, int64_t h, int64_t w
       for (int64_t x = 0; x < w; ++x)
         for (int64_t ch = 0; ch < c; ++ch) px[size_t(((i * h + y) * w + x) * c + ch)] = uint8_t(pixel(i, y, x, ch));
   }
-  return std::make_shared<MemoryImageDataset>("synthetic", from_vector(px, {n, h, w, c}), from_vector(labels),
-                                              classes);
+  return std::make_shared<MemoryImageDataset>("synthetic", from_vector(px, {n, h, w, c}), from_vector(labels), classes);
 }
 
 // Every batch of one epoch.

@@ -19,10 +19,10 @@
 #include <thread>
 
 #include "tensor/error.h"
-#include "train/data/bpe.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/gpt2_tokenizer.h"
 #include "tests/support/test_support.h"
+#include "train/data/bpe.h"
 
 using namespace qkv;
 using qkv::data::Gpt2Tokenizer;
@@ -42,8 +42,14 @@ using test::gpt2;
 std::string utf8(char32_t c) {
   std::string s;
   if (c < 0x80) s += char(c);
-  else if (c < 0x800) { s += char(0xC0 | (c >> 6)); s += char(0x80 | (c & 0x3F)); }
-  else { s += char(0xE0 | (c >> 12)); s += char(0x80 | ((c >> 6) & 0x3F)); s += char(0x80 | (c & 0x3F)); }
+  else if (c < 0x800) {
+    s += char(0xC0 | (c >> 6));
+    s += char(0x80 | (c & 0x3F));
+  } else {
+    s += char(0xE0 | (c >> 12));
+    s += char(0x80 | ((c >> 6) & 0x3F));
+    s += char(0x80 | (c & 0x3F));
+  }
   return s;
 }
 
@@ -89,8 +95,10 @@ struct Toy {
       const auto& [l, r] = merges[best];
       std::vector<std::string> next;
       for (size_t i = 0; i < parts.size();) {
-        if (i + 1 < parts.size() && parts[i] == l && parts[i + 1] == r) { next.push_back(l + r); i += 2; }
-        else next.push_back(parts[i++]);
+        if (i + 1 < parts.size() && parts[i] == l && parts[i + 1] == r) {
+          next.push_back(l + r);
+          i += 2;
+        } else next.push_back(parts[i++]);
       }
       parts = std::move(next);
     }
@@ -121,7 +129,8 @@ TEST_CASE("bpe: corpus ids equal the Python reference's expected_ids.json" * doc
   if (!test::have_data({"gpt2-tokenizer"})) return;
   const fs::path dir = fs::path(QKV_SOURCE_DIR) / "tests" / "tokenizer";
   const std::string text = read_file(dir / "corpus.txt");
-  const std::vector<int32_t> want = nlohmann::json::parse(read_file(dir / "expected_ids.json")).get<std::vector<int32_t>>();
+  const std::vector<int32_t> want =
+      nlohmann::json::parse(read_file(dir / "expected_ids.json")).get<std::vector<int32_t>>();
   const std::vector<int32_t> got = gpt2().encode(text);
   CHECK(got.size() == want.size());
   for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
@@ -159,11 +168,34 @@ TEST_CASE("bpe: any byte string round-trips (invalid UTF-8 included)" * doctest:
   const Gpt2Tokenizer& tok = gpt2();
   std::mt19937_64 rng(1234);
   // Pieces that mix valid text with every kind of invalid UTF-8.
-  const std::vector<std::string> pieces = {
-      "a", "Z", " ", "  ", "\t", "\n", "\r\n", "'s", "'S", "42", ".", "!?", "<|endoftext|>", "\xC3\xA9", "\xE6\x97\xA5",
-      "\xF0\x9F\x98\x80", "\xC2\x85",   // valid: é, 日, 😀, NEL
-      "\x80", "\xBF", "\xC3", "\xE6\x97", "\xF0\x9F\x98", "\xC0\x80", "\xED\xA0\x80", "\xF5\x80\x80\x80", "\xFF",
-      "\xFE", std::string(1, '\0')};
+  const std::vector<std::string> pieces = {"a",
+                                           "Z",
+                                           " ",
+                                           "  ",
+                                           "\t",
+                                           "\n",
+                                           "\r\n",
+                                           "'s",
+                                           "'S",
+                                           "42",
+                                           ".",
+                                           "!?",
+                                           "<|endoftext|>",
+                                           "\xC3\xA9",
+                                           "\xE6\x97\xA5",
+                                           "\xF0\x9F\x98\x80",
+                                           "\xC2\x85",  // valid: é, 日, 😀, NEL
+                                           "\x80",
+                                           "\xBF",
+                                           "\xC3",
+                                           "\xE6\x97",
+                                           "\xF0\x9F\x98",
+                                           "\xC0\x80",
+                                           "\xED\xA0\x80",
+                                           "\xF5\x80\x80\x80",
+                                           "\xFF",
+                                           "\xFE",
+                                           std::string(1, '\0')};
   for (int round = 0; round < 400; ++round) {
     std::string s;
     const int len = int(rng() % 200);
@@ -177,8 +209,8 @@ TEST_CASE("bpe: any byte string round-trips (invalid UTF-8 included)" * doctest:
     CHECK(tok.decode(tok.encode(s)) == s);
   }
   // Long runs that defeat a quadratic merge loop, and a long stretch of random bytes.
-  for (const std::string& s : {std::string(300000, 'a'), std::string(200000, ' '), std::string(100000, '7'),
-                               std::string(100000, '\xFF')}) {
+  for (const std::string& s :
+       {std::string(300000, 'a'), std::string(200000, ' '), std::string(100000, '7'), std::string(100000, '\xFF')}) {
     CHECK(tok.decode(tok.encode(s)) == s);
   }
   std::string noise(1 << 17, '\0');
@@ -204,7 +236,9 @@ TEST_CASE("bpe: encoding from several threads gives the same ids" * doctest::tes
 TEST_CASE("bpe: decode names an out-of-range id" * doctest::test_suite("data")) {
   if (!test::have_data({"gpt2-tokenizer"})) return;
   const Gpt2Tokenizer& tok = gpt2();
-  check_contains(error_of<ValueError>([&] { tok.decode(std::vector<int32_t>{15496, 50257}); }),
+  check_contains(error_of<ValueError>([&] {
+                   tok.decode(std::vector<int32_t>{15496, 50257});
+                 }),
                  {"token id 50257", "position 1", "[0, 50257)"});
   check_contains(error_of<ValueError>([&] { tok.decode(std::vector<int32_t>{-1}); }), {"token id -1", "position 0"});
 }
@@ -214,8 +248,8 @@ TEST_CASE("bpe: toy merges follow encoder.py, on short words and long ones") {
   Toy toy;
   // Deliberately not in "training order": ("aa", "b") ranks before ("a", "a") creates "aa", and
   // ("b", "b") overlaps itself.
-  toy.merges = {{"aa", "b"}, {"a", "a"}, {"b", "b"}, {"a", "b"}, {"aa", "aa"}, {"ab", "ab"}, {"aab", "a"},
-                {"bb", "a"}, {"aaaa", "aaaa"}, {" ", "a"}, {" ", " "}};
+  toy.merges = {{"aa", "b"},  {"a", "a"},  {"b", "b"},       {"a", "b"}, {"aa", "aa"}, {"ab", "ab"},
+                {"aab", "a"}, {"bb", "a"}, {"aaaa", "aaaa"}, {" ", "a"}, {" ", " "}};
   toy.write(tmp.path);
   const Gpt2Tokenizer tok = Gpt2Tokenizer::load(tmp.path);
   const nlohmann::json enc = toy.encoder();
@@ -269,12 +303,15 @@ TEST_CASE("bpe: malformed encoder.json and vocab.bpe give IOErrors naming the fi
                    j["zz"] = id;
                  }),
                  {enc, "<|endoftext|>"});
-  check_contains(with([](nlohmann::json& j) {   // id 32 goes to "zq": the space byte has no token
+  check_contains(with([](nlohmann::json& j) {  // id 32 goes to "zq": the space byte has no token
                    j.erase(spell(" "));
                    j["zq"] = 32;
                  }),
                  {enc, "byte 0x20", "has no token"});
-  check_contains(with([](nlohmann::json& j) { j[" x"] = j["ab"]; j.erase("ab"); }),
+  check_contains(with([](nlohmann::json& j) {
+                   j[" x"] = j["ab"];
+                   j.erase("ab");
+                 }),
                  {enc, "U+0020", "outside GPT-2's byte alphabet"});
   toy.write(tmp.path);
 
@@ -290,6 +327,6 @@ TEST_CASE("bpe: malformed encoder.json and vocab.bpe give IOErrors naming the fi
   check_contains(io(), {bpe + ":2", "result", "\"abab\""});
   write_file(tmp.path / "vocab.bpe", "#version: 0.2\na b\nab \xC4\xA0x\xE2\x82\xAC\n");
   check_contains(io(), {bpe + ":3", "U+20AC", "outside GPT-2's byte alphabet"});
-  write_file(tmp.path / "vocab.bpe", "#version: 0.2\r\na b\r\nab c\r\n");   // CRLF is fine
+  write_file(tmp.path / "vocab.bpe", "#version: 0.2\r\na b\r\nab c\r\n");  // CRLF is fine
   CHECK(load().encode("abc").size() == 1);
 }

@@ -34,31 +34,30 @@ TEST_CASE("idx: plain and gzip files written here, and every header and size err
     return io_error([&] { load_idx_dataset(t.path.string(), Split::train, "bad"); });
   };
   check_contains(load_with(idx_file(0x804, {3, 2, 2}, iota_bytes(12)), labels),
-               {"train-images-idx3-ubyte", "bad magic 0x00000804", "expected 0x00000803"});
+                 {"train-images-idx3-ubyte", "bad magic 0x00000804", "expected 0x00000803"});
   check_contains(load_with(images, idx_file(0x803, {3}, {1, 2, 3})),
-               {"train-labels-idx1-ubyte", "bad magic 0x00000803", "expected 0x00000801"});
+                 {"train-labels-idx1-ubyte", "bad magic 0x00000803", "expected 0x00000801"});
   check_contains(load_with(idx_file(0x803, {3, 2, 2}, iota_bytes(11)), labels),
-               {"train-images-idx3-ubyte", "truncated", "expected 28 bytes, got 27"});
+                 {"train-images-idx3-ubyte", "truncated", "expected 28 bytes, got 27"});
   check_contains(load_with(std::vector<uint8_t>(images.begin(), images.begin() + 6), labels),
-               {"train-images-idx3-ubyte", "truncated header", "expected at least 8 bytes, got 6"});
+                 {"train-images-idx3-ubyte", "truncated header", "expected at least 8 bytes, got 6"});
   check_contains(load_with(idx_file(0x803, {3, 2, 2}, iota_bytes(13)), labels),
-               {"train-images-idx3-ubyte", "expected 28 bytes, got 29"});
-  check_contains(load_with(images, idx_file(0x801, {2}, {1, 2})),
-               {"3 images", "2 labels", "train-labels-idx1-ubyte"});
+                 {"train-images-idx3-ubyte", "expected 28 bytes, got 29"});
+  check_contains(load_with(images, idx_file(0x801, {2}, {1, 2})), {"3 images", "2 labels", "train-labels-idx1-ubyte"});
   check_contains(load_with(images, idx_file(0x801, {3}, {1, 10, 2})),
-               {"train-labels-idx1-ubyte", "label 10 of example 1", "expected 0..9"});
+                 {"train-labels-idx1-ubyte", "label 10 of example 1", "expected 0..9"});
 
   TempDir empty_dir;
   check_contains(io_error([&] { load_idx_dataset(empty_dir.path.string(), Split::test, "none"); }),
-               {"t10k-images-idx3-ubyte", "t10k-images-idx3-ubyte.gz", "looked for"});
+                 {"t10k-images-idx3-ubyte", "t10k-images-idx3-ubyte.gz", "looked for"});
 
-  TempDir corrupt;   // a gzip header followed by bytes that are not a deflate stream
+  TempDir corrupt;  // a gzip header followed by bytes that are not a deflate stream
   std::vector<uint8_t> gz{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
   for (int i = 0; i < 64; ++i) gz.push_back(uint8_t(0xff - i));
   write_file(corrupt.path / "train-images-idx3-ubyte.gz", gz);
   write_file(corrupt.path / "train-labels-idx1-ubyte", labels);
   check_contains(io_error([&] { load_idx_dataset(corrupt.path.string(), Split::train, "corrupt"); }),
-               {"train-images-idx3-ubyte.gz"});
+                 {"train-images-idx3-ubyte.gz"});
 }
 
 TEST_CASE("cifar: CIFAR-100 file written here: coarse and fine labels, HWC pixels, bad label, truncation") {
@@ -92,26 +91,27 @@ TEST_CASE("cifar: CIFAR-100 file written here: coarse and fine labels, HWC pixel
 
   write_file(d.path / "test.bin", records({{1, 11}, {3, 100}}));
   check_contains(io_error([&] { load_cifar100(d.path.string(), Split::test); }),
-               {"test.bin", "record 1 has label 100, expected 0..99"});
+                 {"test.bin", "record 1 has label 100, expected 0..99"});
   write_file(d.path / "test.bin", records({{20, 5}}));
   check_contains(io_error([&] { load_cifar100(d.path.string(), Split::test, true); }),
-               {"test.bin", "record 0 has label 20, expected 0..19"});
+                 {"test.bin", "record 0 has label 20, expected 0..19"});
   std::vector<uint8_t> cut = records(labels);
   cut.resize(cut.size() - 100);
   write_file(d.path / "test.bin", cut);
   check_contains(io_error([&] { load_cifar100(d.path.string(), Split::test); }),
-               {"test.bin", "truncated", "expected 9222 bytes", "got 9122"});
+                 {"test.bin", "truncated", "expected 9222 bytes", "got 9122"});
 
   TempDir empty_dir;
-  check_contains(io_error([&] { load_cifar100(empty_dir.path.string(), Split::train); }), {"missing file", "train.bin"});
+  check_contains(io_error([&] { load_cifar100(empty_dir.path.string(), Split::train); }),
+                 {"missing file", "train.bin"});
   check_contains(io_error([&] { load_cifar10(empty_dir.path.string(), Split::train); }),
-               {"data_batch_1.bin", "data_batch_5.bin"});
+                 {"data_batch_1.bin", "data_batch_5.bin"});
   check_contains(io_error([&] { load_cifar10(empty_dir.path.string(), Split::test); }), {"test_batch.bin"});
   std::vector<uint8_t> ten(3073, 7);
   ten[0] = 10;
   write_file(empty_dir.path / "data_batch_3.bin", ten);
   check_contains(io_error([&] { captured_stdout([&] { load_cifar10(empty_dir.path.string(), Split::train); }); }),
-               {"data_batch_3.bin", "record 0 has label 10, expected 0..9"});
+                 {"data_batch_3.bin", "record 0 has label 10, expected 0..9"});
 }
 
 namespace {
@@ -127,7 +127,6 @@ void write_jpeg(const fs::path& path, int comp, int side = 64) {
 }
 
 }  // namespace
-
 
 TEST_CASE("tinyimagenet: folders written here: grayscale JPEG, image size, malformed annotations") {
   TempDir d;
@@ -173,16 +172,16 @@ TEST_CASE("tinyimagenet: folders written here: grayscale JPEG, image size, malfo
 
   write_text(root / "val/val_annotations.txt", annotations + "val_1.JPEG\tn001\n");
   check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::test); }),
-               {"val_annotations.txt:3", "expected 6 tab-separated fields"});
+                 {"val_annotations.txt:3", "expected 6 tab-separated fields"});
   write_text(root / "val/val_annotations.txt", "val_0.JPEG\tn002\t0\t0\t63\t63\nval_1.JPEG\tn999\t1\t2\t30\t40\n");
   check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::test); }),
-               {"val_annotations.txt:2", "n999", "not in wnids.txt"});
+                 {"val_annotations.txt:2", "n999", "not in wnids.txt"});
   write_text(root / "val/val_annotations.txt", "val_7.JPEG\tn002\t0\t0\t63\t63\n");
   check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::test); }),
-               {"val_annotations.txt:1", "missing image", "val_7.JPEG"});
+                 {"val_annotations.txt:1", "missing image", "val_7.JPEG"});
   write_text(root / "wnids.txt", "n001\nn002\nn003\n");
   check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::train); }),
-               {"missing folder", "train/n003/images"});
+                 {"missing folder", "train/n003/images"});
   fs::remove(root / "wnids.txt");
   check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::train); }), {"missing file", "wnids.txt"});
 }
@@ -190,13 +189,12 @@ TEST_CASE("tinyimagenet: folders written here: grayscale JPEG, image size, malfo
 // ---- datasets in memory ---------------------------------------------------------------------
 
 TEST_CASE("image dataset: MemoryImageDataset, SubsetDataset and split_holdout") {
-  const auto data = make_dataset(50, 2, 2, 1, 50, [](int64_t i, int64_t, int64_t, int64_t) { return i + 1; },
-                                 [](int64_t i) { return i; });
+  const auto data = make_dataset(
+      50, 2, 2, 1, 50, [](int64_t i, int64_t, int64_t, int64_t) { return i + 1; }, [](int64_t i) { return i; });
   std::vector<uint8_t> buf(4);
   CHECK_THROWS_AS(data->read(50, buf.data()), IndexError);
   CHECK_THROWS_AS(data->label(-1), IndexError);
-  CHECK_THROWS_AS(MemoryImageDataset("x", zeros({2, 1, 1, 1}, DType::u8), from_vector<int64_t>({0, 3}), 3),
-                  ValueError);
+  CHECK_THROWS_AS(MemoryImageDataset("x", zeros({2, 1, 1, 1}, DType::u8), from_vector<int64_t>({0, 3}), 3), ValueError);
   CHECK_THROWS_AS(MemoryImageDataset("x", zeros({2, 1, 1, 1}), from_vector<int64_t>({0, 1}), 3), DTypeError);
 
   const auto [train, val] = split_holdout(data, 10, 7);
@@ -207,7 +205,7 @@ TEST_CASE("image dataset: MemoryImageDataset, SubsetDataset and split_holdout") 
     for (int64_t i = 0; i < part->size(); ++i) {
       seen.insert(part->label(i));
       part->read(i, buf.data());
-      CHECK(buf[0] == part->label(i) + 1);   // pixels follow their label through the index map
+      CHECK(buf[0] == part->label(i) + 1);  // pixels follow their label through the index map
     }
   CHECK(seen.size() == 50);
   std::vector<int64_t> val_labels, again_labels, other_labels;
@@ -227,13 +225,12 @@ TEST_CASE("image dataset: MemoryImageDataset, SubsetDataset and split_holdout") 
 
 TEST_CASE("image dataset: channel_stats of a known dataset") {
   // Channel 0 alternates 0 and 255 across pixels (mean 1/2, std 1/2); channel 1 is 51 (0.2, 0).
-  const auto data = make_dataset(6, 2, 2, 2, 1,
-                                 [](int64_t, int64_t y, int64_t x, int64_t c) { return c == 1 ? 51 : ((x + y) % 2) * 255; },
-                                 [](int64_t) { return 0; });
+  const auto data = make_dataset(
+      6, 2, 2, 2, 1, [](int64_t, int64_t y, int64_t x, int64_t c) { return c == 1 ? 51 : ((x + y) % 2) * 255; },
+      [](int64_t) { return 0; });
   const auto [mean, sd] = channel_stats(*data, 3);
   CHECK(mean[0] == doctest::Approx(0.5));
   CHECK(sd[0] == doctest::Approx(0.5));
   CHECK(mean[1] == doctest::Approx(0.2));
   CHECK(sd[1] == doctest::Approx(0.0));
 }
-

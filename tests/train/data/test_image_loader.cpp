@@ -10,8 +10,8 @@ using namespace qkv::data;
 using namespace qkv::test;
 
 TEST_CASE("loader: batches cover every example exactly once per epoch, with a partial or dropped last batch") {
-  const auto data = make_dataset(103, 2, 2, 1, 103, [](int64_t i, int64_t, int64_t, int64_t) { return i; },
-                                 [](int64_t i) { return i; });
+  const auto data = make_dataset(
+      103, 2, 2, 1, 103, [](int64_t i, int64_t, int64_t, int64_t) { return i; }, [](int64_t i) { return i; });
   for (int workers : {0, 2}) {
     for (bool drop_last : {false, true}) {
       CAPTURE(workers);
@@ -28,15 +28,15 @@ TEST_CASE("loader: batches cover every example exactly once per epoch, with a pa
         for (const ImageBatch& b : batches) {
           const std::vector<int64_t> l = b.labels.to_vector<int64_t>();
           const std::vector<float> x = b.images.to_vector<float>();
-          for (size_t j = 0; j < l.size(); ++j) CHECK(x[j * 4] == doctest::Approx(l[j] / 255.0));   // pixels = label
+          for (size_t j = 0; j < l.size(); ++j) CHECK(x[j * 4] == doctest::Approx(l[j] / 255.0));  // pixels = label
           labels.insert(labels.end(), l.begin(), l.end());
         }
         std::vector<int64_t> sorted = labels;
         std::sort(sorted.begin(), sorted.end());
-        CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());   // no repeats
+        CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());  // no repeats
         CHECK(sorted.size() == (drop_last ? 100u : 103u));
         ImageBatch b;
-        CHECK_FALSE(loader.next(b));   // the epoch is over, and stays over
+        CHECK_FALSE(loader.next(b));  // the epoch is over, and stays over
         CHECK_FALSE(loader.next(b));
       }
     }
@@ -45,7 +45,8 @@ TEST_CASE("loader: batches cover every example exactly once per epoch, with a pa
 
 TEST_CASE("loader: the same seed gives the same batches with 0, 1 and 3 workers") {
   const auto data = make_dataset(
-      50, 6, 5, 3, 7, [](int64_t i, int64_t y, int64_t x, int64_t c) { return (i * 37 + y * 11 + x * 5 + c * 71) % 256; },
+      50, 6, 5, 3, 7,
+      [](int64_t i, int64_t y, int64_t x, int64_t c) { return (i * 37 + y * 11 + x * 5 + c * 71) % 256; },
       [](int64_t i) { return i % 7; });
   auto run = [&](int workers, uint64_t seed) {
     LoaderOptions o;
@@ -69,8 +70,8 @@ TEST_CASE("loader: the same seed gives the same batches with 0, 1 and 3 workers"
 }
 
 TEST_CASE("loader: epochs have different orders, an epoch repeats exactly, shuffle off keeps file order") {
-  const auto data = make_dataset(64, 1, 1, 1, 64, [](int64_t, int64_t, int64_t, int64_t) { return 0; },
-                                 [](int64_t i) { return i; });
+  const auto data = make_dataset(
+      64, 1, 1, 1, 64, [](int64_t, int64_t, int64_t, int64_t) { return 0; }, [](int64_t i) { return i; });
   LoaderOptions o;
   o.batch_size = 16, o.workers = 2, o.seed = 3;
   ImageLoader loader(data, o);
@@ -138,16 +139,16 @@ TEST_CASE("loader: horizontal flip mirrors about half of the examples") {
       plain += same;
     }
   }
-  CHECK(flipped + plain == n);   // every output is the image or its mirror
+  CHECK(flipped + plain == n);  // every output is the image or its mirror
   CHECK(flipped > 70);
   CHECK(flipped < 130);
 }
 
 TEST_CASE("loader: crop padding shifts the image inside a zero border") {
   const int64_t n = 200, side = 6, pad = 2;
-  const auto data = make_dataset(n, side, side, 1, 1,
-                                 [](int64_t, int64_t y, int64_t x, int64_t) { return 1 + y * side + x; },
-                                 [](int64_t) { return 0; });
+  const auto data = make_dataset(
+      n, side, side, 1, 1, [](int64_t, int64_t y, int64_t x, int64_t) { return 1 + y * side + x; },
+      [](int64_t) { return 0; });
   LoaderOptions o;
   o.batch_size = 50, o.workers = 3, o.crop_padding = int(pad), o.seed = 1;
   ImageLoader loader(data, o);
@@ -176,7 +177,7 @@ TEST_CASE("loader: crop padding shifts the image inside a zero border") {
     }
   }
   CHECK(consistent == n);
-  CHECK(shifts.size() >= 20);   // of the 25 offsets in [-2, 2]^2
+  CHECK(shifts.size() >= 20);  // of the 25 offsets in [-2, 2]^2
   CHECK(shifts.count({-2, -2}) + shifts.count({2, 2}) >= 1);
 
   // The border is a zero pixel, so after normalization it reads (0 - mean) / std.
@@ -189,8 +190,8 @@ TEST_CASE("loader: crop padding shifts the image inside a zero border") {
 }
 
 TEST_CASE("loader: an exception in read() surfaces from next() on the caller's thread, in batch order") {
-  const auto base = make_dataset(60, 2, 2, 1, 60, [](int64_t i, int64_t, int64_t, int64_t) { return i; },
-                                 [](int64_t i) { return i; });
+  const auto base = make_dataset(
+      60, 2, 2, 1, 60, [](int64_t i, int64_t, int64_t, int64_t) { return i; }, [](int64_t i) { return i; });
   const auto faulty = std::make_shared<FaultyDataset>(base, 37, std::chrono::microseconds(0));
   for (int workers : {0, 1, 3}) {
     CAPTURE(workers);
@@ -201,34 +202,33 @@ TEST_CASE("loader: an exception in read() surfaces from next() on the caller's t
     for (int k = 0; k < 3; ++k) REQUIRE(loader.next(b));
     CHECK(b.labels.to_vector<int64_t>().front() == 20);
     check_contains(io_error([&] { loader.next(b); }), {"broken example 37"});
-    REQUIRE(loader.next(b));   // the loader goes on with the next batch
+    REQUIRE(loader.next(b));  // the loader goes on with the next batch
     CHECK(b.labels.to_vector<int64_t>().front() == 40);
   }
 }
 
 TEST_CASE("loader: destroying it mid-epoch returns promptly, and wait_seconds counts stalls") {
-  const auto base = make_dataset(100000, 2, 2, 1, 1, [](int64_t, int64_t, int64_t, int64_t) { return 1; },
-                                 [](int64_t) { return 0; });
+  const auto base = make_dataset(
+      100000, 2, 2, 1, 1, [](int64_t, int64_t, int64_t, int64_t) { return 1; }, [](int64_t) { return 0; });
   const auto slow = std::make_shared<FaultyDataset>(base, -1, std::chrono::microseconds(2000));
   LoaderOptions o;
-  o.batch_size = 128, o.workers = 3, o.prefetch = 4;   // a batch takes one worker over 250 ms
+  o.batch_size = 128, o.workers = 3, o.prefetch = 4;  // a batch takes one worker over 250 ms
   auto loader = std::make_unique<ImageLoader>(slow, o);
   const auto t0 = std::chrono::steady_clock::now();
   ImageBatch b;
-  REQUIRE(loader->next(b));   // next() has to wait for the first batch
+  REQUIRE(loader->next(b));  // next() has to wait for the first batch
   REQUIRE(loader->next(b));
   const double waited = loader->wait_seconds(), elapsed = seconds_since(t0);
   CHECK(waited > 0.2);
   CHECK(waited <= elapsed + 1e-3);
   const auto t1 = std::chrono::steady_clock::now();
-  loader.reset();   // workers are mid-batch: they must stop between examples, not finish the epoch
+  loader.reset();  // workers are mid-batch: they must stop between examples, not finish the epoch
   CHECK(seconds_since(t1) < 0.1);
 
   loader = std::make_unique<ImageLoader>(slow, o);
-  loader->start_epoch(3);   // workers busy, nothing taken
+  loader->start_epoch(3);  // workers busy, nothing taken
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const auto t2 = std::chrono::steady_clock::now();
   loader.reset();
   CHECK(seconds_since(t2) < 0.1);
 }
-

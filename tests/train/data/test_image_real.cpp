@@ -17,13 +17,13 @@ TEST_CASE("idx: MNIST train and test counts with label histograms and pixel stat
   CHECK(train->size() == 60000);
   CHECK((train->height() == 28 && train->width() == 28 && train->channels() == 1 && train->classes() == 10));
   CHECK(histogram(*train) == std::vector<int64_t>{5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949});
-  CHECK(train->label(0) == 5);   // the well-known first digits
+  CHECK(train->label(0) == 5);  // the well-known first digits
   const auto test = load_idx_dataset(root.string(), Split::test, "mnist");
   CHECK(test->name() == "mnist/test");
   CHECK(test->size() == 10000);
   CHECK(histogram(*test) == std::vector<int64_t>{980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009});
   CHECK(test->label(0) == 7);
-  const auto [mean, sd] = channel_stats(*train);   // the usual normalization constants
+  const auto [mean, sd] = channel_stats(*train);  // the usual normalization constants
   CHECK(mean[0] == doctest::Approx(0.1307).epsilon(0.02));
   CHECK(sd[0] == doctest::Approx(0.3081).epsilon(0.02));
 }
@@ -50,21 +50,25 @@ TEST_CASE("cifar: CIFAR-10 uses the training batches present and matches test_ba
   for (int i = 1; i <= 5; ++i) batches += fs::exists(root / ("data_batch_" + std::to_string(i) + ".bin"));
   std::shared_ptr<ImageDataset> train;
   const std::string said = captured_stdout([&] { train = load_cifar10(root.string(), Split::train); });
-  CHECK(said.find(cat("cifar10: ", batches, " of 5 training batches, ", batches * 10000, " images")) != std::string::npos);
+  CHECK(said.find(cat("cifar10: ", batches, " of 5 training batches, ", batches * 10000, " images")) !=
+        std::string::npos);
   CHECK(train->size() == batches * 10000);
   CHECK((train->height() == 32 && train->width() == 32 && train->channels() == 3 && train->classes() == 10));
-  const auto batch1 = std::make_shared<SubsetDataset>(train, [] {
-    std::vector<int64_t> first(10000);
-    std::iota(first.begin(), first.end(), 0);
-    return first;
-  }(), "data_batch_1");
+  const auto batch1 = std::make_shared<SubsetDataset>(
+      train,
+      [] {
+        std::vector<int64_t> first(10000);
+        std::iota(first.begin(), first.end(), 0);
+        return first;
+      }(),
+      "data_batch_1");
   CHECK(histogram(*batch1) == std::vector<int64_t>{1005, 974, 1032, 1016, 999, 937, 1030, 1001, 1025, 981});
 
   const auto test = load_cifar10(root.string(), Split::test);
   CHECK(test->size() == 10000);
   CHECK(histogram(*test) == std::vector<int64_t>(10, 1000));
   const std::vector<uint8_t> record = read_bytes(root / "test_batch.bin", 3073);
-  CHECK(record[0] == 3);   // MANIFEST.md: first labels 3 8 8 0 6 6 1 6 3 1
+  CHECK(record[0] == 3);  // MANIFEST.md: first labels 3 8 8 0 6 6 1 6 3 1
   CHECK(test->label(0) == record[0]);
   const std::vector<int64_t> first_labels{3, 8, 8, 0, 6, 6, 1, 6, 3, 1};
   for (int64_t i = 0; i < 10; ++i) CHECK(test->label(i) == first_labels[size_t(i)]);
@@ -93,7 +97,7 @@ TEST_CASE("cifar: CIFAR-10 uses the training batches present and matches test_ba
     }
   CHECK(worst < 1e-5);
 
-  const auto [mean, sd] = channel_stats(*train);   // MANIFEST.md: the known 50k-image values
+  const auto [mean, sd] = channel_stats(*train);  // MANIFEST.md: the known 50k-image values
   const std::vector<double> want_mean{0.4914, 0.4822, 0.4465}, want_sd{0.2470, 0.2435, 0.2616};
   for (size_t c = 0; c < 3; ++c) {
     CHECK(std::abs(mean[c] - want_mean[c]) < 0.01);
@@ -101,8 +105,9 @@ TEST_CASE("cifar: CIFAR-10 uses the training batches present and matches test_ba
   }
 }
 
-TEST_CASE("tinyimagenet: classes and 64x64x3 images from the folder with grayscale promoted and val annotations resolved" *
-          doctest::test_suite("data")) {
+TEST_CASE(
+    "tinyimagenet: classes and 64x64x3 images from the folder with grayscale promoted and val annotations resolved" *
+    doctest::test_suite("data")) {
   // The full dataset or the sample, whichever the data folder holds; counts come from its files.
   const char* folder = fs::exists(data_dir() / "tiny-imagenet-200") ? "tiny-imagenet-200" : "tiny-imagenet-200-sample";
   if (!test::have_data({folder})) return;
@@ -190,4 +195,3 @@ TEST_CASE("tinyimagenet: classes and 64x64x3 images from the folder with graysca
     CHECK(gray == gray_expected);
   }
 }
-

@@ -49,7 +49,8 @@ TEST_CASE("shuffle: tensors, images and token windows come in the epoch's order"
   std::vector<uint8_t> pixels(static_cast<size_t>(n));
   std::vector<int64_t> labels(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) pixels[size_t(i)] = uint8_t(i), labels[size_t(i)] = i % 10;
-  auto images = std::make_shared<MemoryImageDataset>("ids", from_vector(pixels, {n, 1, 1, 1}), from_vector(labels, {n}), 10);
+  auto images =
+      std::make_shared<MemoryImageDataset>("ids", from_vector(pixels, {n, 1, 1, 1}), from_vector(labels, {n}), 10);
   LoaderOptions o;
   o.batch_size = n;
   o.seed = 11;

@@ -29,8 +29,7 @@ using test::write_file;
 std::vector<std::vector<int64_t>> rows(const Tensor& t) {
   const std::vector<int64_t> v = t.to_vector<int64_t>();
   std::vector<std::vector<int64_t>> out;
-  for (int64_t b = 0; b < t.size(0); ++b)
-    out.emplace_back(v.begin() + b * t.size(1), v.begin() + (b + 1) * t.size(1));
+  for (int64_t b = 0; b < t.size(0); ++b) out.emplace_back(v.begin() + b * t.size(1), v.begin() + (b + 1) * t.size(1));
   return out;
 }
 
@@ -48,7 +47,7 @@ TEST_CASE("token batches: packed windows cover every window once per epoch, repr
   o.seed = 11;
   TokenBatches b(tmp.path, "train", o);
   CHECK(b.tokens() == 1000);
-  CHECK(b.windows_per_epoch() == 142);   // (1000 - 1) / 7
+  CHECK(b.windows_per_epoch() == 142);  // (1000 - 1) / 7
 
   std::vector<int64_t> starts;
   while (starts.size() < 142 * 2) {
@@ -70,13 +69,13 @@ TEST_CASE("token batches: packed windows cover every window once per epoch, repr
   std::vector<int64_t> e0(starts.begin(), starts.begin() + 142), e1(starts.begin() + 142, starts.begin() + 284);
   std::vector<int64_t> all;
   for (int64_t w = 0; w < 142; ++w) all.push_back(w * 7);
-  CHECK(e0 != all);   // shuffled
-  CHECK(e0 != e1);    // reshuffled per epoch
+  CHECK(e0 != all);  // shuffled
+  CHECK(e0 != e1);   // reshuffled per epoch
   std::sort(e0.begin(), e0.end());
   std::sort(e1.begin(), e1.end());
   CHECK(e0 == all);
   CHECK(e1 == all);
-  CHECK(b.cursor() == TokenCursor{2, 1});   // 57 batches of 5: two epochs of 142 and one more
+  CHECK(b.cursor() == TokenCursor{2, 1});  // 57 batches of 5: two epochs of 142 and one more
 
   // Same seed, same order; another seed, another order; no shuffle, file order.
   TokenBatches same(tmp.path, "train", o);
@@ -100,7 +99,7 @@ TEST_CASE("token batches: packed windows cover every window once per epoch, repr
 TEST_CASE("token batches: seek(cursor) resumes exactly the same batches") {
   TempDir tmp;
   std::vector<int32_t> t;
-  for (int32_t i = 0; i < 500; ++i) t.push_back(i % 45 == 0 ? 999 : (i * 37) % 997);   // 12 documents
+  for (int32_t i = 0; i < 500; ++i) t.push_back(i % 45 == 0 ? 999 : (i * 37) % 997);  // 12 documents
   write_dataset(tmp.path, {{"train", {t}}}, 1000, 999);
   for (LmSampling sampling : {LmSampling::packed, LmSampling::per_document}) {
     TokenBatchOptions o;
@@ -144,9 +143,11 @@ TEST_CASE("token batches: per-document samples are padded and their padding igno
   // Documents: [E 1 2 3], [E 4..13] (longer than a sample), [E] (empty), [E 20]; and a val split
   // that starts in the middle of a document.
   std::vector<int32_t> stream = {E, 1, 2, 3, E, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, E, E, 20};
-  write_dataset(tmp.path, {{"train", {std::vector<int32_t>(stream.begin(), stream.begin() + 7),
-                                      std::vector<int32_t>(stream.begin() + 7, stream.end())}},
-                           {"val", {{5, 6, E, 7}}}},
+  write_dataset(tmp.path,
+                {{"train",
+                  {std::vector<int32_t>(stream.begin(), stream.begin() + 7),
+                   std::vector<int32_t>(stream.begin() + 7, stream.end())}},
+                 {"val", {{5, 6, E, 7}}}},
                 1000, E);
   TokenBatchOptions o;
   o.batch = 4;

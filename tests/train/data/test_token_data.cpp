@@ -19,13 +19,13 @@
 #include <sstream>
 
 #include "tensor/error.h"
-#include "train/data/bpe.h"
-#include "train/data/token_dataset.h"
-#include "train/data/text_sources.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/gpt2_tokenizer.h"
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
+#include "train/data/bpe.h"
+#include "train/data/text_sources.h"
+#include "train/data/token_dataset.h"
 
 using namespace qkv;
 using namespace qkv::data;
@@ -59,12 +59,10 @@ std::string zstd_bytes(const std::string& s) {
   return out;
 }
 
-
 std::vector<int32_t> shard_tokens(const fs::path& p) {
   const TokenShard s = read_token_shard(p);
   return {s.tokens().begin(), s.tokens().end()};
 }
-
 
 }  // namespace
 
@@ -94,7 +92,9 @@ TEST_CASE("token shards: write and read back") {
   int files = 0;
   for (const auto& e : fs::directory_iterator(tmp.path)) files += e.is_regular_file();
   CHECK(files == 3);
-  check_contains(error_of<ValueError>([&] { write_token_shard(tmp.path / "b.bin", std::vector<int32_t>{1, 10}, 10); }),
+  check_contains(error_of<ValueError>([&] {
+                   write_token_shard(tmp.path / "b.bin", std::vector<int32_t>{1, 10}, 10);
+                 }),
                  {"token 10", "position 1", "[0, 10)"});
   check_contains(error_of<ValueError>([&] { write_token_shard(tmp.path / "b.bin", std::vector<int32_t>{1}, 70000); }),
                  {"vocab size 70000"});
@@ -133,7 +133,7 @@ TEST_CASE("token shards: each corrupt file gives an IOError naming the file and 
   check_contains(patched(16, &count9, 8), {name, "truncated", "9 tokens"});
   const uint16_t t100 = 100;
   check_contains(patched(32 + 2 * 3, &t100, 2), {name, "token 100 at index 3", "vocab size 100", "field vocab_size"});
-  const uint32_t vocab50 = 50;   // token 50 at index 3 is now out of range
+  const uint32_t vocab50 = 50;  // token 50 at index 3 is now out of range
   check_contains(patched(24, &vocab50, 4), {name, "token 50 at index 3", "field vocab_size"});
   CHECK(read_token_shard(good).size() == 5);
 }
@@ -150,8 +150,10 @@ TEST_CASE("token shards: the writer rolls over every N tokens") {
       w.append(t);
       all.insert(all.end(), t.begin(), t.end());
     }
-    CHECK(w.shards().size() == 2);   // the third is still open
-    check_contains(error_of<ValueError>([&] { w.append(std::vector<int32_t>{5, 1000}); }),
+    CHECK(w.shards().size() == 2);  // the third is still open
+    check_contains(error_of<ValueError>([&] {
+                     w.append(std::vector<int32_t>{5, 1000});
+                   }),
                    {"token 1000", "position 26", "[0, 1000)"});
     CHECK(w.tokens() == 25);
     w.finish();
@@ -239,7 +241,7 @@ TEST_CASE("text sources: a text document in pieces encodes like the whole" * doc
 
 TEST_CASE("text sources: safe cuts never split a pre-token") {
   CHECK(safe_text_cut("ab cd", 10) == 2);
-  CHECK(safe_text_cut("ab  cd", 10) == 0);      // a run of spaces
+  CHECK(safe_text_cut("ab  cd", 10) == 0);  // a run of spaces
   CHECK(safe_text_cut("ab\n\ncd", 10) == 0);
   CHECK(safe_text_cut("ab\ncd", 10) == 2);
   CHECK(safe_text_cut("é\n日", 10) == 2);        // multi-byte neighbours
@@ -276,12 +278,12 @@ TEST_CASE("text sources: JSONL plain, gzip and zstd") {
     return error_of<IOError>([&] {
       DocumentReader r(tmp.path / "bad.jsonl");
       TextPiece p;
-      while (r.next(p)) {
-      }
+      while (r.next(p)) {}
     });
   };
   const std::string bad = (tmp.path / "bad.jsonl").string();
-  check_contains(jsonl_error("{\"text\": \"a\"}\n{\"text\": \"b\"}\n{\"text\": oops}\n"), {bad + ":3", "malformed JSON"});
+  check_contains(jsonl_error("{\"text\": \"a\"}\n{\"text\": \"b\"}\n{\"text\": oops}\n"),
+                 {bad + ":3", "malformed JSON"});
   check_contains(jsonl_error("{\"text\": \"a\"}\n{\"body\": \"b\"}\n"), {bad + ":2", "no \"text\" field"});
   check_contains(jsonl_error("{\"text\": 12}\n"), {bad + ":1", "\"text\" is number", "expected a string"});
   check_contains(jsonl_error("[\"text\"]\n"), {bad + ":1", "expected a JSON object", "array"});
@@ -293,8 +295,7 @@ TEST_CASE("text sources: JSONL plain, gzip and zstd") {
     return error_of<IOError>([&] {
       DocumentReader r(p);
       TextPiece piece;
-      while (r.next(piece)) {
-      }
+      while (r.next(piece)) {}
     });
   };
   write_file(tmp.path / "cut.jsonl.gz", gz.substr(0, gz.size() / 2));

@@ -27,7 +27,9 @@ fs::path tiny_dataset(const fs::path& root) {
   for (size_t i = 1; i < 6000; ++i)
     tokens.push_back(u[2 * i] < 0.75 ? (7 * tokens.back() + 3) % 48 : int32_t(u[2 * i + 1] * 48));
   const fs::path dir = root / "tokens";
-  test::write_dataset(dir, {{"train", {{tokens.begin(), tokens.begin() + 5000}}}, {"val", {{tokens.begin() + 5000, tokens.end()}}}},
+  test::write_dataset(dir,
+                      {{"train", {{tokens.begin(), tokens.begin() + 5000}}},
+                       {"val", {{tokens.begin() + 5000, tokens.end()}}}},
                       kVocab, kVocab - 1);
   return dir;
 }
@@ -37,7 +39,7 @@ nn::GPTConfig tiny_gpt() {
   c.vocab = kVocab;
   c.context = 16;
   c.layers = 2;
-  c.dropout = 0.1;   // dropout masks must resume too
+  c.dropout = 0.1;  // dropout masks must resume too
   c.attention.d_model = 16;
   c.attention.heads = 2;
   c.attention.sharing = nn::Sharing::q_kv;
@@ -107,14 +109,15 @@ TEST_CASE("lm training: an interrupted and resumed run's loss curve is bit-ident
   for (size_t i = 0; i < a.size(); ++i) {
     CAPTURE(i);
     CHECK(a[i].first == b[i].first);
-    CHECK(a[i].second == b[i].second);   // exact: same batches, dropout masks and updates
+    CHECK(a[i].second == b[i].second);  // exact: same batches, dropout masks and updates
   }
   CHECK(val_curve(root.path / "whole") == val_curve(root.path / "split"));
-  CHECK(a.back().second < a.front().second);   // it learns
+  CHECK(a.back().second < a.front().second);  // it learns
 
   // Only the newest two checkpoints remain, each a model file and its state file.
   std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(root.path / "split" / "checkpoints")) names.push_back(e.path().filename());
+  for (const auto& e : fs::directory_iterator(root.path / "split" / "checkpoints"))
+    names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
   CHECK(names == std::vector<std::string>{"step_00000008.safetensors", "step_00000008.state.safetensors",
                                           "step_00000012.safetensors", "step_00000012.state.safetensors"});
@@ -128,5 +131,5 @@ TEST_CASE("lm training: steps whose gradient norm exceeds the threshold are skip
   CHECK(r.skipped_steps == 12);
   const auto loss = val_curve(root.path / "run");
   REQUIRE(loss.size() == 3);
-  CHECK(loss[0].second == loss[2].second);   // nothing was updated
+  CHECK(loss[0].second == loss[2].second);  // nothing was updated
 }
