@@ -8,6 +8,7 @@
 // that applies the same passes in O(n log n).
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "train/data/bpe.h"
+#include "train/data/utf8.h"
 
 #include <pcre2.h>
 
@@ -65,40 +66,6 @@ const ByteTable& byte_table() {
   return t;
 }
 
-// Decodes UTF-8 `s` into code points; false when it is not valid UTF-8.
-bool utf8_decode(std::string_view s, std::u32string& out) {
-  out.clear();
-  for (size_t i = 0; i < s.size();) {
-    const auto c = uint8_t(s[i]);
-    int len = 0;
-    char32_t cp = 0;
-    if (c < 0x80) {
-      len = 1;
-      cp = c;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else return false;
-    if (i + size_t(len) > s.size()) return false;
-    for (int k = 1; k < len; ++k) {
-      const auto d = uint8_t(s[i + size_t(k)]);
-      if ((d & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    static constexpr char32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) return false;
-    out.push_back(cp);
-    i += size_t(len);
-  }
-  return true;
-}
-
 std::string describe_char(char32_t c) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "U+%04X", unsigned(c));
@@ -109,7 +76,7 @@ std::string describe_char(char32_t c) {
 // message in `why` when a character is outside the byte alphabet.
 std::string token_to_bytes(std::string_view token, std::string& why) {
   std::u32string cps;
-  if (!utf8_decode(token, cps)) {
+  if (!decode_utf8(token, cps)) {
     why = "is not valid UTF-8";
     return {};
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tensor/error.h"
+#include "train/data/utf8.h"
 
 namespace qkv::data {
 
@@ -138,39 +139,10 @@ bool is_space(char32_t c) {
          c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-// Decodes the UTF-8 character at text[i]; its length, or 0 when the bytes there are not UTF-8.
-size_t decode_utf8(std::string_view text, size_t i, char32_t& cp) {
-  const auto c = static_cast<unsigned char>(text[i]);
-  size_t len = 0;
-  if (c < 0x80) {
-    cp = c;
-    return 1;
-  }
-  if ((c & 0xE0) == 0xC0) {
-    len = 2;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4;
-    cp = c & 0x07;
-  } else return 0;
-  if (i + len > text.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    const auto d = static_cast<unsigned char>(text[i + k]);
-    if ((d & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (d & 0x3F);
-  }
-  static constexpr char32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) return 0;
-  return len;
-}
-
 // Whether a valid, non-space character starts at text[i].
 bool solid_at(std::string_view text, size_t i) {
   char32_t cp = 0;
-  return i < text.size() && decode_utf8(text, i, cp) > 0 && !is_space(cp);
+  return i < text.size() && decode_utf8_at(text, i, cp) > 0 && !is_space(cp);
 }
 
 // Whether a valid, non-space character ends just before text[p].
@@ -178,7 +150,7 @@ bool solid_before(std::string_view text, size_t p) {
   for (size_t k = 1; k <= 4 && k <= p; ++k) {
     if ((static_cast<unsigned char>(text[p - k]) & 0xC0) == 0x80) continue;  // a continuation byte
     char32_t cp = 0;
-    return decode_utf8(text, p - k, cp) == k && !is_space(cp);
+    return decode_utf8_at(text, p - k, cp) == k && !is_space(cp);
   }
   return false;
 }
