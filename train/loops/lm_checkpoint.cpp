@@ -116,7 +116,7 @@ std::optional<LmCheckpoint> load_latest_lm_checkpoint(const fs::path& run, const
   const fs::path path = state_file(run, steps.back());
   safetensors::Metadata meta;
   auto tensors = safetensors::load(path.string(), device, &meta);
-  LmCheckpoint c{from_metadata(meta, path.string()), {}, model_file(run, steps.back())};
+  LmCheckpoint c{from_metadata(meta, path.string()), {}, model_file(run, steps.back()), path};
   check<IOError>(c.state.step == steps.back(), path.string(), ": metadata 'step' is ", c.state.step,
                  " but the file is the checkpoint of step ", steps.back());
   for (auto& [name, t] : tensors) c.optimizer.emplace_back(name, t);

@@ -30,6 +30,7 @@ struct LmCheckpoint {
   LmLoopState state;
   optim::NamedTensors optimizer;  // Optimizer::state_dict(), on the requested device
   std::filesystem::path model_file;
+  std::filesystem::path state_file;  // where `state` and `optimizer` were read from
 };
 
 // Steps with a complete checkpoint in `run`, oldest first.

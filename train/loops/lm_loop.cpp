@@ -47,7 +47,11 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   if (resumed) {
     s = resumed->state;
     model.load(resumed->model_file.string());
-    opt.load_state_dict(resumed->optimizer);
+    try {
+      opt.load_state_dict(resumed->optimizer);
+    } catch (const ValueError& e) {  // e.g. a checkpoint of another optimizer or model
+      throw ValueError(cat(resumed->state_file.string(), ": the optimizer state does not fit this run: ", e.what()));
+    }
     gen.set_state(s.gen);
     train.seek(s.cursor);
     result.resumed_from = s.step;

@@ -4,6 +4,8 @@
 // are kept; a step whose gradient norm exceeds the threshold is skipped.
 #include <doctest/doctest.h>
 
+#include "tensor/safetensors.h"
+#include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
 #include "train/data/token_dataset.h"
@@ -132,4 +134,22 @@ TEST_CASE("lm training: steps whose gradient norm exceeds the threshold are skip
   const auto loss = val_curve(root.path / "run");
   REQUIRE(loss.size() == 3);
   CHECK(loss[0].second == loss[2].second);  // nothing was updated
+}
+
+TEST_CASE("lm training: resuming from optimizer state that does not fit names the state file") {
+  test::TempDir root("lm-resume-bad-state");
+  const fs::path tokens = tiny_dataset(root.path);
+  train_in(tokens, root.path / "run", false, 6);  // leaves the checkpoint of step 4
+  const fs::path state = root.path / "run" / "checkpoints" / "step_00000004.state.safetensors";
+  REQUIRE(fs::exists(state));
+
+  // The same state with the step counter under another name, as another optimizer would write it.
+  safetensors::Metadata meta;
+  std::vector<std::pair<std::string, Tensor>> renamed;
+  for (auto& [name, t] : safetensors::load(state.string(), kCPU, &meta))
+    renamed.emplace_back(name == "step" ? "decay.step" : name, t);
+  safetensors::save(state.string(), renamed, meta);
+
+  test::check_contains(test::error_of<ValueError>([&] { train_in(tokens, root.path / "run", true, 0); }),
+                       {state.string(), "optimizer state does not fit", "'step'"});
 }
