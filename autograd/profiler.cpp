@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 namespace qkv::autograd {
@@ -33,6 +34,11 @@ bool enabled_from_env() {
   return on;
 }
 
+// A profile row's name: "matmul (cpu)".
+std::string entry_key(std::string_view op, std::string_view device) {
+  return std::string(op) + " (" + std::string(device) + ")";
+}
+
 std::atomic<bool>& enabled() {
   static std::atomic<bool> on{enabled_from_env()};
   return on;
@@ -46,7 +52,7 @@ void set_profiling_enabled(bool on) { enabled().store(on, std::memory_order_rela
 void record_kernel_time(const char* op, const char* device, double seconds) {
   Profile& p = profile();
   std::lock_guard lock(p.mu);
-  Entry& e = p.entries[std::string(op) + " (" + device + ")"];
+  Entry& e = p.entries[entry_key(op, device)];
   ++e.calls;
   e.seconds += seconds;
 }
@@ -74,7 +80,7 @@ std::string profile_report() {
 int64_t profiled_calls(const std::string& op, const std::string& device) {
   Profile& p = profile();
   std::lock_guard lock(p.mu);
-  auto it = p.entries.find(op + " (" + device + ")");
+  auto it = p.entries.find(entry_key(op, device));
   return it == p.entries.end() ? 0 : it->second.calls;
 }
 

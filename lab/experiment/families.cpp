@@ -184,6 +184,13 @@ const Schema<ModelBase>& ModelBase::schema() {
 
 namespace {
 template <class T> void check_model_base(const T& m, const Located& at) { ModelBase::schema().check(m, at); }
+
+// The check of the models with the (+) variants' 2D positional scores: the base model's, and an
+// even channel count (nn::pos2d_table gives half the channels to the row, half to the column).
+template <class T> void check_pos2d_model(const T& m, const Located& at) {
+  check_model_base(m, at);
+  if (m.pos2d_channels % 2 != 0) at.fail("pos2d_channels", m.pos2d_channels, "an even integer >= 2");
+}
 }  // namespace
 
 const Schema<EncoderModel>& EncoderModel::schema() {
@@ -197,10 +204,7 @@ const Schema<EncoderModel>& EncoderModel::schema() {
                        "channels m of the (+) variants' 2D positional scores (even)"),
                  field("head", &T::head, HeadKind::mlp, "output head; mlp = Linear-LayerNorm-ReLU-Dropout-Linear"),
              }),
-      [](const T& m, const Located& at) {
-        check_model_base(m, at);
-        if (m.pos2d_channels % 2 != 0) at.fail("pos2d_channels", m.pos2d_channels, "an even integer >= 2");
-      }};
+      check_pos2d_model<T>};
   return s;
 }
 
@@ -215,10 +219,7 @@ const Schema<VitModel>& VitModel::schema() {
                  field("pos2d_channels", &T::pos2d_channels, 10, at_least(2),
                        "channels m of the (+) variants' 2D positional scores over the patches (even)"),
              }),
-      [](const T& m, const Located& at) {
-        check_model_base(m, at);
-        if (m.pos2d_channels % 2 != 0) at.fail("pos2d_channels", m.pos2d_channels, "an even integer >= 2");
-      }};
+      check_pos2d_model<T>};
   return s;
 }
 
@@ -231,11 +232,7 @@ const Schema<SetModel>& SetModel::schema() {
                                       field("pos2d_channels", &T::pos2d_channels, 10, at_least(2),
                                             "channels m of the (+) variants' 2D positional scores over the set (even)"),
                                   }),
-                           [](const T& m, const Located& at) {
-                             check_model_base(m, at);
-                             if (m.pos2d_channels % 2 != 0)
-                               at.fail("pos2d_channels", m.pos2d_channels, "an even integer >= 2");
-                           }};
+                           check_pos2d_model<T>};
   return s;
 }
 

@@ -153,14 +153,14 @@ NamedTensors Optimizer::state_dict() const {
 
 void Optimizer::load_state_dict(const NamedTensors& state) {
   NoGradGuard no_grad;
-  std::vector<ParamState> restored = restore_states(state);  // throws before anything changes
-  for (const auto& [key, t] : state)
-    if (key == "step") steps_ = read_count(name_, key, t, 0);
-  states_ = std::move(restored);
+  Restored restored = restore(state);  // throws before anything changes
+  steps_ = restored.steps;
+  states_ = std::move(restored.states);
 }
 
-// Checks every entry of `state` and builds the per-parameter states from it; changes nothing.
-std::vector<Optimizer::ParamState> Optimizer::restore_states(const NamedTensors& state) const {
+// Checks every entry of `state` and builds the step count and per-parameter states from it;
+// changes nothing.
+Optimizer::Restored Optimizer::restore(const NamedTensors& state) const {
   const std::string where = name_ + ": load_state_dict()";
   std::map<std::string, const Tensor*> entries;
   for (const auto& [key, t] : state) {
@@ -176,7 +176,7 @@ std::vector<Optimizer::ParamState> Optimizer::restore_states(const NamedTensors&
   };
   const Tensor* global = take("step");
   check<ValueError>(global != nullptr, where, ": missing entry 'step'");
-  read_count(name_, "step", *global, 0);
+  const int64_t steps = read_count(name_, "step", *global, 0);
 
   const std::vector<std::string> buffers = buffer_names();
   std::vector<ParamState> out(params_.size());
@@ -201,7 +201,7 @@ std::vector<Optimizer::ParamState> Optimizer::restore_states(const NamedTensors&
   }
   check<ValueError>(entries.empty(), where, ": unexpected entry '", entries.empty() ? "" : entries.begin()->first,
                     "' (no parameter or buffer of this ", name_, " optimizer has that name)");
-  return out;
+  return {steps, std::move(out)};
 }
 
 }  // namespace qkv::optim

@@ -88,7 +88,11 @@ class Optimizer {
   };
 
   void step_group(const GroupRange& group, const std::vector<std::string>& buffers);
-  std::vector<ParamState> restore_states(const NamedTensors& state) const;
+  struct Restored {
+    int64_t steps;                   // the "step" entry
+    std::vector<ParamState> states;  // one per parameter
+  };
+  Restored restore(const NamedTensors& state) const;
 
   std::string name_;
   NamedTensors params_;
