@@ -48,8 +48,7 @@ Grads div(const BackwardArgs& a) {
 Grads neg(const BackwardArgs& a) { return {-a.grads[0]}; }
 Grads abs(const BackwardArgs& a) {
   const Tensor& x = a.inputs[0];
-  Tensor zero = scalar_tensor(0, {x.dtype(), x.device()});
-  return {where(gt(x, zero), a.grads[0], -a.grads[0])};
+  return {where(gt(x, scalar_tensor(0, {x.dtype(), kCPU})), a.grads[0], -a.grads[0])};
 }
 Grads exp(const BackwardArgs& a) { return {a.grads[0] * a.outputs[0]}; }
 Grads log(const BackwardArgs& a) { return {a.grads[0] / a.inputs[0]}; }
@@ -72,8 +71,7 @@ Grads sigmoid(const BackwardArgs& a) {
 }
 Grads relu(const BackwardArgs& a) {
   const Tensor& y = a.outputs[0];
-  return {
-      where(gt(y, scalar_tensor(0, {y.dtype(), y.device()})), a.grads[0], scalar_tensor(0, {y.dtype(), y.device()}))};
+  return {where(gt(y, scalar_tensor(0, {y.dtype(), kCPU})), a.grads[0], scalar_tensor(0, {y.dtype(), y.device()}))};
 }
 Grads gelu(const BackwardArgs& a) {
   return {gelu_backward(a.grads[0], a.inputs[0], attr<GeluAttrs>(a.attrs, "gelu").tanh)};

@@ -4,8 +4,12 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/preflight.h"
 #include "autograd/profiler.h"
 #include "tensor/view.h"
+#ifdef QKV_HAVE_CUDA
+#include "tensor/cuda/cuda_runtime.h"
+#endif
 
 namespace qkv::autograd {
 namespace {
@@ -55,8 +59,22 @@ void check_inputs(const OpInfo& info, const std::vector<Tensor>& in) {
     check<ValueError>(in[i].defined() || info.is_optional(i), op, ": input ", i, " is undefined");
 }
 
-// All defined inputs on one device; a 0-dim CPU tensor may join a CUDA op (it is moved over),
-// unless the op writes it.
+// Arithmetic and comparisons read a 0-dim CPU operand on the host and pass its value to the
+// CUDA kernel as an argument (kernels/cuda/elementwise.cu).
+bool takes_host_scalars(OpId id) {
+  switch (id) {
+    case OpId::add:
+    case OpId::sub:
+    case OpId::mul:
+    case OpId::div:
+    case OpId::gt:
+    case OpId::eq: return true;
+    default: return false;
+  }
+}
+
+// All defined inputs on one device; a 0-dim CPU tensor may join a CUDA op (as a kernel argument,
+// or moved over), unless the op writes it.
 Device common_device(const OpInfo& info, std::vector<Tensor>& in, const Attrs& attrs) {
   if (in.empty()) return attr<RandomAttrs>(attrs, info.name).device;
   const Tensor* first = nullptr;
@@ -71,7 +89,7 @@ Device common_device(const OpInfo& info, std::vector<Tensor>& in, const Attrs& a
     Tensor& t = in[i];
     if (!t.defined() || t.device() == dev) continue;
     if (t.dim() == 0 && t.device().is_cpu() && !info.is_written(i)) {
-      t = raw::to(t, t.dtype(), dev);
+      if (!takes_host_scalars(info.id)) t = raw::to(t, t.dtype(), dev);
       continue;
     }
     if (info.is_written(i))
@@ -102,16 +120,28 @@ void check_written(const OpInfo& info, const std::vector<Tensor>& in) {
   }
 }
 
+// Runs the kernel, timed when profiling (CUDA: events around the launch, device time). Under
+// QKV_CUDA_SYNC=1 a CUDA op is waited for and checked at once, so a failure names its op.
 void run_kernel(const OpInfo& info, kernels::Kernel kernel, const Device& device, std::vector<Tensor>& in,
                 std::vector<Tensor>& out, const Attrs& attrs) {
+  const kernels::KernelArgs args{in, out, attrs};
   if (!profiling_enabled()) {
-    kernel(kernels::KernelArgs{in, out, attrs});
-    return;
+    kernel(args);
+  } else if (device.is_cuda()) {
+#ifdef QKV_HAVE_CUDA
+    void* start = cuda::record_event(device.index);
+    kernel(args);
+    record_cuda_kernel(info.name, start, cuda::record_event(device.index));
+#endif
+  } else {
+    const auto begin = std::chrono::steady_clock::now();
+    kernel(args);
+    record_kernel_time(info.name, "cpu",
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
   }
-  const auto start = std::chrono::steady_clock::now();
-  kernel(kernels::KernelArgs{in, out, attrs});
-  record_kernel_time(info.name, device.is_cpu() ? "cpu" : "cuda",
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+#ifdef QKV_HAVE_CUDA
+  if (device.is_cuda() && cuda::sync_after_each_op()) cuda::synchronize(device.index, info.name);
+#endif
 }
 
 }  // namespace
@@ -132,8 +162,9 @@ std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
   for (const OutputSpec& s : specs) out.push_back(empty(s.shape, {s.dtype, device}));
 
   const kernels::Kernel kernel = device.is_cpu() ? info.cpu : info.cuda;
-  if (!kernel) throw DeviceError(cat(info.name, ": no CUDA kernel yet (run it on the CPU)"));
-  run_kernel(info, kernel, device, in, out, attrs);
+  if (tracing_ops()) note_op_call(info.id, device);  // a preflight: shapes and devices only
+  else if (!kernel) throw DeviceError(cat(info.name, ": no kernel on ", device, " (`qkvlab ops` shows the table)"));
+  else run_kernel(info, kernel, device, in, out, attrs);
 
   if (info.writes) {
     // Saved tensors remember their storage version: bumping it makes a backward through a

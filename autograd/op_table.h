@@ -15,7 +15,7 @@
 //   save      what backward needs kept: inputs, outputs, both or none
 //   shape     shape rule (autograd/shape_rules.h): validates inputs, gives output shapes
 //   cpu       CPU kernel (kernels/cpu/) or a device-generic one (kernels/common.h)
-//   cuda      CUDA kernel (kernels/cuda/), or kNoCuda until one is written
+//   cuda      CUDA kernel (kernels/cuda/)
 //   backward  backward rule (autograd/backward_rules.h), or kNotDifferentiable
 #pragma once
 #include <span>
@@ -65,13 +65,13 @@
   X(cross_entropy,          2,  0,       0,      2,   kFloat,     kSaveBoth,    shape::cross_entropy,          cpu::cross_entropy,          QKV_CUDA_KERNEL(cross_entropy),          grad::cross_entropy) \
   X(cross_entropy_backward, 4,  0,       0,      1,   kFloat,     kSaveNone,    shape::cross_entropy_backward, cpu::cross_entropy_backward, QKV_CUDA_KERNEL(cross_entropy_backward), kNotDifferentiable) \
   X(dropout,                1,  0,       0,      1,   kFloat,     kSaveNone,    shape::same,                   cpu::dropout,                QKV_CUDA_KERNEL(dropout),                grad::dropout) \
-  X(attention,              4,  0b1000,  0,      2,   kFloat,     kSaveBoth,    shape::attention,              cpu::attention,              nullptr,                                 grad::attention) \
-  X(attention_backward,     7,  0b10000, 0,      4,   kFloat,     kSaveNone,    shape::attention_backward,     cpu::attention_backward,     nullptr,                                 kNotDifferentiable) \
-  X(conv2d,                 3,  0b100,   0,      1,   kFloat,     kSaveInputs,  shape::conv2d,                 cpu::conv2d,                 nullptr,                                 grad::conv2d) \
-  X(conv2d_backward,        3,  0,       0,      3,   kFloat,     kSaveNone,    shape::conv2d_backward,        cpu::conv2d_backward,        nullptr,                                 kNotDifferentiable) \
-  X(batch_norm,             5,  0b11000, 0,      1,   kFloat,     kSaveInputs,  shape::batch_norm,             cpu::batch_norm,             nullptr,                                 grad::batch_norm) \
-  X(max_pool2d,             1,  0,       0,      2,   kFloat,     kSaveOutputs, shape::max_pool2d,             cpu::max_pool2d,             nullptr,                                 grad::max_pool2d) \
-  X(adaptive_avg_pool2d,    1,  0,       0,      1,   kFloat,     kSaveNone,    shape::adaptive_avg_pool2d,    cpu::adaptive_avg_pool2d,    nullptr,                                 grad::adaptive_avg_pool2d) \
+  X(attention,              4,  0b1000,  0,      2,   kFloat,     kSaveBoth,    shape::attention,              cpu::attention,              QKV_CUDA_KERNEL(attention),              grad::attention) \
+  X(attention_backward,     7,  0b10000, 0,      4,   kFloat,     kSaveNone,    shape::attention_backward,     cpu::attention_backward,     QKV_CUDA_KERNEL(attention_backward),     kNotDifferentiable) \
+  X(conv2d,                 3,  0b100,   0,      1,   kFloat,     kSaveInputs,  shape::conv2d,                 cpu::conv2d,                 QKV_CUDA_KERNEL(conv2d),                 grad::conv2d) \
+  X(conv2d_backward,        3,  0,       0,      3,   kFloat,     kSaveNone,    shape::conv2d_backward,        cpu::conv2d_backward,        QKV_CUDA_KERNEL(conv2d_backward),        kNotDifferentiable) \
+  X(batch_norm,             5,  0b11000, 0,      1,   kFloat,     kSaveInputs,  shape::batch_norm,             cpu::batch_norm,             QKV_CUDA_KERNEL(batch_norm),             grad::batch_norm) \
+  X(max_pool2d,             1,  0,       0,      2,   kFloat,     kSaveOutputs, shape::max_pool2d,             cpu::max_pool2d,             QKV_CUDA_KERNEL(max_pool2d),             grad::max_pool2d) \
+  X(adaptive_avg_pool2d,    1,  0,       0,      1,   kFloat,     kSaveNone,    shape::adaptive_avg_pool2d,    cpu::adaptive_avg_pool2d,    QKV_CUDA_KERNEL(adaptive_avg_pool2d),    grad::adaptive_avg_pool2d) \
   X(concat,                 -1, 0,       0,      1,   kAllDTypes, kSaveNone,    shape::concat,                 common::concat,              &common::concat,                         grad::concat) \
   X(index_select,           2,  0,       0,      1,   kAllDTypes, kSaveInputs,  shape::index_select,           cpu::index_select,           QKV_CUDA_KERNEL(index_select),           grad::index_select) \
   X(index_add,              3,  0,       0,      1,   kNumeric,   kSaveInputs,  shape::index_add,              cpu::index_add,              QKV_CUDA_KERNEL(index_add),              grad::index_add) \
@@ -81,9 +81,9 @@
   X(where,                  3,  0,       0,      1,   kMask,      kSaveInputs,  shape::where,                  cpu::where,                  QKV_CUDA_KERNEL(where),                  grad::where) \
   X(cast,                   1,  0,       0,      1,   kAllDTypes, kSaveNone,    shape::cast,                   common::cast,                &common::cast,                           grad::cast) \
   X(copy,                   1,  0,       0,      1,   kAllDTypes, kSaveNone,    shape::same,                   common::copy,                &common::copy,                           grad::copy) \
-  X(adam_update,            -4, 0,       0b1101, 0,   kFloat,     kSaveNone,    shape::adam_update,            cpu::adam_update,            nullptr,                                 kNotDifferentiable) \
-  X(sgd_update,             -3, 0b100,   0b101,  0,   kFloat,     kSaveNone,    shape::sgd_update,             cpu::sgd_update,             nullptr,                                 kNotDifferentiable) \
-  X(clip_grad_norm,         -1, 0,       0b1,    1,   kFloat,     kSaveNone,    shape::clip_grad_norm,         cpu::clip_grad_norm,         nullptr,                                 kNotDifferentiable) \
+  X(adam_update,            -4, 0,       0b1101, 0,   kFloat,     kSaveNone,    shape::adam_update,            cpu::adam_update,            QKV_CUDA_KERNEL(adam_update),            kNotDifferentiable) \
+  X(sgd_update,             -3, 0b100,   0b101,  0,   kFloat,     kSaveNone,    shape::sgd_update,             cpu::sgd_update,             QKV_CUDA_KERNEL(sgd_update),             kNotDifferentiable) \
+  X(clip_grad_norm,         -1, 0,       0b1,    1,   kFloat,     kSaveNone,    shape::clip_grad_norm,         cpu::clip_grad_norm,         QKV_CUDA_KERNEL(clip_grad_norm),         kNotDifferentiable) \
   X(uniform,                0,  0,       0,      1,   kFloat,     kSaveNone,    shape::random,                 cpu::uniform,                QKV_CUDA_KERNEL(uniform),                kNotDifferentiable) \
   X(normal,                 0,  0,       0,      1,   kFloat,     kSaveNone,    shape::random,                 cpu::normal,                 QKV_CUDA_KERNEL(normal),                 kNotDifferentiable) \
   X(bernoulli,              0,  0,       0,      1,   kFloat,     kSaveNone,    shape::random,                 cpu::bernoulli,              QKV_CUDA_KERNEL(bernoulli),              kNotDifferentiable)
@@ -114,7 +114,7 @@ struct OpInfo {
   SaveMask save;
   ShapeRule shape;
   kernels::Kernel cpu;
-  kernels::Kernel cuda;   // nullptr: no CUDA kernel yet
+  kernels::Kernel cuda;   // nullptr in a build without CUDA
   BackwardRule backward;  // nullptr: not differentiable
 
   constexpr int group_size() const { return arity < 0 ? -arity : 0; }  // 0: a fixed arity

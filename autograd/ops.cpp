@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/dispatch.h"
+#include "autograd/preflight.h"
 
 namespace qkv {
 
@@ -13,7 +14,9 @@ namespace {
 Tensor one(OpId id, std::vector<Tensor> in, Attrs attrs = NoAttrs{}) {
   return call_op(id, std::move(in), std::move(attrs))[0];
 }
-Tensor scalar_like(double v, const Tensor& like) { return scalar_tensor(v, {like.dtype(), like.device()}); }
+// The double operand of `x * 0.5`: a 0-dim host tensor, whose value a CUDA kernel takes as an
+// argument (nothing is allocated on or copied to the device).
+Tensor scalar_like(double v, const Tensor& like) { return scalar_tensor(v, {like.dtype(), kCPU}); }
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) { return one(OpId::add, {a, b}); }
@@ -88,7 +91,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   check<ValueError>(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   Generator& g = gen ? *gen : default_generator();
-  const uint64_t seed = g.seed(), offset = g.reserve(x.numel());
+  const uint64_t seed = g.seed(),
+                 offset = autograd::tracing_ops() ? 0 : g.reserve(x.numel());  // a preflight draws nothing
   return one(OpId::dropout, {x}, DropoutAttrs{p, seed, offset});
 }
 
@@ -159,7 +163,7 @@ Tensor random(OpId id, RandomKind kind, const Shape& shape, double a, double b, 
   Generator& g = gen ? *gen : default_generator();
   RandomAttrs attrs{kind, a, b, shape, opts.dtype, opts.device, g.seed(), 0};
   autograd::shape::random({}, attrs, autograd::op_info(id).name);  // validate before drawing
-  attrs.offset = g.reserve(numel(shape));
+  attrs.offset = autograd::tracing_ops() ? 0 : g.reserve(numel(shape));
   return one(id, {}, attrs);
 }
 }  // namespace

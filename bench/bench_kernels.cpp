@@ -1,8 +1,27 @@
-// Kernel benchmark: matmul GFLOP/s through qkvlab against Eigen called directly on the same
-// buffers, and elementwise / row-wise kernels' memory bandwidth against memcpy, all measured in
-// this one process with the runs interleaved so machine noise hits both sides alike.
+// Kernel benchmark, all measured in this one process with the runs interleaved (best of N, each
+// run followed by a device synchronize) so machine noise hits every side alike:
+//   matmul     float32 square n x n GEMM through qkvlab, GFLOP/s (2 n^3 FLOPs); on the CPU beside
+//              Eigen called directly on the same buffers.
+//   bandwidth  float32 [elements / 1024, 1024]: the copy baseline (parallel memcpy on the CPU,
+//              a device-to-device copy_ on a GPU), add, gelu, softmax and layer_norm, in GB/s of
+//              bytes read + written, and as a share of the copy.
+//   attention  qkvlab's fused attention op (autograd/ops.h) in float32: forward (no graph) and
+//              forward + backward (dq, dk, dv from a random dO), in ms and GFLOP/s, at GPT-2 small,
+//              the paper's 300M GPT, a ViT/encoder shape, K=V (k and v one tensor) and GQA-4.
+//              FLOPs: forward 4 B H T S D (two GEMMs of B H T S D multiply-adds, 2 FLOPs each),
+//              halved when causal; the backward counts 2.5 x the forward, so fwd+bwd is 3.5 x.
+// bench/torch_kernels.py measures the same in PyTorch with the same FLOP counts and JSON keys;
+// bench/compare_kernels.py prints the two JSON files side by side.
 //
 //   bench_kernels [--sizes 256,512,1024,2048] [--elements N] [--reps R] [--device cpu|cuda:0]
+//                 [--attention all|none|case,case] [--batch-div K] [--json FILE]
+//
+// --json writes {"implementation", "device", ..., "attention_shapes": {case: shape},
+// "results": {key: number}} atomically; the keys are matmul.<n>.gflops (and
+// matmul.<n>.eigen_gflops on the CPU), bandwidth.<kernel>.gbps and
+// attention.<case>.{fwd,fwdbwd}_{ms,gflops}. Defaults: on CUDA the sizes add 4096 and the
+// attention batches are the models' own; on the CPU the attention batches are divided by 8 (the
+// ViT keeps 16 of 128) so the whole run stays near a minute on two cores.
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
 #include <algorithm>
@@ -10,9 +29,14 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <omp.h>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "autograd/autograd.h"
+#include "tensor/atomic_file.h"
 #include "tensor/cuda/cuda_runtime.h"
 
 using namespace qkv;
@@ -20,6 +44,7 @@ using namespace qkv;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using Json = nlohmann::ordered_json;
 
 void sync(const Device& d) {
 #ifdef QKV_HAVE_CUDA
@@ -44,14 +69,22 @@ std::vector<double> best_seconds(const std::vector<std::function<void()>>& fns, 
   return best;
 }
 
-void bench_matmul(const std::vector<int64_t>& sizes, int reps, const Device& dev) {
+// Repetitions for work of `flops` per run: the full count on a GPU, fewer (at least 2) on the
+// CPU where one large run already takes a second.
+int reps_for(double flops, int reps, const Device& dev) {
+  const double budget = dev.is_cpu() ? 2e9 : 2e12;
+  return std::max<int>(2, int(reps * std::min(1.0, budget / flops)));
+}
+
+void bench_matmul(const std::vector<int64_t>& sizes, int reps, const Device& dev, Json& res) {
   std::printf("\nmatmul (float32, square, best of %d)\n", reps);
   std::printf("%8s %14s %14s %8s\n", "n", "qkvlab GF/s", dev.is_cpu() ? "Eigen GF/s" : "-", "ratio");
   for (int64_t n : sizes) {
     Generator g(n);
     Tensor a = randn({n, n}, {DType::f32, dev}, &g), b = randn({n, n}, {DType::f32, dev}, &g);
     const double flops = 2.0 * double(n) * double(n) * double(n);
-    const int r = std::max<int>(2, int(reps * std::min(1.0, 2e9 / flops)));
+    const int r = reps_for(flops, reps, dev);
+    const std::string key = "matmul." + std::to_string(n) + ".";
     if (dev.is_cpu()) {
       using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
       Eigen::Map<const RowMat> ma(a.data<float>(), n, n), mb(b.data<float>(), n, n);
@@ -59,14 +92,17 @@ void bench_matmul(const std::vector<int64_t>& sizes, int reps, const Device& dev
       auto t = best_seconds({[&] { Tensor c = matmul(a, b); }, [&] { mc.noalias() = ma * mb; }}, r, dev);
       std::printf("%8lld %14.1f %14.1f %7.1f%%\n", (long long)n, flops / t[0] / 1e9, flops / t[1] / 1e9,
                   100 * t[1] / t[0]);
+      res[key + "gflops"] = flops / t[0] / 1e9;
+      res[key + "eigen_gflops"] = flops / t[1] / 1e9;
     } else {
       auto t = best_seconds({[&] { Tensor c = matmul(a, b); }}, r, dev);
       std::printf("%8lld %14.1f %14s %8s\n", (long long)n, flops / t[0] / 1e9, "-", "-");
+      res[key + "gflops"] = flops / t[0] / 1e9;
     }
   }
 }
 
-void bench_bandwidth(int64_t n, int reps, const Device& dev) {
+void bench_bandwidth(int64_t n, int reps, const Device& dev, Json& res) {
   const int64_t cols = 1024, rows = n / cols;
   Generator g(7);
   Tensor x = randn({rows, cols}, {DType::f32, dev}, &g), y = randn({rows, cols}, {DType::f32, dev}, &g);
@@ -91,16 +127,17 @@ void bench_bandwidth(int64_t n, int reps, const Device& dev) {
     copy_fn = [&] { dst.copy_(x); };
   }
   struct Case {
-    const char* name;
+    const char* name;  // printed
+    const char* key;   // in the JSON
     double bytes_moved;
     std::function<void()> fn;
   };
   std::vector<Case> cases = {
-      {"memcpy", 2 * bytes, copy_fn},
-      {"add", 3 * bytes, [&] { Tensor z = x + y; }},
-      {"gelu", 2 * bytes, [&] { Tensor z = gelu(x); }},
-      {"softmax", 2 * bytes, [&] { Tensor z = softmax(x, -1); }},
-      {"layer_norm", 2 * bytes, [&] { Tensor z = layer_norm(x, w, bias); }},
+      {dev.is_cpu() ? "memcpy" : "copy_", "copy", 2 * bytes, copy_fn},
+      {"add", "add", 3 * bytes, [&] { Tensor z = x + y; }},
+      {"gelu", "gelu", 2 * bytes, [&] { Tensor z = gelu(x); }},
+      {"softmax", "softmax", 2 * bytes, [&] { Tensor z = softmax(x, -1); }},
+      {"layer_norm", "layer_norm", 2 * bytes, [&] { Tensor z = layer_norm(x, w, bias); }},
   };
   std::vector<std::function<void()>> fns;
   for (auto& c : cases) fns.push_back(c.fn);
@@ -108,33 +145,146 @@ void bench_bandwidth(int64_t n, int reps, const Device& dev) {
   const double copy_bw = cases[0].bytes_moved / t[0];
   std::printf("\nbandwidth (float32 [%lld, %lld], %.0f MiB per tensor, best of %d)\n", (long long)rows, (long long)cols,
               bytes / (1 << 20), reps);
-  std::printf("%12s %10s %14s\n", "kernel", "GB/s", "of memcpy");
+  std::printf("%12s %10s %14s\n", "kernel", "GB/s", "of copy");
   for (size_t i = 0; i < cases.size(); ++i) {
     const double bw = cases[i].bytes_moved / t[i];
     std::printf("%12s %10.1f %13.1f%%\n", cases[i].name, bw / 1e9, 100 * bw / copy_bw);
+    res[std::string("bandwidth.") + cases[i].key + ".gbps"] = bw / 1e9;
   }
+}
+
+// ---- attention ----------------------------------------------------------------------------------
+
+struct AttnCase {
+  std::string name;
+  int64_t B, H, Hk, T, S, D;
+  bool causal, kv_shared;
+};
+
+// The shapes, with every batch divided by `batch_div` (at least 1). bench/torch_kernels.py holds
+// the same table.
+std::vector<AttnCase> attention_cases(int64_t batch_div) {
+  std::vector<AttnCase> cases = {
+      {"gpt2_small", 8, 12, 12, 1024, 1024, 64, true, false},     // GPT-2 small: d 768, 12 heads
+      {"gpt_300m", 6, 16, 16, 2048, 2048, 64, true, false},       // experiments/lm/gpt-300m.yaml
+      {"vit", 128, 4, 4, 64, 64, 16, false, false},               // ViT / encoder: d 64, 4 heads
+      {"gpt2_kv_shared", 8, 12, 12, 1024, 1024, 64, true, true},  // K=V: k and v one tensor
+      {"gpt2_gqa4", 8, 12, 3, 1024, 1024, 64, true, false},       // GQA: 4 query heads per KV head
+  };
+  for (auto& c : cases) c.B = std::max<int64_t>(1, c.B / batch_div);
+  return cases;
+}
+
+double attention_fwd_flops(const AttnCase& c) {
+  const double f = 4.0 * double(c.B) * double(c.H) * double(c.T) * double(c.S) * double(c.D);
+  return c.causal ? f / 2 : f;
+}
+
+// "B8 H12 Hk12 T1024 S1024 D64 causal k=v": the same string as torch_kernels.py's.
+std::string shape_str(const AttnCase& c) {
+  std::ostringstream os;
+  os << "B" << c.B << " H" << c.H << " Hk" << c.Hk << " T" << c.T << " S" << c.S << " D" << c.D
+     << (c.causal ? " causal" : "") << (c.kv_shared ? " k=v" : "");
+  return os.str();
+}
+
+void bench_attention(const std::vector<AttnCase>& cases, int reps, const Device& dev, Json& res, Json& shapes) {
+  if (cases.empty()) return;
+  std::printf("\nattention (float32, fused, forward and forward+backward, best of up to %d)\n", reps);
+  std::printf("%16s %36s %10s %10s %12s %12s\n", "case", "shape", "fwd ms", "fwd GF/s", "fwd+bwd ms", "fwd+bwd GF/s");
+  for (const AttnCase& c : cases) {
+    Generator g(11);
+    const TensorOptions o{DType::f32, dev};
+    Tensor q = randn({c.B, c.H, c.T, c.D}, o, &g), k = randn({c.B, c.Hk, c.S, c.D}, o, &g);
+    Tensor v = c.kv_shared ? k : randn({c.B, c.Hk, c.S, c.D}, o, &g);
+    Tensor dout = randn({c.B, c.H, c.T, c.D}, o, &g);
+    q.set_requires_grad();
+    k.set_requires_grad();
+    if (!c.kv_shared) v.set_requires_grad();
+    auto fwd = [&] {
+      NoGradGuard no_grad;
+      Tensor out = attention(q, k, v, Tensor(), c.causal);
+    };
+    auto fwdbwd = [&] {
+      Tensor out = attention(q, k, v, Tensor(), c.causal);
+      out.backward(dout);
+      q.zero_grad();  // drop the gradients, so every run allocates them afresh as the first did
+      k.zero_grad();
+      v.zero_grad();
+    };
+    const double flops = attention_fwd_flops(c);
+    auto t = best_seconds({fwd, fwdbwd}, reps_for(3.5 * flops, reps, dev), dev);
+    const double fwd_gf = flops / t[0] / 1e9, fb_gf = 3.5 * flops / t[1] / 1e9;
+    std::printf("%16s %36s %10.3f %10.1f %12.3f %12.1f\n", c.name.c_str(), shape_str(c).c_str(), 1e3 * t[0], fwd_gf,
+                1e3 * t[1], fb_gf);
+    const std::string key = "attention." + c.name + ".";
+    res[key + "fwd_ms"] = 1e3 * t[0];
+    res[key + "fwd_gflops"] = fwd_gf;
+    res[key + "fwdbwd_ms"] = 1e3 * t[1];
+    res[key + "fwdbwd_gflops"] = fb_gf;
+    shapes[c.name] = shape_str(c);
+  }
+}
+
+// --attention: "all", "none", or a comma-separated list of case names.
+std::vector<AttnCase> select_cases(const std::string& which, int64_t batch_div) {
+  std::vector<AttnCase> all = attention_cases(batch_div), out;
+  if (which == "all") return all;
+  if (which == "none") return out;
+  std::stringstream ss(which);
+  for (std::string name; std::getline(ss, name, ',');) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const AttnCase& c) { return c.name == name; });
+    if (it == all.end()) throw ValueError(cat("--attention: no case '", name, "'"));
+    out.push_back(*it);
+  }
+  return out;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"qkvlab kernel benchmark: matmul vs Eigen, kernel bandwidth vs memcpy"};
-  std::vector<int64_t> sizes{256, 512, 1024, 2048};
+  CLI::App app{"qkvlab kernel benchmark: matmul vs Eigen, kernel bandwidth vs copy, fused attention"};
+  std::vector<int64_t> sizes;
   int64_t elements = int64_t(1) << 24;
+  int64_t batch_div = 0;
   int reps = 10;
-  std::string device = "cpu";
-  app.add_option("--sizes", sizes, "square matmul sizes")->delimiter(',');
+  std::string device = "cpu", which = "all", json_path;
+  app.add_option("--sizes", sizes, "square matmul sizes (default 256,512,1024,2048, and 4096 on CUDA)")->delimiter(',');
   app.add_option("--elements", elements, "elements per tensor in the bandwidth test")
       ->check(CLI::Range(int64_t(1024), int64_t(1) << 32));
   app.add_option("--reps", reps, "timed repetitions (best is reported)")->check(CLI::Range(1, 1000));
   app.add_option("--device", device, "cpu or cuda:N");
+  app.add_option("--attention", which, "attention cases: all, none, or a list of gpt2_small,gpt_300m,vit,...");
+  app.add_option("--batch-div", batch_div, "divide the attention batches by this (default 8 on the CPU, 1 on CUDA)")
+      ->check(CLI::Range(int64_t(0), int64_t(1024)));
+  app.add_option("--json", json_path, "also write every number to this JSON file (atomically)");
   CLI11_PARSE(app, argc, argv);
   try {
     const Device dev(device);
     check_device_usable(dev, "bench_kernels");
+    if (sizes.empty())
+      sizes =
+          dev.is_cpu() ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{256, 512, 1024, 2048, 4096};
+    if (batch_div == 0) batch_div = dev.is_cpu() ? 8 : 1;
+    const std::vector<AttnCase> cases = select_cases(which, batch_div);
     std::printf("qkvlab kernel benchmark on %s, %d OpenMP threads\n", dev.str().c_str(), omp_get_max_threads());
-    bench_matmul(sizes, reps, dev);
-    bench_bandwidth(elements, reps, dev);
+    Json res = Json::object(), shapes = Json::object();
+    bench_matmul(sizes, reps, dev, res);
+    bench_bandwidth(elements, reps, dev, res);
+    bench_attention(cases, reps, dev, res, shapes);
+    if (!json_path.empty()) {
+      Json j = {{"implementation", "qkvlab"},
+                {"device", dev.str()},
+                {"threads", omp_get_max_threads()},
+                {"reps", reps},
+                {"elements", elements},
+                {"batch_div", batch_div},
+                {"timing", "best of N, wall clock around each call plus a device synchronize"},
+                {"attention_shapes", shapes},
+                {"results", res}};
+      write_file_atomically(json_path, [&](std::ostream& os) { os << j.dump(2) << "\n"; });
+      std::printf("\nwrote %s\n", json_path.c_str());
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_kernels: %s\n", e.what());
     return 1;

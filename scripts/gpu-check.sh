@@ -1,48 +1,146 @@
 #!/usr/bin/env bash
-# The GPU check, in two halves, because the device machine has the CUDA toolkit, CMake and
-# PyTorch but none of Debian's packages:
+# The GPU check: proves the CUDA backend on any NVIDIA GPU machine, including one that has the
+# CUDA toolkit, CMake and PyTorch but none of Debian's packages and no network. Two halves:
 #
-#   bash scripts/gpu-check.sh build   here: builds build/gpu (CUDA backend for sm_90, no
-#                                     -march=native) with the op harness and qkvlab, copies the
-#                                     shared libraries they need from outside /usr/local/cuda and
-#                                     the C library into build/gpu/lib, and prints the size to carry
-#                                     (the device takes at most 64 MiB).
-#   bash scripts/gpu-check.sh run     on the device, with build/gpu carried: prints the GPU, runs
-#                                     every op that has a CUDA kernel against the CPU kernel
-#                                     (op_harness --require-gpu: a missing GPU is a failure there),
-#                                     and prints the op table as that machine sees it.
-#
-# Exits non-zero on the first failure; the last line says what passed.
+#   bash scripts/gpu-check.sh build   on the development machine: builds build/gpu (CUDA for
+#       sm_80 and sm_90, no -march=native, -lineinfo for the sanitizers) and packs the four
+#       programs the check runs (qkvlab, op_harness, gpu_parity, bench_kernels) with the shared
+#       libraries they need from outside the CUDA toolkit and the C library into one archive,
+#       build/gpu-check/bundle.tar.gz (carry that path; it must stay under 64 MiB).
+#   bash scripts/gpu-check.sh run     on the GPU machine, with the archive carried. Each step's
+#       log goes to $GPU_CHECK_LOGS (default build/gpu-check/logs):
+#         ops         `qkvlab ops`: every op-table row has a CUDA kernel
+#         harness     every op on cuda:0 against the CPU, outputs and gradients
+#                     (op_harness --require-gpu, with QKV_CUDA_SYNC=1 so a failure names its op)
+#         memcheck    compute-sanitizer memcheck over the CUDA-heavy ops, exact-size allocations
+#         racecheck   compute-sanitizer racecheck over the kernels that share memory
+#         synthetic   `qkvlab run` of the synthetic smoke runs on cuda:0 and on the CPU: per-step
+#                     and per-epoch losses equal to 1e-4 relative (scripts/gpu_check/compare_runs.py)
+#         parity      a tiny GPT 20 steps, ResNet34 features and the synthetic encoder on cuda:0
+#                     against the CPU (gpu_parity --require-gpu)
+#         bench       copy bandwidth, GEMM and attention, qkvlab beside PyTorch on the same card
+#       and prints a summary table last. Exits non-zero when any step failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build/gpu
+bundle=build/gpu-check
+
+pack() {
+  rm -rf "$bundle/stage" && mkdir -p "$bundle/stage/bin" "$bundle/stage/lib"
+  local bins=("$build/qkvlab" "$build/tests/op_harness" "$build/tests/gpu_parity" "$build/bench/bench_kernels")
+  for bin in "${bins[@]}"; do
+    cp "$bin" "$bundle/stage/bin/"
+    # Libraries the device may lack: everything resolved outside the CUDA toolkit, except the C
+    # runtime and the loader, which every Linux has.
+    ldd "$bin" | awk '$3 ~ /^\// {print $3}' |
+      grep -v -E '^/usr/local/cuda|/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
+      while read -r lib; do cp -L "$lib" "$bundle/stage/lib/"; done
+  done
+  strip "$bundle/stage/bin/"*
+  tar -C "$bundle/stage" -czf "$bundle/bundle.tar.gz" bin lib
+  rm -rf "$bundle/stage"
+  local mib=$(($(stat -c %s "$bundle/bundle.tar.gz") / 1048576))
+  echo "gpu-check: packed $bundle/bundle.tar.gz (${mib} MiB); carry it and run 'bash scripts/gpu-check.sh run' there"
+  if ((mib >= 64)); then
+    echo "gpu-check: the archive is over the 64 MiB a device machine takes" >&2
+    exit 1
+  fi
+}
+
+# ---- the run half ------------------------------------------------------------------------------
+
+logs=${GPU_CHECK_LOGS:-$bundle/logs}
+steps=()  # "name|status|seconds|note"
+
+# step NAME NOTE COMMAND...: runs COMMAND with its output in $logs/NAME.log and records the result.
+step() {
+  local name=$1 note=$2
+  shift 2
+  local start=$SECONDS status=passed
+  echo "== $name: $*" | tee "$logs/$name.log"
+  if ! "$@" >>"$logs/$name.log" 2>&1; then status=FAILED; fi
+  tail -n 3 "$logs/$name.log"
+  steps+=("$name|$status|$((SECONDS - start))|$note")
+}
+
+every_row_has_cuda() {
+  "$bin/qkvlab" ops | tee "$logs/ops.txt"
+  # The last line reads "N ops (N with a CUDA kernel), ...".
+  tail -n 1 "$logs/ops.txt" | grep -E '^([0-9]+) ops \(\1 with a CUDA kernel\)'
+}
+
+synthetic_runs() {
+  local runs=(experiments/synthetic/copy.yaml experiments/synthetic/sort.yaml)
+  for f in "${runs[@]}"; do
+    for dev in cuda:0 cpu; do
+      "$bin/qkvlab" run "$f" --scale smoke "sweep.variants=[QKV, Q-K=V, (Q=K=V)+]" "sweep.seeds=[0]" \
+        "train.device=$dev" --out "$logs/synthetic-${dev%%:*}"
+    done
+  done
+  python3 scripts/gpu_check/compare_runs.py "$logs/synthetic-cuda" "$logs/synthetic-cpu" --rtol 1e-4
+}
+
+bench() {
+  "$bin/bench_kernels" --device cuda:0 --json "$logs/bench-qkvlab.json"
+  python3 bench/torch_kernels.py --device cuda:0 --json "$logs/bench-torch.json"
+  python3 bench/compare_kernels.py "$logs/bench-qkvlab.json" "$logs/bench-torch.json" | tee "$logs/bench.md"
+}
+
+run_check() {
+  [ -f "$bundle/bundle.tar.gz" ] || {
+    echo "gpu-check: $bundle/bundle.tar.gz is missing: run 'bash scripts/gpu-check.sh build' on the" \
+      "development machine and carry $bundle/bundle.tar.gz" >&2
+    exit 2
+  }
+  mkdir -p "$logs" "$bundle/unpacked"
+  tar -C "$bundle/unpacked" -xzf "$bundle/bundle.tar.gz"
+  bin=$PWD/$bundle/unpacked/bin
+  export LD_LIBRARY_PATH="$PWD/$bundle/unpacked/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader | tee "$logs/gpu.txt"
+  fi
+  local heavy='op attention,op attention_backward,op conv2d,op conv2d_backward,op batch_norm,op max_pool2d'
+  heavy+=',op adaptive_avg_pool2d,op adam_update,op sgd_update,op clip_grad_norm,op cross_entropy,op embedding'
+  heavy+=',op cross_entropy_backward,op index_add,op scatter_add,op layer_norm_backward'
+  local shared='op attention,op attention_backward,op softmax,op log_softmax,op layer_norm,op layer_norm_backward'
+  shared+=',op cross_entropy,op sum,op mean,op amax,op max,op clip_grad_norm,op conv2d_backward'
+
+  step ops "every row has a CUDA kernel" every_row_has_cuda
+  step harness "every op on cuda:0 vs the CPU" env QKV_CUDA_SYNC=1 "$bin/op_harness" --require-gpu
+  step memcheck "compute-sanitizer memcheck" env QKV_CUDA_EXACT_ALLOC=1 timeout 150 "$sanitizer" --tool memcheck \
+    --error-exitcode 1 "$bin/op_harness" --require-gpu "-tc=$heavy"
+  step racecheck "compute-sanitizer racecheck" timeout 120 "$sanitizer" --tool racecheck --error-exitcode 1 \
+    "$bin/op_harness" --require-gpu "-tc=$shared"
+  step synthetic "smoke runs, cuda:0 vs cpu, 1e-4" synthetic_runs
+  step parity "GPT, ResNet34, encoder vs cpu" "$bin/gpu_parity" --require-gpu
+  step bench "qkvlab beside PyTorch" bench
+
+  echo
+  {
+    echo "| step | result | seconds | what |"
+    echo "|---|---|---:|---|"
+    for s in "${steps[@]}"; do
+      IFS='|' read -r name status secs note <<<"$s"
+      echo "| $name | $status | $secs | $note |"
+    done
+  } | tee "$logs/summary.md"
+  local failed
+  failed=$(grep -c '| FAILED |' "$logs/summary.md" || true)
+  echo
+  echo "gpu-check: $((${#steps[@]} - failed)) passed, $failed failed (logs in $logs)"
+  [ "$failed" -eq 0 ]
+}
 
 case "${1:-}" in
   build)
-    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQKV_CUDA=ON -DQKV_NATIVE=OFF \
-      -DQKV_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES=90
-    cmake --build "$build" --target op_harness qkvlab
-    mkdir -p "$build/lib"
-    # Libraries the device may lack: everything resolved outside the CUDA toolkit, except the
-    # C runtime and the loader, which every Linux has.
-    for bin in "$build/tests/op_harness" "$build/qkvlab"; do
-      ldd "$bin" | awk '$3 ~ /^\// {print $3}' |
-        grep -v -E '^/usr/local/cuda|/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
-        while read -r lib; do cp -L "$lib" "$build/lib/"; done
-    done
-    echo "gpu-check: built $build; carry these (total $(du -shc "$build/tests/op_harness" "$build/qkvlab" \
-      "$build/lib" | tail -1 | cut -f1)): $build/tests/op_harness $build/qkvlab $build/lib"
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQKV_CUDA=ON -DQKV_NATIVE=OFF -DQKV_BUILD_BENCH=ON \
+      "-DCMAKE_CUDA_ARCHITECTURES=80;90" -DCMAKE_CUDA_FLAGS=-lineinfo
+    cmake --build "$build" --target qkvlab op_harness gpu_parity bench_kernels
+    pack
     ;;
-  run)
-    for f in "$build/tests/op_harness" "$build/qkvlab"; do
-      [ -x "$f" ] || { echo "gpu-check: $f is missing: run 'bash scripts/gpu-check.sh build' here and carry $build" >&2; exit 2; }
-    done
-    export LD_LIBRARY_PATH="$PWD/$build/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; fi
-    "$build/tests/op_harness" --require-gpu
-    "$build/qkvlab" ops
-    echo "gpu-check: passed (every op with a CUDA kernel matches the CPU)"
-    ;;
+  run) run_check ;;
   *)
     echo "usage: bash scripts/gpu-check.sh build|run" >&2
     exit 2

@@ -5,11 +5,14 @@
 #include <memory>
 
 #include "tensor/error.h"
+#ifdef QKV_HAVE_CUDA
+#include "tensor/cuda/cuda_runtime.h"
+#endif
 
 namespace qkv {
 
-CachingAllocator::CachingAllocator(Device device, RawMemory raw, size_t alignment)
-    : device_(device), raw_(raw), alignment_(alignment) {}
+CachingAllocator::CachingAllocator(Device device, RawMemory raw, size_t alignment, bool exact)
+    : device_(device), raw_(raw), alignment_(alignment), exact_(exact) {}
 
 CachingAllocator::~CachingAllocator() {
   std::lock_guard lock(mu_);
@@ -17,6 +20,7 @@ CachingAllocator::~CachingAllocator() {
 }
 
 size_t CachingAllocator::block_size(size_t bytes) const {
+  if (exact_) return std::max<size_t>(bytes, 1);
   size_t b = std::max(bytes, alignment_);
   b = (b + alignment_ - 1) / alignment_ * alignment_;
   if (b <= 4 * alignment_) return b;
@@ -54,6 +58,11 @@ void CachingAllocator::deallocate(void* ptr, size_t bytes) {
   if (!ptr) return;
   std::lock_guard lock(mu_);
   stats_.current -= bytes;
+  if (exact_) {
+    raw_.free(ptr, device_.index);
+    stats_.reserved -= block_size(bytes);
+    return;
+  }
   free_[block_size(bytes)].push_back(ptr);
 }
 
@@ -98,7 +107,12 @@ Allocator& allocator_for(const Device& d) {
 
 MemoryStats memory_stats(const Device& d) { return allocator_for(d).stats(); }
 void reset_peak_memory(const Device& d) { allocator_for(d).reset_peak(); }
-void empty_cache(const Device& d) { allocator_for(d).empty_cache(); }
+void empty_cache(const Device& d) {
+  allocator_for(d).empty_cache();
+#ifdef QKV_HAVE_CUDA
+  if (d.is_cuda()) cuda::release_pinned_staging();
+#endif
+}
 
 #ifndef QKV_HAVE_CUDA
 Allocator& cuda_allocator(int) { throw DeviceError("this qkvlab build has no CUDA backend"); }

@@ -38,9 +38,11 @@ struct RawMemory {
   void (*free)(void* ptr, int device);
 };
 
+// exact: no size classes and no cache; every block is exactly the request, returned to the
+// system when freed (a debugging mode: memory checkers then see every overrun).
 class CachingAllocator final : public Allocator {
  public:
-  CachingAllocator(Device device, RawMemory raw, size_t alignment);
+  CachingAllocator(Device device, RawMemory raw, size_t alignment, bool exact = false);
   ~CachingAllocator() override;
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
@@ -55,6 +57,7 @@ class CachingAllocator final : public Allocator {
   Device device_;
   RawMemory raw_;
   size_t alignment_;
+  bool exact_;
   mutable std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;  // block size -> cached blocks
   MemoryStats stats_;

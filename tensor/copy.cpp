@@ -67,9 +67,9 @@ void copy(const Tensor& dst, const Tensor& src) {
   if (dd.is_cuda()) {  // host -> device: pack on the host in dst's dtype, one transfer
     Tensor packed = empty(dst.shape(), {dst.dtype(), kCPU});
     copy_cpu(packed, s);
-    if (dst.is_contiguous()) return cuda::memcpy_h2d(dst.raw_data(), packed.raw_data(), packed.nbytes(), dd.index);
+    if (dst.is_contiguous()) return cuda::copy_h2d_async(dst.raw_data(), packed.raw_data(), packed.nbytes(), dd.index);
     Tensor staging = empty(dst.shape(), {dst.dtype(), dd});
-    cuda::memcpy_h2d(staging.raw_data(), packed.raw_data(), packed.nbytes(), dd.index);
+    cuda::copy_h2d_async(staging.raw_data(), packed.raw_data(), packed.nbytes(), dd.index);
     return cuda::strided_copy(dst, staging);
   }
   // device -> host: pack on the device (when needed), one transfer, then cast on the host

@@ -1,8 +1,12 @@
 #include "tensor/device.h"
 
+#include <atomic>
 #include <ostream>
 
 #include "tensor/error.h"
+#ifdef QKV_HAVE_CUDA
+#include "tensor/cuda/cuda_runtime.h"
+#endif
 
 namespace qkv {
 
@@ -50,7 +54,16 @@ void check_device_usable(const Device& d, const char* what) {
   int n = cuda_device_count();
   if (d.index < 0 || d.index >= n)
     throw DeviceError(cat(what, ": device ", d, " requested but ", n, " CUDA device(s) are visible"));
+#ifdef QKV_HAVE_CUDA
+  cuda::open_device(d.index, what);
+#endif
 }
+
+namespace {
+std::atomic<uint64_t> host_syncs{0};
+}
+uint64_t host_sync_count() { return host_syncs.load(std::memory_order_relaxed); }
+void count_host_sync() { host_syncs.fetch_add(1, std::memory_order_relaxed); }
 
 #ifndef QKV_HAVE_CUDA
 bool cuda_compiled() { return false; }

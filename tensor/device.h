@@ -31,7 +31,16 @@ inline constexpr Device kCPU{DeviceType::cpu, 0};
 bool cuda_compiled();
 int cuda_device_count();
 bool cuda_available();  // compiled and at least one device visible
-// Throws DeviceError naming `what` when `d` is a CUDA device this process cannot use.
+// Throws DeviceError naming `what` when `d` is a CUDA device this process cannot use: a build
+// without CUDA, an index beyond the visible devices, or a device that is busy (exclusive
+// compute mode held by another process) or otherwise unavailable.
 void check_device_usable(const Device& d, const char* what);
+
+// Host synchronisation points: every read of tensor values by the host (item, to_vector, a
+// copy to the CPU) and every explicit device synchronisation. On a GPU each one stalls the host
+// until the device has caught up; a training step is allowed one. They are counted on the CPU
+// too, so tests there hold the training loops to that budget.
+uint64_t host_sync_count();
+void count_host_sync();
 
 }  // namespace qkv

@@ -16,6 +16,7 @@ bool Tensor::is_contiguous() const { return raw::is_contiguous(shape(), strides(
 void* Tensor::raw_data() const { return static_cast<char*>(storage()->data()) + offset() * int64_t(element_size()); }
 
 template <class T> std::vector<T> Tensor::to_vector() const {
+  if (device().is_cpu()) count_host_sync();  // from a device, the copy to the host counts it
   Tensor host = raw::to(*this, dtype_of<T>(), kCPU);
   host = raw::contiguous(host);
   const T* p = host.data<T>();

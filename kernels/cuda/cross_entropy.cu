@@ -1,21 +1,26 @@
 // Fused cross-entropy CUDA kernels, following kernels/cpu/cross_entropy.cpp: the forward runs
 // one block per row (log-sum-exp and the row's loss), then, for mean / sum reduction, one
 // block adds the row losses in double. The backward is elementwise: softmax - one_hot, scaled.
-// Targets are copied to the host (they are small) to range-check them and count the rows
-// that are not ignored before anything is launched.
+// Targets are range-checked on the device, where each row reads its own (a bad one is recorded
+// for the host to raise at its next synchronisation, tensor/cuda/device_errors.cuh), and the
+// rows that are not ignored, the mean's denominator, are counted on the device: the loss
+// never waits for the host.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/index_checks.h"
+#include "tensor/cuda/device_errors.cuh"
 #include "tensor/view.h"
 
 namespace qkv::kernels::cuda {
 namespace {
 
+using qkv::cuda::DeviceErrorKind;
+using qkv::cuda::DeviceErrorRecord;
+
 // Row r: lse[r] = log-sum-exp of the logits; the row's loss goes to loss_t (as T, reduction
 // none) or loss_d (as double, to be added up).
 template <class T, class I>
 __global__ void cross_entropy_rows_kernel(const T* x, const I* target, T* lse, T* loss_t, double* loss_d, int64_t rows,
-                                          int64_t C, int64_t ignore) {
+                                          int64_t C, int64_t ignore, DeviceErrorRecord* err, const char* op) {
   __shared__ T smem[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * C;
@@ -28,7 +33,9 @@ __global__ void cross_entropy_rows_kernel(const T* x, const I* target, T* lse, T
     if (threadIdx.x == 0) {
       const T l = m + log_(s);
       const int64_t t = int64_t(target[r]);
-      const double loss = t == ignore ? 0.0 : double(l) - double(xr[t]);
+      const bool bad = t != ignore && (t < 0 || t >= C);
+      if (bad) qkv::cuda::report_device_error(err, DeviceErrorKind::target, op, t, r, C, ignore);
+      const double loss = t == ignore || bad ? 0.0 : double(l) - double(xr[t]);
       lse[r] = l;
       if (loss_t) loss_t[r] = T(loss);
       else loss_d[r] = loss;
@@ -36,13 +43,31 @@ __global__ void cross_entropy_rows_kernel(const T* x, const I* target, T* lse, T
   }
 }
 
-// One block: out[0] = T(sum of the row losses / denom).
-template <class T> __global__ void total_loss_kernel(const double* loss, int64_t rows, double denom, T* out) {
+// Rows whose target is not ignore_index, as a double (the mean's denominator), one block.
+template <class I> __device__ double count_valid(const I* target, int64_t rows, int64_t ignore, double* smem) {
+  double c = 0;
+  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) c += int64_t(target[i]) != ignore ? 1.0 : 0.0;
+  return block_reduce(c, SumOp{}, smem);
+}
+
+// One block: out[0] = T(sum of the row losses / the denominator), the denominator being the
+// valid-row count for a mean and 1 for a sum.
+template <class T, class I>
+__global__ void total_loss_kernel(const double* loss, const I* target, int64_t rows, int64_t ignore, bool mean,
+                                  T* out) {
   __shared__ double smem[kWarp];
   double s = 0;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) s += loss[i];
   s = block_reduce(s, SumOp{}, smem);
+  const double denom = mean ? count_valid(target, rows, ignore, smem) : 1.0;
   if (threadIdx.x == 0) out[0] = T(s / denom);
+}
+
+// One block: *denom = the valid-row count (the backward of a mean loss).
+template <class I> __global__ void denominator_kernel(const I* target, int64_t rows, int64_t ignore, double* denom) {
+  __shared__ double smem[kWarp];
+  const double c = count_valid(target, rows, ignore, smem);
+  if (threadIdx.x == 0) *denom = c;
 }
 
 // dlogits[r, c] = (exp(x - lse[r]) - [c == target[r]]) * scale_r; zero on ignored rows.
@@ -53,22 +78,20 @@ template <class T, class I> struct CrossEntropyGrad {
   const T* grad;
   T* dx;
   int64_t C, ignore;
-  bool per_row;  // reduction none: one gradient per row, else a scalar
-  double denom;
+  bool per_row;         // reduction none: one gradient per row, else a scalar
+  const double* denom;  // on the device: the valid-row count of a mean; nullptr: 1
   __device__ void operator()(int64_t i) const {
     const int64_t r = i / C, c = i % C, t = int64_t(target[r]);
     if (t == ignore) {
       dx[i] = T(0);
       return;
     }
-    const T scale = T(double(per_row ? grad[r] : grad[0]) / denom);
+    const T scale = T(double(per_row ? grad[r] : grad[0]) / (denom ? *denom : 1.0));
     T d = exp_(x[i] - lse[r]) * scale;
     if (c == t) d -= scale;
     dx[i] = d;
   }
 };
-
-Tensor host_copy(const Tensor& t) { return raw::to(t, t.dtype(), kCPU); }
 
 }  // namespace
 
@@ -80,8 +103,6 @@ void cross_entropy(const KernelArgs& k) {
   const int64_t C = logits.shape().back(), rows = C ? logits.numel() / C : 0;
   visit_float(logits.dtype(), "cross_entropy", [&]<class T>() {
     visit_index(target.dtype(), "cross_entropy", [&]<class I>() {
-      const Tensor host_t = host_copy(target);
-      check_targets(host_t.data<I>(), rows, C, a.ignore_index);
       set_device(logits);
       const bool none = a.reduction == Reduction::none;
       const Tensor loss_d = none ? Tensor() : empty({rows}, {DType::f64, logits.device()});
@@ -89,13 +110,14 @@ void cross_entropy(const KernelArgs& k) {
         cross_entropy_rows_kernel<T, I>
             <<<row_blocks(rows), row_threads(C)>>>(logits.data<T>(), target.data<I>(), k.out[1].data<T>(),
                                                    none ? k.out[0].data<T>() : nullptr,
-                                                   none ? nullptr : loss_d.data<double>(), rows, C, a.ignore_index);
+                                                   none ? nullptr : loss_d.data<double>(), rows, C, a.ignore_index,
+                                                   qkv::cuda::device_error_record(logits.device().index),
+                                                   "cross_entropy");  // a host address: only the host reads it
         QKV_CUDA_LAUNCH_CHECK();
       }
       if (none) return;
-      const double denom =
-          a.reduction == Reduction::mean ? double(count_valid(host_t.data<I>(), rows, a.ignore_index)) : 1.0;
-      total_loss_kernel<T><<<1, 1024>>>(loss_d.data<double>(), rows, denom, k.out[0].data<T>());
+      total_loss_kernel<T, I><<<1, 1024>>>(loss_d.data<double>(), target.data<I>(), rows, a.ignore_index,
+                                           a.reduction == Reduction::mean, k.out[0].data<T>());
       QKV_CUDA_LAUNCH_CHECK();
     });
   });
@@ -111,13 +133,17 @@ void cross_entropy_backward(const KernelArgs& k) {
   const int64_t C = logits.shape().back(), rows = C ? logits.numel() / C : 0;
   visit_float(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
     visit_index(target.dtype(), "cross_entropy_backward", [&]<class I>() {
-      double denom = 1.0;
-      if (a.reduction == Reduction::mean)
-        denom = double(count_valid(host_copy(target).data<I>(), rows, a.ignore_index));
       set_device(logits);
+      Tensor denom;
+      if (a.reduction == Reduction::mean) {
+        denom = empty({}, {DType::f64, logits.device()});
+        denominator_kernel<I><<<1, 1024>>>(target.data<I>(), rows, a.ignore_index, denom.data<double>());
+        QKV_CUDA_LAUNCH_CHECK();
+      }
       launch_flat(rows * C,
                   CrossEntropyGrad<T, I>{logits.data<T>(), target.data<I>(), lse.data<T>(), g.data<T>(),
-                                         k.out[0].data<T>(), C, a.ignore_index, a.reduction == Reduction::none, denom});
+                                         k.out[0].data<T>(), C, a.ignore_index, a.reduction == Reduction::none,
+                                         denom.defined() ? denom.data<double>() : nullptr});
     });
   });
 }

@@ -53,5 +53,20 @@ void dropout(const KernelArgs&);
 void uniform(const KernelArgs&);
 void normal(const KernelArgs&);
 void bernoulli(const KernelArgs&);
+// attention.cu
+void attention(const KernelArgs&);
+void attention_backward(const KernelArgs&);
+// conv.cu
+void conv2d(const KernelArgs&);
+void conv2d_backward(const KernelArgs&);
+// batch_norm.cu
+void batch_norm(const KernelArgs&);
+// pool.cu
+void max_pool2d(const KernelArgs&);
+void adaptive_avg_pool2d(const KernelArgs&);
+// optim.cu
+void adam_update(const KernelArgs&);
+void sgd_update(const KernelArgs&);
+void clip_grad_norm(const KernelArgs&);
 
 }  // namespace qkv::kernels::cuda

@@ -2,6 +2,7 @@
 // its derivative, masked_fill and where. All of them run one grid-stride kernel
 // (strided_kernel in launch.cuh) over the output and its broadcast inputs with a functor that
 // loads, computes and stores one element; the formulas follow kernels/cpu/elementwise.cpp.
+// Arithmetic and comparisons take a 0-dim CPU operand as a kernel argument (see binary()).
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 
@@ -42,8 +43,30 @@ template <class T, class Op> struct UnaryFn {
   __device__ void operator()(const int64_t (&off)[2], int64_t) const { out[off[0]] = op(x[off[1]]); }
 };
 
+// A binary op with one operand a host scalar (a 0-dim CPU tensor: `x * 0.5`), whose value
+// travels as a kernel argument.
+template <class TO, class TI, class Op, bool ScalarLeft> struct ScalarBinaryFn {
+  TO* out;
+  const TI* x;
+  TI s;
+  Op op;
+  __device__ void operator()(const int64_t (&off)[2], int64_t) const {
+    out[off[0]] = ScalarLeft ? op(s, x[off[1]]) : op(x[off[1]], s);
+  }
+};
+
 template <class TO, class TI, class Op> void binary(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
   set_device(out);
+  if (a.device().is_cpu() || b.device().is_cpu()) {  // dispatch lets only 0-dim CPU operands through
+    const bool left = a.device().is_cpu();
+    const Tensor& x = left ? b : a;
+    const TI s = *in_ptr<TI>(left ? a : b);
+    const auto st = broadcast_all<2>(out, {&x});
+    if (left)
+      launch_strided<2>(out.shape(), st, ScalarBinaryFn<TO, TI, Op, true>{out_ptr<TO>(out), in_ptr<TI>(x), s, op});
+    else launch_strided<2>(out.shape(), st, ScalarBinaryFn<TO, TI, Op, false>{out_ptr<TO>(out), in_ptr<TI>(x), s, op});
+    return;
+  }
   launch_strided<3>(out.shape(), broadcast_all<3>(out, {&a, &b}),
                     BinaryFn<TO, TI, Op>{out_ptr<TO>(out), in_ptr<TI>(a), in_ptr<TI>(b), op});
 }

@@ -1,31 +1,43 @@
 // Gather/scatter CUDA kernels, following kernels/cpu/index.cpp: embedding lookup,
 // index_select / index_add along a dim, gather / scatter_add with per-element indices.
-// Indices are copied to the host and range-checked there first, raising the CPU kernels'
-// IndexError messages; the device code then trusts them. The adds use atomicAdd, since
-// indices may repeat.
+// Every index is range-checked where it is read, on the device: a bad one is recorded in the
+// device's error record (tensor/cuda/device_errors.cuh) and skipped, and the host raises the CPU
+// kernels' IndexError at its next synchronisation, so no check stalls the host. The adds use
+// atomicAdd, since indices may repeat.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/index_checks.h"
 #include "kernels/layout.h"
+#include "tensor/cuda/device_errors.cuh"
 
 namespace qkv::kernels::cuda {
 namespace {
 
-// ---- host-side index checks -----------------------------------------------------------------
+using qkv::cuda::device_error_record;
+using qkv::cuda::DeviceErrorKind;
+using qkv::cuda::DeviceErrorRecord;
+using qkv::cuda::report_device_error;
 
-Tensor host_copy(const Tensor& t) { return raw::to(t, t.dtype(), kCPU); }
+// Where a bad index is reported: the op's name (a string literal) and the device's record.
+struct IndexCheck {
+  DeviceErrorRecord* record;
+  const char* op;
+  int64_t limit;
+  // Whether v is in [0, limit); records the first bad one (at `position` of the index tensor).
+  __device__ bool ok(int64_t v, int64_t position) const {
+    if (v >= 0 && v < limit) return true;
+    report_device_error(record, DeviceErrorKind::index, op, v, position, limit, 0);
+    return false;
+  }
+  // gather / scatter_add flavour: the message names the dim instead of the position.
+  __device__ bool ok_along(int64_t v, int64_t dim) const {
+    if (v >= 0 && v < limit) return true;
+    report_device_error(record, DeviceErrorKind::index_along, op, v, 0, limit, dim);
+    return false;
+  }
+};
 
-template <class I> void check_indices(const Tensor& index, int64_t limit, const char* op) {
-  const Tensor h = host_copy(index);
-  kernels::check_indices(h.data<I>(), h.numel(), limit, op);
-}
-
-// gather / scatter_add flavour of the message; the host copy walks index in logical order,
-// as the CPU kernel does, so the same bad index is reported.
-template <class I> void check_indices_along(const Tensor& index, int64_t limit, int64_t dim, const char* op) {
-  const Tensor h = host_copy(index);
-  const I* idx = h.data<I>();
-  for (int64_t i = 0, n = h.numel(); i < n; ++i) check_index_along(int64_t(idx[i]), limit, dim, op);
+IndexCheck index_check(const Tensor& on, int64_t limit, const char* op) {
+  return {device_error_record(on.device().index), op, limit};
 }
 
 // ---- helpers ----------------------------------------------------------------------------------
@@ -56,7 +68,11 @@ template <class W, class I> struct EmbeddingFn {
   const I* ids;
   W* out;
   int64_t D;
-  __device__ void operator()(int64_t e) const { out[e] = w[int64_t(ids[e / D]) * D + e % D]; }
+  IndexCheck check;
+  __device__ void operator()(int64_t e) const {
+    const int64_t id = int64_t(ids[e / D]);
+    out[e] = check.ok(id, e / D) ? w[id * D + e % D] : W(0);
+  }
 };
 
 // out[o, j, i] = x[o, index[j], i].
@@ -65,9 +81,10 @@ template <class W, class I> struct IndexSelectFn {
   const I* index;
   W* out;
   int64_t n, size, inner;
+  IndexCheck check;
   __device__ void operator()(int64_t e) const {
-    const int64_t o = e / (n * inner), j = e / inner % n, i = e % inner;
-    out[e] = x[(o * size + int64_t(index[j])) * inner + i];
+    const int64_t o = e / (n * inner), j = e / inner % n, i = e % inner, at = int64_t(index[j]);
+    out[e] = check.ok(at, j) ? x[(o * size + at) * inner + i] : W(0);
   }
 };
 
@@ -77,9 +94,10 @@ template <class T, class I> struct IndexAddFn {
   const I* index;
   T* out;
   int64_t n, size, inner;
+  IndexCheck check;
   __device__ void operator()(int64_t e) const {
-    const int64_t o = e / (n * inner), j = e / inner % n, i = e % inner;
-    atomic_add(out + (o * size + int64_t(index[j])) * inner + i, src[e]);
+    const int64_t o = e / (n * inner), j = e / inner % n, i = e % inner, at = int64_t(index[j]);
+    if (check.ok(at, j)) atomic_add(out + (o * size + at) * inner + i, src[e]);
   }
 };
 
@@ -89,9 +107,11 @@ template <class T, class I> struct GatherFn {
   const T* x;
   const I* index;
   T* out;
-  int64_t dim_stride;
+  int64_t dim_stride, dim;
+  IndexCheck check;
   __device__ void operator()(const int64_t (&off)[2], int64_t e) const {
-    out[e] = x[off[0] + int64_t(index[off[1]]) * dim_stride];
+    const int64_t at = int64_t(index[off[1]]);
+    out[e] = check.ok_along(at, dim) ? x[off[0] + at * dim_stride] : T(0);
   }
 };
 
@@ -99,9 +119,11 @@ template <class T, class I> struct ScatterAddFn {
   const T* src;
   const I* index;
   T* out;
-  int64_t dim_stride;
+  int64_t dim_stride, dim;
+  IndexCheck check;
   __device__ void operator()(const int64_t (&off)[2], int64_t e) const {
-    atomic_add(out + off[0] + int64_t(index[off[1]]) * dim_stride, src[e]);
+    const int64_t at = int64_t(index[off[1]]);
+    if (check.ok_along(at, dim)) atomic_add(out + off[0] + at * dim_stride, src[e]);
   }
 };
 
@@ -120,11 +142,11 @@ void embedding(const KernelArgs& k) {
   const Tensor ids = raw::contiguous(k.in[1]);
   const int64_t V = w.shape()[0], D = w.shape()[1];
   visit_index(ids.dtype(), "embedding", [&]<class I>() {
-    check_indices<I>(ids, V, "embedding");
     set_device(w);
     visit_bits(w.element_size(), [&]<class W>() {
-      launch_flat(k.out[0].numel(), EmbeddingFn<W, I>{static_cast<const W*>(w.raw_data()), ids.data<I>(),
-                                                      static_cast<W*>(k.out[0].raw_data()), D});
+      launch_flat(k.out[0].numel(),
+                  EmbeddingFn<W, I>{static_cast<const W*>(w.raw_data()), ids.data<I>(),
+                                    static_cast<W*>(k.out[0].raw_data()), D, index_check(w, V, "embedding")});
     });
   });
 }
@@ -137,11 +159,11 @@ void index_select(const KernelArgs& k) {
   const Around A(x.shape(), dim);
   const int64_t n = idx.numel();
   visit_index(idx.dtype(), "index_select", [&]<class I>() {
-    check_indices<I>(idx, A.size, "index_select");
     set_device(x);
     visit_bits(x.element_size(), [&]<class W>() {
       launch_flat(k.out[0].numel(), IndexSelectFn<W, I>{static_cast<const W*>(x.raw_data()), idx.data<I>(),
-                                                        static_cast<W*>(k.out[0].raw_data()), n, A.size, A.inner});
+                                                        static_cast<W*>(k.out[0].raw_data()), n, A.size, A.inner,
+                                                        index_check(x, A.size, "index_select")});
     });
   });
 }
@@ -156,9 +178,9 @@ void index_add(const KernelArgs& k) {
   const int64_t n = idx.numel();
   visit_numeric(src.dtype(), "index_add", [&]<class T>() {
     visit_index(idx.dtype(), "index_add", [&]<class I>() {
-      check_indices<I>(idx, A.size, "index_add");
       set_device(src);
-      launch_flat(src.numel(), IndexAddFn<T, I>{src.data<T>(), idx.data<I>(), k.out[0].data<T>(), n, A.size, A.inner});
+      launch_flat(src.numel(), IndexAddFn<T, I>{src.data<T>(), idx.data<I>(), k.out[0].data<T>(), n, A.size, A.inner,
+                                                index_check(src, A.size, "index_add")});
     });
   });
 }
@@ -169,11 +191,11 @@ void gather(const KernelArgs& k) {
   const Tensor &x = k.in[0], &index = k.in[1];
   visit_numeric(x.dtype(), "gather", [&]<class T>() {
     visit_index(index.dtype(), "gather", [&]<class I>() {
-      check_indices_along<I>(index, x.shape()[size_t(dim)], dim, "gather");
       set_device(x);
       launch_strided<2>(index.shape(), indexed_strides(x, index, dim),
                         GatherFn<T, I>{static_cast<const T*>(x.raw_data()), static_cast<const I*>(index.raw_data()),
-                                       k.out[0].data<T>(), x.strides()[size_t(dim)]});
+                                       k.out[0].data<T>(), x.strides()[size_t(dim)], dim,
+                                       index_check(x, x.shape()[size_t(dim)], "gather")});
     });
   });
 }
@@ -186,11 +208,11 @@ void scatter_add(const KernelArgs& k) {
   const Tensor src = raw::contiguous(raw::expand(k.in[2], index.shape()));
   visit_numeric(src.dtype(), "scatter_add", [&]<class T>() {
     visit_index(index.dtype(), "scatter_add", [&]<class I>() {
-      check_indices_along<I>(index, out.shape()[size_t(dim)], dim, "scatter_add");
       set_device(out);
       launch_strided<2>(index.shape(), indexed_strides(out, index, dim),
                         ScatterAddFn<T, I>{src.data<T>(), static_cast<const I*>(index.raw_data()), out.data<T>(),
-                                           out.strides()[size_t(dim)]});
+                                           out.strides()[size_t(dim)], dim,
+                                           index_check(out, out.shape()[size_t(dim)], "scatter_add")});
     });
   });
 }

@@ -1,9 +1,10 @@
-// qkvlab generate RUN --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]:
+// qkvlab generate RUN --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S] [--device D]:
 // text from a trained language-model run — its resolved config.yaml, its newest checkpoint and
 // the GPT-2 tokenizer it was trained with — decoded incrementally over the KV cache.
 #include <cstdio>
 
 #include "lab/cli/commands.h"
+#include "lab/cli/device_option.h"
 #include "lab/experiment/models.h"
 #include "lab/experiment/sweep.h"
 #include "lab/infer/generate.h"
@@ -18,7 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct GenerateOptions {
-  std::string run, prompt, data_root, tokenizer;
+  std::string run, prompt, data_root, tokenizer, device = "cpu";
   int64_t tokens = 100;
   infer::SamplingOptions sampling;
 };
@@ -42,9 +43,11 @@ void generate_text(const GenerateOptions& o) {
   if (o.tokenizer.empty() && tok.is_relative()) tok = fs::path(c.data.root) / tok;
   const data::Gpt2Tokenizer tokenizer = data::Gpt2Tokenizer::load(tok);
 
+  const Device device = usable_device(o.device, "generate");
   Generator gen(0);
   nn::GPT model(experiment::gpt_config(c, r.variant), &gen);
   model.load(checkpoint->string());
+  model.to(device);
   model.eval();
   std::vector<int64_t> prompt;
   if (o.prompt.empty()) {
@@ -58,7 +61,7 @@ void generate_text(const GenerateOptions& o) {
   check<ValueError>(room > 0, "generate: the prompt is ", prompt.size(), " tokens; the model's context is ",
                     model.config().context);
   if (o.tokens > room)
-    std::fprintf(stderr, "generate: %lld tokens requested, %lld loops::fit in the context after the prompt\n",
+    std::fprintf(stderr, "generate: %lld tokens requested, %lld fit in the context after the prompt\n",
                  static_cast<long long>(o.tokens), static_cast<long long>(room));
   std::fprintf(stderr, "%s, checkpoint %s\n", o.run.c_str(), checkpoint->filename().string().c_str());
   std::fputs(o.prompt.c_str(), stdout);
@@ -85,6 +88,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", o->sampling.seed, "sampling seed (default 0)");
   cmd->add_option("--data-root", o->data_root, "data.root for the tokenizer, if the run's is not valid here");
   cmd->add_option("--tokenizer", o->tokenizer, "folder with encoder.json and vocab.bpe (overrides the run's)");
+  add_device_option(cmd, o->device);
   cmd->callback([o] { generate_text(*o); });
 }
 

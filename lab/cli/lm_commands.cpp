@@ -1,15 +1,16 @@
 // The language-model commands that read an experiment file without training:
 //   qkvlab params FILE                       parameter counts per variant
 //   qkvlab flops FILE --seq N                multiply-accumulates of a forward pass (the paper's table)
-//   qkvlab cache FILE --context N [--batch B] [--dtype bf16] [--no-measure]
+//   qkvlab cache FILE --context N [--batch B] [--dtype bf16] [--no-measure] [--device D]
 //                                            KV-cache bytes per variant, computed and measured
-//   qkvlab bench decode FILE [--batch B] [--context N] [--new-tokens K]
+//   qkvlab bench decode FILE [--batch B] [--context N] [--new-tokens K] [--device D]
 //                                            decode tokens/s and peak memory per variant
 // FILE takes --scale and key=value overrides like `qkvlab run`.
 #include <cstdio>
 #include <iostream>
 
 #include "lab/cli/commands.h"
+#include "lab/cli/device_option.h"
 #include "lab/experiment/experiment.h"
 #include "lab/infer/decode_bench.h"
 #include "lab/report/lm_reports.h"
@@ -61,6 +62,7 @@ void add_lm_report_commands(CLI::App& app) {
     auto c = std::make_shared<report::CacheOptions>();
     auto dtype = std::make_shared<std::string>("bf16");
     auto no_measure = std::make_shared<bool>(false);
+    auto device = std::make_shared<std::string>("cpu");
     auto* cmd = app.add_subcommand("cache",
                                    "KV-cache bytes per variant: per token and at a context, computed and "
                                    "measured from the allocator after a real prefill");
@@ -71,9 +73,11 @@ void add_lm_report_commands(CLI::App& app) {
     cmd->add_option("--prefill", c->prefill, "prompt tokens run through the model to fill the cache (default 16)")
         ->check(CLI::PositiveNumber);
     cmd->add_flag("--no-measure", *no_measure, "closed form only: build no model");
-    cmd->callback([o, c, dtype, no_measure] {
+    add_device_option(cmd, *device);
+    cmd->callback([o, c, dtype, no_measure, device] {
       c->dtype = parse_dtype(*dtype);
       c->measure = !*no_measure;
+      if (c->measure) c->device = usable_device(*device, "cache");
       const auto models = models_of(*o);
       std::cout << report::cache_report(report::cache_rows(models, *c), *c);
     });
@@ -85,6 +89,7 @@ void add_lm_report_commands(CLI::App& app) {
     auto batch = std::make_shared<int64_t>(1), context = std::make_shared<int64_t>(512),
          prompt = std::make_shared<int64_t>(128), tokens = std::make_shared<int64_t>(32);
     auto dtype = std::make_shared<std::string>("f32");
+    auto device = std::make_shared<std::string>("cpu");
     auto* cmd = bench->add_subcommand("decode", "Decode tokens/s and peak memory per variant (random weights)");
     add_file_options(cmd, *o);
     cmd->add_option("--batch", *batch, "sequences decoded together (default 1)")->check(CLI::PositiveNumber);
@@ -92,18 +97,20 @@ void add_lm_report_commands(CLI::App& app) {
     cmd->add_option("--prompt", *prompt, "prefilled tokens (default 128)")->check(CLI::PositiveNumber);
     cmd->add_option("--new-tokens", *tokens, "tokens decoded one at a time (default 32)")->check(CLI::PositiveNumber);
     cmd->add_option("--dtype", *dtype, "cache storage: f32 (default), bf16 or f16");
-    cmd->callback([o, batch, context, prompt, tokens, dtype] {
+    add_device_option(cmd, *device);
+    cmd->callback([o, batch, context, prompt, tokens, dtype, device] {
       check<ValueError>(*prompt + *tokens <= *context, "bench decode: --prompt ", *prompt, " + --new-tokens ", *tokens,
                         " exceed --context ", *context);
       const DType dt = parse_dtype(*dtype);
-      std::printf("decode: batch %lld, prompt %lld, %lld new tokens, cache of %lld positions (%s)\n\n",
-                  static_cast<long long>(*batch), static_cast<long long>(*prompt), static_cast<long long>(*tokens),
-                  static_cast<long long>(*context), dtype_name(dt));
+      const Device dev = usable_device(*device, "bench decode");
+      std::printf("decode on %s: batch %lld, prompt %lld, %lld new tokens, cache of %lld positions (%s)\n\n",
+                  dev.str().c_str(), static_cast<long long>(*batch), static_cast<long long>(*prompt),
+                  static_cast<long long>(*tokens), static_cast<long long>(*context), dtype_name(dt));
       std::printf("| variant | prefill ms | decode tokens/s | cache bytes | peak bytes |\n|---|---:|---:|---:|---:|\n");
       for (const auto& m : models_of(*o)) {
         nn::GPTConfig c = m.config;
         c.context = std::max(c.context, *context);
-        const infer::DecodeBenchResult r = infer::bench_decode(c, *batch, *context, *prompt, *tokens, dt);
+        const infer::DecodeBenchResult r = infer::bench_decode(c, *batch, *context, *prompt, *tokens, dt, dev);
         std::printf("| %s | %.1f | %.1f | %s | %s |\n", m.variant.c_str(), r.prefill_ms, r.decode_tokens_per_s,
                     with_commas(r.cache_bytes).c_str(), with_commas(r.peak_bytes).c_str());
         std::fflush(stdout);

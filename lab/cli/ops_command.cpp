@@ -47,9 +47,12 @@ void print_op_table(std::ostream& os) {
      << std::setw(24) << "view"
      << "backward (views share storage: all dtypes, all devices)\n";
   for (const auto& v : autograd::view_table()) os << std::setw(24) << v.name << v.backward << "\n";
+  size_t with_cuda = 0;
+  for (const auto& r : op_table()) with_cuda += r.cuda != nullptr;
   os << "\n"
-     << op_table().size() << " ops, " << autograd::view_table().size() << " views; CUDA backend "
-     << (cuda_compiled() ? "compiled" : "not compiled") << ", " << cuda_device_count() << " device(s) visible\n";
+     << op_table().size() << " ops (" << with_cuda << " with a CUDA kernel), " << autograd::view_table().size()
+     << " views; CUDA backend " << (cuda_compiled() ? "compiled" : "not compiled") << ", " << cuda_device_count()
+     << " device(s) visible\n";
 }
 
 void add_ops_command(CLI::App& app) {

@@ -26,7 +26,7 @@ DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t co
   check<ValueError>(batch > 0 && prompt > 0 && new_tokens >= 0, "bench_decode: batch ", batch, " and prompt ", prompt,
                     " must be positive and new_tokens ", new_tokens, " non-negative");
   check<ValueError>(prompt + new_tokens <= context && context <= c.context, "bench_decode: prompt ", prompt, " + ",
-                    new_tokens, " new tokens must loops::fit the cache's ", context, " positions, at most the model's ",
+                    new_tokens, " new tokens must fit the cache's ", context, " positions, at most the model's ",
                     c.context);
   NoGradGuard no_grad;
   Generator gen(0);

@@ -80,13 +80,14 @@ std::vector<CacheRow> cache_rows(const std::vector<LmVariantModel>& models, cons
       c.context = std::max(c.context, o.context);  // positions for the whole cache
       Generator gen(0);
       nn::GPT model(c, &gen);
+      model.to(o.device);
       model.eval();
       NoGradGuard no_grad;
-      Tensor prompt = zeros({o.batch, std::min(o.prefill, o.context)}, DType::i64);
-      const size_t before = memory_stats(kCPU).current;
+      Tensor prompt = zeros({o.batch, std::min(o.prefill, o.context)}, {DType::i64, o.device});
+      const size_t before = memory_stats(o.device).current;
       nn::KVCache cache = model.make_cache(o.batch, o.context, o.dtype);
       model.forward_cached(prompt, cache);  // a real prefill; its temporaries are gone after it
-      r.measured_bytes = int64_t(memory_stats(kCPU).current - before);
+      r.measured_bytes = int64_t(memory_stats(o.device).current - before);
     }
     r.reduction = rows.empty() ? 0.0 : 1.0 - double(r.bytes_per_token) / double(rows.front().bytes_per_token);
     rows.push_back(r);

@@ -34,6 +34,7 @@ struct CacheOptions {
   int64_t context = 2048, batch = 1, prefill = 16;
   DType dtype = DType::bf16;
   bool measure = true;
+  Device device = kCPU;  // where the measuring prefill runs
 };
 std::vector<CacheRow> cache_rows(const std::vector<LmVariantModel>& models, const CacheOptions& o);
 std::string cache_report(const std::vector<CacheRow>& rows, const CacheOptions& o);

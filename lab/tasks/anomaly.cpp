@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "autograd/preflight.h"
 #include "lab/experiment/models.h"
 #include "lab/tasks/common.h"
 #include "lab/tasks/vision_data.h"
@@ -29,6 +30,10 @@ data::LabelledFeatures resnet_features(const data::ImageDataset& data, const std
   std::vector<int64_t> labels(static_cast<size_t>(N));
   std::vector<uint8_t> pixels(static_cast<size_t>(H * W * C));
   NoGradGuard no_grad;
+  autograd::require_kernels(autograd::trace_ops([&] {
+                              net.features(empty({1, 3, H, W}, {DType::f32, device}));
+                            }),
+                            {}, device, cat("train.device ", device, " (ResNet34 features)"));
   for (int64_t b = 0; b < N; b += batch) {
     const int64_t n = std::min(batch, N - b);
     Tensor images = empty({n, 3, H, W});
@@ -43,12 +48,12 @@ data::LabelledFeatures resnet_features(const data::ImageDataset& data, const std
             p[((i * 3 + c) * H + y) * W + x] = (v - mean[c]) / stdev[c];
           }
     }
-    chunks.push_back(net.features(images.to(device)).to(kCPU));
+    chunks.push_back(net.features(images.to(device)));  // read once, after the last batch
     std::printf("\r%s: ResNet34 features %lld/%lld", data.name().c_str(), (long long)(b + n), (long long)N);
     std::fflush(stdout);
   }
   std::printf("\n");
-  return {concat(chunks, 0), from_vector(labels, {N})};
+  return {concat(chunks, 0).to(kCPU), from_vector(labels, {N})};
 }
 
 namespace {

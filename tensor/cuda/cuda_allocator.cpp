@@ -1,7 +1,10 @@
-// CUDA devices: discovery, one caching allocator per device, transfers.
+// One caching allocator per CUDA device. With QKV_CUDA_EXACT_ALLOC=1 every tensor gets a
+// cudaMalloc of exactly its size, freed when the tensor dies (no rounding, no reuse), so
+// compute-sanitizer sees every overrun past a tensor's end and every use after free.
 #include <cuda_runtime_api.h>
 
-#include <memory>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -11,33 +14,34 @@
 
 namespace qkv {
 
-bool cuda_compiled() { return true; }
-
-int cuda_device_count() {
-  static const int count = [] {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-      cudaGetLastError();  // no driver or no device: clear the sticky error, report zero
-      return 0;
-    }
-    return n;
-  }();
-  return count;
-}
-
 namespace {
+
+// nullptr when the device is out of memory (the caching allocator then frees its cache and
+// retries); any other failure is an earlier kernel's sticky error, reported as what it is.
 void* device_alloc(size_t bytes, int device) {
   void* p = nullptr;
-  if (cudaSetDevice(device) != cudaSuccess || cudaMalloc(&p, bytes) != cudaSuccess) {
-    cudaGetLastError();
+  QKV_CUDA_CHECK(cudaSetDevice(device));
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // out of memory is not sticky: clear it
     return nullptr;
   }
+  if (err != cudaSuccess)
+    throw DeviceError(cat("cudaMalloc of ", bytes, " bytes on cuda:", device, " failed: ", cudaGetErrorName(err), ": ",
+                          cudaGetErrorString(err),
+                          " (an earlier kernel failed; run with QKV_CUDA_SYNC=1 to stop at the op that failed)"));
   return p;
 }
 void device_free(void* p, int device) {
   cudaSetDevice(device);
   cudaFree(p);
 }
+
+bool exact_allocations() {
+  const char* v = std::getenv("QKV_CUDA_EXACT_ALLOC");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
 }  // namespace
 
 Allocator& cuda_allocator(int device) {
@@ -46,30 +50,12 @@ Allocator& cuda_allocator(int device) {
   static std::vector<CachingAllocator*>* per_device = nullptr;
   std::call_once(once, [] {
     per_device = new std::vector<CachingAllocator*>();
+    const bool exact = exact_allocations();
     for (int d = 0; d < cuda_device_count(); ++d)
       per_device->push_back(
-          new CachingAllocator(Device(DeviceType::cuda, d), RawMemory{device_alloc, device_free}, 512));
+          new CachingAllocator(Device(DeviceType::cuda, d), RawMemory{device_alloc, device_free}, 512, exact));
   });
   return *per_device->at(size_t(device));
 }
 
-namespace cuda {
-
-void memcpy_h2d(void* dst, const void* src, size_t bytes, int device) {
-  QKV_CUDA_CHECK(cudaSetDevice(device));
-  QKV_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-}
-void memcpy_d2h(void* dst, const void* src, size_t bytes, int device) {
-  QKV_CUDA_CHECK(cudaSetDevice(device));
-  QKV_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
-}
-void memcpy_d2d(void* dst, int dst_device, const void* src, int src_device, size_t bytes) {
-  QKV_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device, src, src_device, bytes));
-}
-void synchronize(int device) {
-  QKV_CUDA_CHECK(cudaSetDevice(device));
-  QKV_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-}  // namespace cuda
 }  // namespace qkv

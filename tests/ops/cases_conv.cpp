@@ -39,6 +39,34 @@ Shape conv_shape(const Shape& x, const Shape& w, const Conv2dAttrs& a) {
 
 Conv2dAttrs conv(int64_t sh, int64_t sw, int64_t ph, int64_t pw) { return {{sh, sw}, {ph, pw}}; }
 
+// The large samples sum a few hundred float32 products per output (partial sums near 15): the
+// CPU's float32 results differ from the float64 reference by up to about 1.2e-5, and CUDA's
+// GEMM rounds in another order, so the default 2e-5 would leave too little room.
+constexpr double kConvF32Tolerance = 1e-4;
+
+// Samples with inputs (grad, x, weight, bias) sized for the CUDA kernels' multi-chunk and
+// multi-block paths; conv2d drops the grad, conv2d_backward the bias. Central differences over
+// them would be slow on the CPU, so only analytic gradients are compared (CUDA against CPU).
+std::vector<Sample> conv_samples_large() {
+  std::vector<Sample> s = {{"35 images: two column chunks",
+                            {real({35, 4, 3, 5}), real({35, 3, 5, 4}), real({4, 3, 3, 2}), real({4})},
+                            conv(2, 1, 1, 1)},
+                           {"65 images: three chunks, the last of one image",
+                            {real({65, 3, 4, 5}), real({65, 2, 4, 5}), real({3, 2, 3, 3}), absent()},
+                            conv(1, 1, 1, 1)},
+                           {"40 channels, stride 2, 3x2 kernel",
+                            {real({3, 36, 6, 4}), real({3, 40, 11, 8}), real({36, 40, 3, 2}), real({36})},
+                            conv(2, 2, 1, 0)},
+                           {"1x1, 48 channels",
+                            {real({4, 40, 6, 5}), real({4, 48, 6, 5}), real({40, 48, 1, 1}), real({40})},
+                            conv(1, 1, 0, 0)},
+                           {"36 images, 34 channels, 3x3 pad 1",
+                            {real({36, 33, 4, 3}), real({36, 34, 4, 3}), real({33, 34, 3, 3}), real({33})},
+                            conv(1, 1, 1, 1)}};
+  for (Sample& x : s) x.numeric_grad = false;
+  return s;
+}
+
 }  // namespace
 
 OpCase case_conv2d() {
@@ -54,6 +82,12 @@ OpCase case_conv2d() {
                 conv(1, 1, 1, 1)},
                {"1-row input", {real({2, 2, 1, 3}), real({3, 2, 3, 3}), absent()}, conv(1, 1, 1, 1)},
                {"every tap on padding", {real({2, 2, 1, 1}), real({3, 2, 1, 1}), real({3})}, conv(3, 3, 2, 2)}};
+  // Larger samples for the CUDA kernel's paths (kernels/cuda/conv.cu takes at most 32 images per
+  // column chunk): several chunks, a last chunk of one image, more than 32 channels.
+  for (Sample s : conv_samples_large()) {
+    s.inputs.erase(s.inputs.begin());  // the grad
+    c.samples.push_back(s);
+  }
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<Conv2dAttrs>(attrs);
     const Ref &x = in[0], &w = in[1], &b = in[2];
@@ -65,6 +99,7 @@ OpCase case_conv2d() {
                        });
     return std::vector<Ref>{y};
   };
+  c.f32_tolerance = kConvF32Tolerance;
   return c;
 }
 
@@ -78,6 +113,10 @@ OpCase case_conv2d_backward() {
                {"5x5 stride (2, 3) pad (2, 1)",
                 {real({2, 3, 4, 2}), real({2, 2, 8, 7}), real({3, 2, 5, 5})},
                 conv(2, 3, 2, 1)}};
+  for (Sample s : conv_samples_large()) {
+    s.inputs.pop_back();  // the bias
+    c.samples.push_back(s);
+  }
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<Conv2dAttrs>(attrs);
     const Ref &g = in[0], &x = in[1], &w = in[2];
@@ -91,6 +130,7 @@ OpCase case_conv2d_backward() {
     return std::vector<Ref>{dx, dw, db};
   };
   c.gradcheck = false;
+  c.f32_tolerance = kConvF32Tolerance;
   return c;
 }
 
@@ -108,7 +148,10 @@ OpCase case_batch_norm() {
   c.samples = {sample("4-d affine", {2, 3, 4, 5}, 3, real({3}), real({3}), 1e-5),
                sample("2-d no affine", {4, 3}, 3, absent(), absent(), 1e-3),
                sample("3-d weight only", {2, 4, 3}, 4, real({4}), absent(), 1e-5),
-               sample("bias only", {3, 2, 2, 2}, 2, absent(), real({2}), 0.1)};
+               sample("bias only", {3, 2, 2, 2}, 2, absent(), real({2}), 0.1),
+               sample("40 channels, many blocks", {3, 40, 7, 5}, 40, real({40}), real({40}), 1e-5),
+               sample("2-d 70 x 50", {70, 50}, 50, real({50}), absent(), 1e-5)};
+  c.samples[4].numeric_grad = c.samples[5].numeric_grad = false;
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const double eps = std::get<BatchNormAttrs>(attrs).eps;
     const Ref &x = in[0], &mean = in[1], &var = in[2], &w = in[3], &b = in[4];
@@ -131,7 +174,8 @@ OpCase case_max_pool2d() {
   c.samples = {{"3x3 stride 2 pad 1", {real({2, 3, 6, 5})}, pool({3, 3}, {2, 2}, {1, 1})},
                {"2x2 stride 2", {real({2, 3, 6, 5})}, pool({2, 2}, {2, 2}, {0, 0})},
                {"3x2 stride (1, 2) pad (1, 0)", {real({1, 2, 5, 7})}, pool({3, 2}, {1, 2}, {1, 0})},
-               {"global 4x3", {real({2, 2, 4, 3})}, pool({4, 3}, {1, 1}, {0, 0})}};
+               {"global 4x3", {real({2, 2, 4, 3})}, pool({4, 3}, {1, 1}, {0, 0})},
+               {"40 channels, 3x2 stride 2 pad 1", {real({3, 40, 13, 11})}, pool({3, 2}, {2, 2}, {1, 1}), false}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<Pool2dAttrs>(attrs);
     const Ref& x = in[0];
@@ -165,7 +209,8 @@ OpCase case_adaptive_avg_pool2d() {
   c.samples = {{"to 1x1", {real({2, 3, 6, 5})}, AdaptivePoolAttrs{{1, 1}}},
                {"overlapping bins", {real({2, 3, 5, 7})}, AdaptivePoolAttrs{{3, 4}}},
                {"larger than the input", {real({1, 2, 2, 3})}, AdaptivePoolAttrs{{3, 5}}},
-               {"same size", {real({2, 2, 4, 3})}, AdaptivePoolAttrs{{4, 3}}}};
+               {"same size", {real({2, 2, 4, 3})}, AdaptivePoolAttrs{{4, 3}}},
+               {"40 channels to 4x5", {real({3, 40, 13, 11})}, AdaptivePoolAttrs{{4, 5}}, false}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<AdaptivePoolAttrs>(attrs);
     const Ref& x = in[0];

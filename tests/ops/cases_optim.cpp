@@ -34,6 +34,20 @@ std::vector<InputSpec> sgd_groups(const std::vector<Shape>& shapes, bool momentu
   return in;
 }
 
+// Sized for the CUDA kernels' multi-tensor paths (kernels/cuda/optim.cu: at most 48 tensors per
+// launch, 4096 elements per block): 52 tensors of uneven sizes, so two launches, with an empty
+// one, 0-dim ones, and in the middle one of 9003 elements spanning three blocks.
+std::vector<Shape> many_shapes() {
+  std::vector<Shape> shapes;
+  for (int64_t i = 0; i < 52; ++i) {
+    if (i == 30) shapes.push_back({3, 3001});
+    else if (i == 7) shapes.push_back({0, 4});
+    else if (i % 4 == 0) shapes.push_back({});
+    else shapes.push_back({i % 5 + 1, 3 * i + 1});
+  }
+  return shapes;
+}
+
 std::vector<InputSpec> grads(const std::vector<Shape>& shapes) {
   std::vector<InputSpec> in;
   for (const Shape& s : shapes) in.push_back(constant(real(s)));
@@ -52,7 +66,9 @@ OpCase case_adam_update() {
                {"Adam, L2 decay, step 7", adam_groups({{4}, {3, 2}, {}}), adam(0.1, 7, false)},
                {"AdamW, step 1", adam_groups(kMixed), adam(0.1, 1, true)},
                {"AdamW, step 7", adam_groups({{5}, {1}, {2, 2, 2}}), adam(0.3, 7, true)},
-               {"AdamW without decay, one group", adam_groups({{3, 4}}), adam(0, 7, true)}};
+               {"AdamW without decay, one group", adam_groups({{3, 4}}), adam(0, 7, true)},
+               {"AdamW, 52 groups of uneven sizes", adam_groups(many_shapes()), adam(0.1, 3, true)},
+               {"Adam, L2 decay, 52 groups of uneven sizes", adam_groups(many_shapes()), adam(0.05, 12, false)}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<AdamAttrs>(attrs);
     const double bc1 = 1 - std::pow(a.beta1, double(a.step)), bc2 = 1 - std::pow(a.beta2, double(a.step));
@@ -84,7 +100,10 @@ OpCase case_sgd_update() {
                {"momentum, first update", sgd_groups(kMixed, true), sgd(0.9, 0, false, true)},
                {"momentum, weight decay", sgd_groups({{3}, {}, {2, 2}}, true), sgd(0.9, 0.05, false, false)},
                {"nesterov, first update", sgd_groups(kMixed, true), sgd(0.8, 0.05, true, true)},
-               {"nesterov", sgd_groups({{1}, {4, 2}}, true), sgd(0.8, 0.05, true, false)}};
+               {"nesterov", sgd_groups({{1}, {4, 2}}, true), sgd(0.8, 0.05, true, false)},
+               {"plain, 52 groups", sgd_groups(many_shapes(), false), sgd(0, 0.01, false, false)},
+               {"momentum, first update, 52 groups", sgd_groups(many_shapes(), true), sgd(0.9, 0, false, true)},
+               {"nesterov, weight decay, 52 groups", sgd_groups(many_shapes(), true), sgd(0.9, 0.01, true, false)}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<SgdAttrs>(attrs);
     std::vector<Ref> written;
@@ -111,7 +130,10 @@ OpCase case_clip_grad_norm() {
   c.samples = {{"max_norm above the norm", grads(shapes), ClipAttrs{1e3}},
                {"max_norm below the norm", grads(shapes), ClipAttrs{0.5}},
                {"one grad, scaled", grads({{3, 2}}), ClipAttrs{0.25}},
-               {"max_norm +inf only measures", grads(shapes), ClipAttrs{INFINITY}}};
+               {"max_norm +inf only measures", grads(shapes), ClipAttrs{INFINITY}},
+               {"52 grads, scaled", grads(many_shapes()), ClipAttrs{1.0}},
+               {"52 grads, max_norm above the norm", grads(many_shapes()), ClipAttrs{1e4}},
+               {"52 grads, max_norm +inf only measures", grads(many_shapes()), ClipAttrs{INFINITY}}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const double max_norm = std::get<ClipAttrs>(attrs).max_norm;
     double total = 0;
@@ -124,6 +146,97 @@ OpCase case_clip_grad_norm() {
     return out;
   };
   return c;
+}
+
+// ---- groups of both float dtypes in one call ------------------------------------------------------
+
+namespace {
+
+// A call's inputs on the CPU and the same values on the GPU (when one is visible). The harness
+// gives every input of a sample one dtype and hands CUDA contiguous inputs; these calls mix
+// float32 and float64 groups and pass 2-D grads as transposed (non-contiguous) views.
+struct MixedCall {
+  std::vector<Tensor> cpu, gpu;
+  bool on_gpu = cuda_available();
+
+  void add(const Shape& s, DType dt, Generator& gen, bool strided, bool positive) {
+    if (strided && s.size() == 2) {
+      const Tensor base = randn({s[1], s[0]}, {dt, kCPU}, &gen);
+      cpu.push_back(base.transpose(0, 1));
+      if (on_gpu) gpu.push_back(base.to(Device("cuda:0")).transpose(0, 1));
+      return;
+    }
+    Tensor t = randn(s, {dt, kCPU}, &gen);
+    if (positive) t = abs(t) + 0.5;
+    cpu.push_back(t);
+    if (on_gpu) gpu.push_back(t.to(Device("cuda:0")));
+  }
+  // The inputs at `written` positions of each group of `group` match CPU against CUDA.
+  void expect_same(size_t group, std::initializer_list<size_t> written) const {
+    if (!on_gpu) return;
+    for (size_t i = 0; i < cpu.size(); i += group)
+      for (size_t w : written) {
+        if (!cpu[i + w].defined()) continue;
+        const double tol = cpu[i + w].dtype() == DType::f64 ? 1e-9 : 2e-5;
+        const std::vector<double> want = cpu[i + w].to_vector<double>(), got = gpu[i + w].to_vector<double>();
+        REQUIRE(got.size() == want.size());
+        size_t e = 0;
+        while (e < want.size() && std::abs(got[e] - want[e]) <= tol + tol * std::abs(want[e])) ++e;
+        if (e < want.size()) FAIL_CHECK("input ", i + w, " element ", e, ": CUDA ", got[e], ", CPU ", want[e]);
+      }
+  }
+};
+
+DType dtype_of_group(size_t i) { return i % 3 == 1 ? DType::f64 : DType::f32; }
+
+}  // namespace
+
+TEST_CASE("optimizer ops: float32 and float64 groups in one call, strided grads, CUDA as CPU") {
+  NoGradGuard no_grad;
+  Generator gen(42);
+  const std::vector<Shape> shapes = many_shapes();
+  SUBCASE("adam_update") {
+    MixedCall call;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      call.add(shapes[i], dtype_of_group(i), gen, false, false);
+      call.add(shapes[i], dtype_of_group(i), gen, true, false);
+      call.add(shapes[i], dtype_of_group(i), gen, false, false);
+      call.add(shapes[i], dtype_of_group(i), gen, false, true);
+    }
+    const AdamAttrs attrs{.lr = 0.01, .weight_decay = 0.1, .step = 5, .decoupled = true};
+    const Tensor p30 = call.cpu[4 * 30].clone();
+    adam_update_(call.cpu, attrs);
+    CHECK(call.cpu[4 * 30].to_vector<double>() != p30.to_vector<double>());
+    if (call.on_gpu) adam_update_(call.gpu, attrs);
+    call.expect_same(4, {0, 2, 3});
+  }
+  SUBCASE("sgd_update") {
+    MixedCall call;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      call.add(shapes[i], dtype_of_group(i), gen, false, false);
+      call.add(shapes[i], dtype_of_group(i), gen, true, false);
+      call.add(shapes[i], dtype_of_group(i), gen, false, false);
+    }
+    const SgdAttrs attrs{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true};
+    sgd_update_(call.cpu, attrs);
+    if (call.on_gpu) sgd_update_(call.gpu, attrs);
+    call.expect_same(3, {0, 2});
+  }
+  SUBCASE("clip_grad_norm") {
+    MixedCall call;
+    double total = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      call.add(shapes[i], dtype_of_group(i), gen, false, false);
+      for (double x : call.cpu.back().to_vector<double>()) total += x * x;
+    }
+    const Tensor norm = clip_grad_norm_(call.cpu, 2.0);
+    CHECK(norm.item<double>() == doctest::Approx(std::sqrt(total)).epsilon(1e-12));
+    if (!call.on_gpu) return;
+    const Tensor gnorm = clip_grad_norm_(call.gpu, 2.0);
+    CHECK(gnorm.is_cuda());
+    CHECK(gnorm.item<double>() == doctest::Approx(norm.item<double>()).epsilon(1e-12));
+    call.expect_same(1, {0});
+  }
 }
 
 // ---- the in-place rules call_op enforces ---------------------------------------------------------

@@ -75,6 +75,10 @@ struct Sample {
   std::string label;
   std::vector<InputSpec> inputs;
   Attrs attrs = NoAttrs{};
+  // false for a sample sized to reach the CUDA kernels' multi-block, multi-tile and split paths:
+  // central differences over all its elements would cost minutes on the CPU. Its analytic
+  // gradients are still compared CUDA against CPU.
+  bool numeric_grad = true;
 };
 
 // Returns the expected outputs (a prefix of them is enough for ops that write no input). For an

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops.h"
 #include "tests/support/test_support.h"
 #include "train/data/token_shard.h"
 
@@ -30,6 +31,23 @@ inline void write_dataset(const std::filesystem::path& dir,
   }
   const nlohmann::json info = {{"tokenizer", {{"vocab_size", vocab}, {"eot", eot}}}, {"splits", js}};
   write_file(dir / "dataset.json", info.dump(2));
+}
+
+// `root`/tokens: a Markov chain over 48 of `vocab` (>= 48) tokens, 5000 for training and 1000
+// for validation; each token is followed by (7 t + 3) mod 48 three times in four, else by a
+// uniform draw, so a small language model has something to learn. EOT is vocab - 1.
+inline std::filesystem::path markov_token_dataset(const std::filesystem::path& root, int64_t vocab) {
+  Generator gen(5);
+  const std::vector<double> u = rand({2 * 6000}, DType::f64, &gen).to_vector<double>();
+  std::vector<int32_t> tokens{0};
+  for (size_t i = 1; i < 6000; ++i)
+    tokens.push_back(u[2 * i] < 0.75 ? (7 * tokens.back() + 3) % 48 : int32_t(u[2 * i + 1] * 48));
+  const std::filesystem::path dir = root / "tokens";
+  write_dataset(dir,
+                {{"train", {{tokens.begin(), tokens.begin() + 5000}}},
+                 {"val", {{tokens.begin() + 5000, tokens.end()}}}},
+                vocab, int32_t(vocab - 1));
+  return dir;
 }
 
 }  // namespace qkv::test

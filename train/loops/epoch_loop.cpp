@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "tensor/safetensors.h"
+#include "train/loops/host_values.h"
+#include "train/loops/preflight_step.h"
 #include "train/loops/run_log.h"
 #include "train/optim/clip.h"
 
@@ -19,10 +22,11 @@ using optim::clip_grad_norm;
 
 namespace {
 
-// Loss and correct count of one batch; logits [..., C] flattened against targets [...].
+// Loss and correct count of one batch (on the batch's device, not yet read); logits [..., C]
+// flattened against targets [...].
 struct BatchStats {
-  Tensor loss;
-  int64_t correct = 0, count = 0;
+  Tensor loss, correct;
+  int64_t count = 0;
 };
 BatchStats batch_stats(const Tensor& logits, const Tensor& targets) {
   const int64_t C = logits.size(-1);
@@ -30,7 +34,8 @@ BatchStats batch_stats(const Tensor& logits, const Tensor& targets) {
   BatchStats s;
   s.loss = cross_entropy(flat, t);
   s.count = t.numel();
-  s.correct = sum(cast(eq(argmax(flat.detach(), 1), t), DType::i64)).item<int64_t>();
+  NoGradGuard no_grad;
+  s.correct = sum(cast(eq(argmax(flat.detach(), 1), t), DType::i64));
   return s;
 }
 
@@ -40,19 +45,24 @@ EvalResult evaluate(nn::Module& model, const Forward& forward, BatchSource& data
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
-  double loss_sum = 0;
-  int64_t correct = 0, count = 0;
+  std::optional<DeviceSum> loss_sum, correct;  // made on the first batch's device
+  int64_t count = 0;
   data.start_epoch(0);
   Tensor inputs, targets;
   while (data.next(inputs, targets)) {
     BatchStats s = batch_stats(forward(inputs), targets);
-    loss_sum += s.loss.item<double>() * double(s.count);
-    correct += s.correct;
+    if (!loss_sum) {
+      loss_sum.emplace(s.loss.device());
+      correct.emplace(s.loss.device());
+    }
+    loss_sum->add_scaled(s.loss, double(s.count));
+    correct->add(s.correct);
     count += s.count;
   }
   model.train(was_training);
   check<ValueError>(count > 0, "evaluate: empty dataset");
-  return {loss_sum / double(count), double(correct) / double(count)};
+  const std::vector<double> v = read_values({loss_sum->tensor(), correct->tensor()});
+  return {v[0] / double(count), v[1] / double(count)};
 }
 
 EvalResult evaluate(nn::Module& model, const Forward& forward, const LabelledData& data, int64_t batch_size) {
@@ -84,12 +94,16 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
     while (train.next(inputs, targets)) {
       const double lr = schedule.lr_at(step);
       optimizer.set_lr(lr);
+      if (step == 0)
+        preflight_step(optimizer, o.clip > 0, [&] { batch_stats(forward(inputs), targets).loss.backward(); });
       BatchStats s = batch_stats(forward(inputs), targets);
       optimizer.zero_grad();
       s.loss.backward();
-      const double norm = o.clip > 0 ? clip_grad_norm(optimizer.params(), o.clip) : 0.0;
+      const Tensor norm_t = o.clip > 0 ? clip_grad_norm(optimizer.params(), o.clip) : Tensor();
       optimizer.step();
-      const double loss = s.loss.item<double>();
+      // The step's one host read: the loss, and the gradient norm when it was measured.
+      const std::vector<double> read = norm_t.defined() ? read_values({s.loss, norm_t}) : read_values({s.loss});
+      const double loss = read[0], norm = norm_t.defined() ? read[1] : 0.0;
       epoch_loss += loss * double(inputs.size(0));
       epoch_examples += inputs.size(0);
       ++step;

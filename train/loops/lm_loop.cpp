@@ -5,8 +5,10 @@
 #include <cstdio>
 
 #include "autograd/grad_mode.h"
+#include "train/loops/host_values.h"
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/mfu.h"
+#include "train/loops/preflight_step.h"
 #include "train/loops/run_log.h"
 #include "train/optim/adam.h"
 #include "train/optim/clip.h"
@@ -23,13 +25,13 @@ double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches) {
   model.eval();
   const Device device = model.wte.weight.device();
   data.seek({0, 0});
-  double sum = 0;
+  DeviceSum sum(device);
   for (int64_t b = 0; b < batches; ++b) {
     Tensor x, y;
     data.next(x, y);
-    sum += model.loss(x.to(device), y.to(device)).item<float>();
+    sum.add(model.loss(x.to(device), y.to(device)));
   }
-  return sum / double(batches);
+  return sum.value() / double(batches);
 }
 
 LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train, data::TokenBatches& val,
@@ -74,19 +76,23 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     const double lr = schedule.lr_at(s.step);
     opt.set_lr(lr);
     opt.zero_grad();
-    double step_loss = 0;
+    DeviceSum loss_sum(device);
     int64_t step_tokens = 0;
     for (int64_t a = 0; a < o.grad_accum; ++a) {
       Tensor x, y;
       train.next(x, y);
       T = x.size(1);
+      if (done == 0 && a == 0) preflight_step(opt, true, [&] { model.loss(x.to(device), y.to(device)).backward(); });
       Tensor loss = model.loss(x.to(device), y.to(device)) * (1.0 / double(o.grad_accum));
       loss.backward();
-      step_loss += loss.item<float>();
+      loss_sum.add(loss);
       step_tokens += x.numel();
     }
     tokens_timed += step_tokens;
-    const double norm = clip_grad_norm(params, o.clip > 0 ? o.clip : INFINITY);
+    // The step's one host read: the loss and the gradient norm, which decides a skip.
+    const std::vector<double> read =
+        read_values({loss_sum.tensor(), clip_grad_norm(params, o.clip > 0 ? o.clip : INFINITY)});
+    const double step_loss = read[0], norm = read[1];
     const bool skip = !std::isfinite(norm) || (o.skip_grad_norm > 0 && norm > o.skip_grad_norm);
     if (skip) ++s.skipped;
     else opt.step();

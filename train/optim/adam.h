@@ -20,6 +20,7 @@ class Adam : public Optimizer {
  public:
   explicit Adam(NamedTensors params, AdamOptions options = {});
   explicit Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
+  std::vector<autograd::OpId> ops() const override { return {autograd::OpId::adam_update}; }
   const AdamOptions& options() const { return options_; }
 
  protected:

@@ -7,8 +7,9 @@ namespace qkv::optim {
 
 // The L2 norm of all defined grads of `params` taken together (accumulated in double). When
 // max_norm / (norm + 1e-6) < 1, every grad is scaled in place by that factor. Returns the norm
-// before clipping; a non-finite norm is returned without scaling anything, so the caller can
-// skip the step. max_norm must be > 0 (+inf only measures). Parameters without grad are ignored.
-double clip_grad_norm(const NamedTensors& params, double max_norm);
+// before clipping as a 0-dim float64 tensor on the grads' device (read it when it is needed: on
+// a GPU the read waits for the device); a non-finite norm scales nothing, so the caller can skip
+// the step. max_norm must be > 0 (+inf only measures). Parameters without grad are ignored.
+Tensor clip_grad_norm(const NamedTensors& params, double max_norm);
 
 }  // namespace qkv::optim

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/op_table.h"
 #include "tensor/tensor.h"
 
 namespace qkv::optim {
@@ -43,6 +44,9 @@ class Optimizer {
   // group, the parameters with the same update count go to update() together: one op call.
   virtual void step();
   void zero_grad();  // drops every parameter's .grad
+
+  // The op-table rows step() calls (its update op), for the trainers' preflight.
+  virtual std::vector<autograd::OpId> ops() const = 0;
 
   double lr() const { return lr_; }
   void set_lr(double lr);                                 // lr >= 0 and finite

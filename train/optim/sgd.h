@@ -19,6 +19,7 @@ class SGD : public Optimizer {
  public:
   explicit SGD(NamedTensors params, SGDOptions options = {});
   explicit SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
+  std::vector<autograd::OpId> ops() const override { return {autograd::OpId::sgd_update}; }
   const SGDOptions& options() const { return options_; }
 
  protected:

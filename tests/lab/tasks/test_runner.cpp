@@ -111,3 +111,16 @@ TEST_CASE("every epoch family's schedule honours schedule.warmup_steps through t
   CHECK(steps[1].lr == doctest::Approx(2 * lr / 3));
   CHECK(steps[2].lr == doctest::Approx(lr));
 }
+
+TEST_CASE("a run on a CUDA device this machine cannot use fails before training, naming train.device") {
+  if (cuda_available()) return;  // the GPU check trains on it instead
+  TempDir out;
+  auto e = experiment::load_experiment(kSource + "/experiments/synthetic/copy.yaml", "smoke",
+                                       {"train.device=cuda:0", "sweep.variants=[QKV]", "sweep.seeds=[0]"});
+  REQUIRE(e.runs.size() == 1);
+  experiment::RunDir dir(out.path, e.runs[0]);
+  dir.start(e.runs[0].config);
+  CHECK_THROWS_WITH_AS(run_synthetic(e.runs[0], dir), doctest::Contains("train.device"), DeviceError);
+  CHECK_FALSE(dir.complete());
+  CHECK_FALSE(fs::exists(dir.path() / "metrics.jsonl"));
+}

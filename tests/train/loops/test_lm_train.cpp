@@ -20,22 +20,6 @@ namespace {
 
 constexpr int64_t kVocab = 64;
 
-// A token folder of a Markov chain over 48 of the 64 tokens: each token is followed by
-// (7 t + 3) mod 48 three times in four, else by a uniform draw.
-fs::path tiny_dataset(const fs::path& root) {
-  Generator gen(5);
-  const std::vector<double> u = rand({2 * 6000}, DType::f64, &gen).to_vector<double>();
-  std::vector<int32_t> tokens{0};
-  for (size_t i = 1; i < 6000; ++i)
-    tokens.push_back(u[2 * i] < 0.75 ? (7 * tokens.back() + 3) % 48 : int32_t(u[2 * i + 1] * 48));
-  const fs::path dir = root / "tokens";
-  test::write_dataset(dir,
-                      {{"train", {{tokens.begin(), tokens.begin() + 5000}}},
-                       {"val", {{tokens.begin() + 5000, tokens.end()}}}},
-                      kVocab, kVocab - 1);
-  return dir;
-}
-
 nn::GPTConfig tiny_gpt() {
   nn::GPTConfig c;
   c.vocab = kVocab;
@@ -93,7 +77,7 @@ std::vector<std::pair<int64_t, double>> val_curve(const fs::path& dir) {
 
 TEST_CASE("lm training: an interrupted and resumed run's loss curve is bit-identical to an uninterrupted one") {
   test::TempDir root("lm-resume");
-  const fs::path tokens = tiny_dataset(root.path);
+  const fs::path tokens = test::markov_token_dataset(root.path, kVocab);
   const LmTrainResult whole = train_in(tokens, root.path / "whole", false, 0);
   CHECK(whole.finished);
   CHECK(whole.steps == 12);
@@ -128,7 +112,7 @@ TEST_CASE("lm training: an interrupted and resumed run's loss curve is bit-ident
 
 TEST_CASE("lm training: steps whose gradient norm exceeds the threshold are skipped") {
   test::TempDir root("lm-skip");
-  const fs::path tokens = tiny_dataset(root.path);
+  const fs::path tokens = test::markov_token_dataset(root.path, kVocab);
   const LmTrainResult r = train_in(tokens, root.path / "run", false, 0, 1e-9);
   CHECK(r.skipped_steps == 12);
   const auto loss = val_curve(root.path / "run");
@@ -138,7 +122,7 @@ TEST_CASE("lm training: steps whose gradient norm exceeds the threshold are skip
 
 TEST_CASE("lm training: resuming from optimizer state that does not fit names the state file") {
   test::TempDir root("lm-resume-bad-state");
-  const fs::path tokens = tiny_dataset(root.path);
+  const fs::path tokens = test::markov_token_dataset(root.path, kVocab);
   train_in(tokens, root.path / "run", false, 6);  // leaves the checkpoint of step 4
   const fs::path state = root.path / "run" / "checkpoints" / "step_00000004.state.safetensors";
   REQUIRE(fs::exists(state));
@@ -152,4 +136,18 @@ TEST_CASE("lm training: resuming from optimizer state that does not fit names th
 
   test::check_contains(test::error_of<ValueError>([&] { train_in(tokens, root.path / "run", true, 0); }),
                        {state.string(), "optimizer state does not fit", "'step'"});
+}
+
+// On a GPU every host read of a value waits for the device. A step reads its loss and gradient
+// norm together, once (two micro-batches are accumulated on the device); an evaluation reads
+// its mean loss once. Counted on the CPU, where the same loop code runs.
+TEST_CASE("lm training: one host synchronisation per optimizer step") {
+  test::TempDir root("lm-syncs");
+  const fs::path tokens = test::markov_token_dataset(root.path, kVocab);
+  const uint64_t before = host_sync_count();
+  const LmTrainResult r = train_in(tokens, root.path / "run", false, 0);
+  const uint64_t syncs = host_sync_count() - before;
+  REQUIRE(r.steps == 12);
+  REQUIRE(r.evals.size() == 3);
+  CHECK(syncs == uint64_t(r.steps) + r.evals.size());
 }

@@ -168,7 +168,7 @@ TEST_CASE("optim: large parameters (the multi-threaded loop) match the reference
   CHECK(worst_s < 1e-12);
   double sq = 0;
   for (double x : grad_at(2, n)) sq += x * x;
-  CHECK(clip_grad_norm({{"a", pa}}, 1.0) == doctest::Approx(std::sqrt(sq)).epsilon(1e-12));
+  CHECK(clip_grad_norm({{"a", pa}}, 1.0).item<double>() == doctest::Approx(std::sqrt(sq)).epsilon(1e-12));
 }
 
 TEST_CASE("optim: SGD's first momentum step uses the gradient itself") {

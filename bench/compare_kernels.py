@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Prints bench_kernels' JSON (qkvlab) beside torch_kernels.py's (PyTorch) as a markdown table:
+each measurement, both values, and qkvlab's speed relative to PyTorch's (> 1: qkvlab is faster;
+for rates ours / theirs, for times theirs / ours). Attention rows show ms and GFLOP/s together.
+
+  compare_kernels.py QKVLAB.json TORCH.json
+
+Standard library only. A missing or unreadable file leaves its column empty (with a note);
+the exit status is 1 only when neither file can be read.
+"""
+import json
+import sys
+
+UNITS = {"gflops": "GF/s", "gbps": "GB/s", "ms": "ms"}
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f), None
+    except (OSError, ValueError) as e:
+        return {}, f"{path}: {e}"
+
+
+def unit_of(key):
+    return UNITS.get(key.rsplit("_", 1)[-1].rsplit(".", 1)[-1], "")
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def cell(res, key):
+    """The value of `key` (with its GFLOP/s beside an attention time)."""
+    v = res.get(key)
+    if v is None:
+        return "-"
+    if key.endswith("_ms"):
+        gf = res.get(key[: -len("_ms")] + "_gflops")
+        return f"{fmt(v)} ms" + (f" ({fmt(gf)} GF/s)" if gf is not None else "")
+    return f"{fmt(v)} {unit_of(key)}"
+
+
+def ratio(a, b, key):
+    if a is None or b is None or a <= 0 or b <= 0:
+        return "-"
+    return f"{(b / a if key.endswith('_ms') else a / b):.2f}x"
+
+
+def label(key):
+    parts = key.split(".")
+    if parts[0] == "attention" and len(parts) == 3:
+        return f"attention {parts[1]} {'fwd+bwd' if parts[2].startswith('fwdbwd') else 'fwd'}"
+    if parts[0] == "matmul" and len(parts) == 3:
+        return f"matmul {parts[1]}" + (" (Eigen)" if parts[2].startswith("eigen") else "")
+    if parts[0] == "bandwidth" and len(parts) == 3:
+        return f"bandwidth {parts[1]}"
+    return key
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: compare_kernels.py QKVLAB.json TORCH.json")
+    (a, err_a), (b, err_b) = load(sys.argv[1]), load(sys.argv[2])
+    for err in (err_a, err_b):
+        if err:
+            print(f"note: cannot read {err}")
+    if err_a and err_b:
+        return 1
+    ra, rb = a.get("results", {}), b.get("results", {})
+    name_a, name_b = a.get("implementation", "qkvlab"), b.get("implementation", "PyTorch")
+    dev_b = b.get("device_name") or b.get("device", "?")
+    print(f"kernel benchmarks on {a.get('device', b.get('device', '?'))} ({dev_b}): {name_a} vs {name_b}")
+    if b.get("attention_impl"):
+        print(f"PyTorch attention: {b['attention_impl']}")
+    if b.get("sdpa_backends"):
+        print("SDPA backends (fwd/bwd): " + ", ".join(f"{k} {v}" for k, v in b["sdpa_backends"].items()))
+    for what in ("device", "elements", "batch_div", "reps"):
+        if what in a and what in b and a[what] != b[what]:
+            print(f"warning: {what} differs: {a[what]} vs {b[what]}")
+    sa, sb = a.get("attention_shapes", {}), b.get("attention_shapes", {})
+    for case in sa:
+        if case in sb and sa[case] != sb[case]:
+            print(f"warning: attention {case}: shape {sa[case]} vs {sb[case]}")
+    print()
+    keys = list(ra) + [k for k in rb if k not in ra]
+    keys = [k for k in keys if not (k.startswith("attention.") and k.endswith("_gflops"))]  # shown with the ms
+    print(f"| measurement | {name_a} | {name_b} | {name_a} speed / {name_b} |")
+    print("|---|---:|---:|---:|")
+    for k in keys:
+        print(f"| {label(k)} | {cell(ra, k)} | {cell(rb, k)} | {ratio(ra.get(k), rb.get(k), k)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""PyTorch's side of bench/bench_kernels.cpp: the same kernel measurements on the same device, with
+the same shapes, FLOP counts, timing scheme and JSON keys, so bench/compare_kernels.py can print
+the two side by side.
+
+  matmul     float32 square n x n torch.mm with TF32 off (torch.backends.cuda.matmul.allow_tf32 =
+             False, cudnn too, float32 matmul precision "highest"): full-precision float32 GEMMs,
+             the arithmetic of qkvlab's cuBLASLt COMPUTE_32F path. GFLOP/s at 2 n^3 FLOPs.
+  bandwidth  float32 [elements / 1024, 1024]: dst.copy_(x), x + y, F.gelu (erf), torch.softmax
+             over the last dim, F.layer_norm over the last dim; GB/s of bytes read + written.
+  attention  F.scaled_dot_product_attention in float32, forward (under no_grad) and forward +
+             backward (out.backward(dO), gradients dropped after each run), at GPT-2 small, the
+             paper's 300M GPT, a ViT/encoder shape, K=V (k and v one tensor) and GQA-4. is_causal
+             masks top-left, which is qkvlab's bottom-right alignment when T == S (all cases here).
+             GQA: k and v repeated per query head with repeat_interleave inside the timed call
+             (--gqa repeat, the default: in float32 SDPA's enable_gqa routes to the math backend),
+             or enable_gqa=True (--gqa enable, PyTorch >= 2.5). PyTorch without SDPA (< 2.0, e.g.
+             Debian's 1.13) runs the explicit softmax(scale q k^T + mask) v instead, and says so.
+             FLOPs: forward 4 B H T S D (two GEMMs of B H T S D multiply-adds), halved when causal;
+             backward 2.5 x the forward.
+Timing: every function runs once to warm up, then the functions of a group run alternately,
+`reps` times, each call timed by the wall clock around the call plus a device synchronize; the
+best time is reported (bench_kernels' scheme exactly).
+
+  torch_kernels.py [--device cpu|cuda:0] [--sizes 256,512,...] [--elements N] [--reps R]
+                   [--attention all|none|case,...] [--batch-div K] [--gqa repeat|enable]
+                   [--threads N] [--json FILE]
+Exit 77 when PyTorch is not installed.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    print("torch_kernels.py: PyTorch is not installed", file=sys.stderr)
+    sys.exit(77)
+
+# name, B, H, Hk, T, S, D, causal, k=v: the table of bench_kernels.cpp's attention_cases().
+CASES = [
+    ("gpt2_small", 8, 12, 12, 1024, 1024, 64, True, False),
+    ("gpt_300m", 6, 16, 16, 2048, 2048, 64, True, False),
+    ("vit", 128, 4, 4, 64, 64, 16, False, False),
+    ("gpt2_kv_shared", 8, 12, 12, 1024, 1024, 64, True, True),
+    ("gpt2_gqa4", 8, 12, 3, 1024, 1024, 64, True, False),
+]
+BACKENDS = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn", 4: "overrideable"}
+
+
+def torch_version():
+    parts = []
+    for p in torch.__version__.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
+HAVE_ENABLE_GQA = HAVE_SDPA and torch_version() >= (2, 5)
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def best_seconds(fns, reps, dev):
+    """Best of `reps` timings of each function, run alternately after one warm-up call each."""
+    for f in fns:
+        f()
+    sync(dev)
+    best = [math.inf] * len(fns)
+    for _ in range(reps):
+        for i, f in enumerate(fns):
+            t0 = time.perf_counter()
+            f()
+            sync(dev)
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+def reps_for(flops, reps, dev):
+    budget = 2e9 if dev.type == "cpu" else 2e12
+    return max(2, int(reps * min(1.0, budget / flops)))
+
+
+def bench_matmul(sizes, reps, dev, res):
+    print(f"\nmatmul (float32, square, TF32 off, best of {reps})")
+    print(f"{'n':>8} {'torch GF/s':>14}")
+    g = torch.Generator(device=dev)
+    for n in sizes:
+        g.manual_seed(n)
+        a = torch.randn(n, n, device=dev, generator=g)
+        b = torch.randn(n, n, device=dev, generator=g)
+        flops = 2.0 * n * n * n
+        t = best_seconds([lambda: torch.mm(a, b)], reps_for(flops, reps, dev), dev)
+        print(f"{n:>8} {flops / t[0] / 1e9:>14.1f}")
+        res[f"matmul.{n}.gflops"] = flops / t[0] / 1e9
+
+
+def bench_bandwidth(n, reps, dev, res):
+    cols = 1024
+    rows = n // cols
+    g = torch.Generator(device=dev)
+    g.manual_seed(7)
+    x = torch.randn(rows, cols, device=dev, generator=g)
+    y = torch.randn(rows, cols, device=dev, generator=g)
+    w = torch.ones(cols, device=dev)
+    bias = torch.zeros(cols, device=dev)
+    dst = torch.empty_like(x)
+    nbytes = rows * cols * 4.0
+    cases = [
+        ("copy", 2 * nbytes, lambda: dst.copy_(x)),
+        ("add", 3 * nbytes, lambda: x + y),
+        ("gelu", 2 * nbytes, lambda: F.gelu(x)),
+        ("softmax", 2 * nbytes, lambda: torch.softmax(x, -1)),
+        ("layer_norm", 2 * nbytes, lambda: F.layer_norm(x, (cols,), w, bias, 1e-5)),
+    ]
+    t = best_seconds([c[2] for c in cases], reps, dev)
+    copy_bw = cases[0][1] / t[0]
+    print(f"\nbandwidth (float32 [{rows}, {cols}], {nbytes / 2**20:.0f} MiB per tensor, best of {reps})")
+    print(f"{'kernel':>12} {'GB/s':>10} {'of copy':>14}")
+    for (name, moved, _), ti in zip(cases, t):
+        bw = moved / ti
+        print(f"{name:>12} {bw / 1e9:>10.1f} {100 * bw / copy_bw:>13.1f}%")
+        res[f"bandwidth.{name}.gbps"] = bw / 1e9
+
+
+def shape_str(B, H, Hk, T, S, D, causal, kv_shared):
+    return f"B{B} H{H} Hk{Hk} T{T} S{S} D{D}" + (" causal" if causal else "") + (" k=v" if kv_shared else "")
+
+
+def make_attention(H, Hk, T, S, D, causal, gqa, dev):
+    """fn(q, k, v) -> out: SDPA (or the explicit formulation without it) with qkvlab's semantics."""
+    group = H // Hk
+    if HAVE_SDPA:
+        if group > 1 and gqa == "enable":
+            return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+        if group > 1:
+            return lambda q, k, v: F.scaled_dot_product_attention(
+                q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), is_causal=causal)
+        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    scale = 1.0 / math.sqrt(D)
+    # Bottom-right causal: query i sees key j <= i + S - T.
+    mask = torch.ones(T, S, dtype=torch.bool, device=dev).triu(S - T + 1) if causal else None
+
+    def explicit(q, k, v):
+        if group > 1:
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        s = torch.matmul(q, k.transpose(-2, -1)) * scale
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))
+        return torch.matmul(torch.softmax(s, -1), v)
+
+    return explicit
+
+
+def sdpa_backend(q, k, v, causal, gqa, group):
+    """The backend SDPA picks for these inputs (private torch._fused_sdp_choice), or '?'."""
+    if not HAVE_SDPA or not hasattr(torch, "_fused_sdp_choice"):
+        return "?"
+    try:
+        if group > 1 and gqa != "enable":
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        kw = {"is_causal": causal}
+        if group > 1 and gqa == "enable":
+            kw["enable_gqa"] = True
+        return BACKENDS.get(int(torch._fused_sdp_choice(q, k, v, **kw)), "?")
+    except Exception:  # a private API: any failure just leaves the backend unknown
+        return "?"
+
+
+def bench_attention(cases, reps, dev, gqa, res, shapes, backends):
+    if not cases:
+        return
+    print(f"\nattention (float32, forward and forward+backward, best of up to {reps})")
+    print(f"{'case':>16} {'shape':>36} {'fwd ms':>10} {'fwd GF/s':>10} {'fwd+bwd ms':>12} {'fwd+bwd GF/s':>12}"
+          + ("  SDPA backend fwd/bwd" if HAVE_SDPA and dev.type == "cuda" else ""))
+    g = torch.Generator(device=dev)
+    for name, B, H, Hk, T, S, D, causal, kv_shared in cases:
+        g.manual_seed(11)
+        q = torch.randn(B, H, T, D, device=dev, generator=g)
+        k = torch.randn(B, Hk, S, D, device=dev, generator=g)
+        v = k if kv_shared else torch.randn(B, Hk, S, D, device=dev, generator=g)
+        dout = torch.randn(B, H, T, D, device=dev, generator=g)
+        q.requires_grad_()
+        k.requires_grad_()
+        if not kv_shared:
+            v.requires_grad_()
+        attn = make_attention(H, Hk, T, S, D, causal, gqa, dev)
+
+        def fwd():
+            with torch.no_grad():
+                attn(q, k, v)
+
+        def fwdbwd():
+            attn(q, k, v).backward(dout)
+            q.grad = k.grad = v.grad = None
+
+        flops = 4.0 * B * H * T * S * D / (2 if causal else 1)
+        t = best_seconds([fwd, fwdbwd], reps_for(3.5 * flops, reps, dev), dev)
+        fwd_gf, fb_gf = flops / t[0] / 1e9, 3.5 * flops / t[1] / 1e9
+        shape = shape_str(B, H, Hk, T, S, D, causal, kv_shared)
+        line = f"{name:>16} {shape:>36} {1e3 * t[0]:>10.3f} {fwd_gf:>10.1f} {1e3 * t[1]:>12.3f} {fb_gf:>12.1f}"
+        if HAVE_SDPA:
+            with torch.no_grad():
+                bf = sdpa_backend(q.detach(), k.detach(), v.detach(), causal, gqa, H // Hk)
+            bb = sdpa_backend(q, k, v, causal, gqa, H // Hk)
+            backends[name] = f"{bf}/{bb}"
+            if dev.type == "cuda":
+                line += f"  {bf}/{bb}"
+        print(line)
+        key = f"attention.{name}."
+        res[key + "fwd_ms"] = 1e3 * t[0]
+        res[key + "fwd_gflops"] = fwd_gf
+        res[key + "fwdbwd_ms"] = 1e3 * t[1]
+        res[key + "fwdbwd_gflops"] = fb_gf
+        shapes[name] = shape
+
+
+def select_cases(which, batch_div):
+    cases = [(c[0], max(1, c[1] // batch_div)) + c[2:] for c in CASES]
+    if which == "all":
+        return cases
+    if which == "none":
+        return []
+    by_name = {c[0]: c for c in cases}
+    out = []
+    for name in which.split(","):
+        if name not in by_name:
+            sys.exit(f"torch_kernels.py: --attention: no case '{name}' (have {', '.join(by_name)})")
+        out.append(by_name[name])
+    return out
+
+
+def write_json_atomically(path, obj):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="PyTorch's numbers for bench_kernels' measurements")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda:N")
+    ap.add_argument("--sizes", default="", help="square matmul sizes (default 256,512,1024,2048, and 4096 on CUDA)")
+    ap.add_argument("--elements", type=int, default=1 << 24, help="elements per tensor in the bandwidth test")
+    ap.add_argument("--reps", type=int, default=10, help="timed repetitions (best is reported)")
+    ap.add_argument("--attention", default="all", help="attention cases: all, none, or a comma-separated list")
+    ap.add_argument("--batch-div", type=int, default=0, help="divide the attention batches (default 8 on CPU, 1 on CUDA)")
+    ap.add_argument("--gqa", choices=["repeat", "enable"], default="repeat",
+                    help="GQA by repeat_interleave of k/v (default) or SDPA's enable_gqa (PyTorch >= 2.5)")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: the CPUs this process may use)")
+    ap.add_argument("--json", default="", help="also write every number to this JSON file (atomically)")
+    a = ap.parse_args()
+
+    dev = torch.device(a.device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("torch_kernels.py: this PyTorch has no usable CUDA device")
+        torch.cuda.set_device(dev)
+        dev_name = torch.cuda.get_device_name(dev)
+    else:
+        dev_name = "cpu"
+    threads = a.threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if hasattr(torch, "set_float32_matmul_precision"):
+        torch.set_float32_matmul_precision("highest")
+    gqa = a.gqa
+    if gqa == "enable" and not HAVE_ENABLE_GQA:
+        print(f"note: PyTorch {torch.__version__} has no enable_gqa; GQA uses repeat_interleave")
+        gqa = "repeat"
+    sizes = [int(s) for s in a.sizes.split(",") if s] or ([256, 512, 1024, 2048] if dev.type == "cpu"
+                                                          else [256, 512, 1024, 2048, 4096])
+    batch_div = a.batch_div or (8 if dev.type == "cpu" else 1)
+    cases = select_cases(a.attention, batch_div)
+    if HAVE_SDPA:
+        attn_impl = "F.scaled_dot_product_attention, GQA by " + (
+            "enable_gqa=True" if gqa == "enable" else "repeat_interleave of k and v")
+    else:
+        attn_impl = (f"explicit softmax(scale q k^T + mask) v: PyTorch {torch.__version__} has no "
+                     "scaled_dot_product_attention; GQA by repeat_interleave")
+
+    print(f"PyTorch {torch.__version__} kernel benchmark on {a.device} ({dev_name}), {torch.get_num_threads()} threads")
+    print(f"attention: {attn_impl}")
+    res, shapes, backends = {}, {}, {}
+    bench_matmul(sizes, a.reps, dev, res)
+    bench_bandwidth(a.elements, a.reps, dev, res)
+    bench_attention(cases, a.reps, dev, gqa, res, shapes, backends)
+    if a.json:
+        write_json_atomically(a.json, {
+            "implementation": f"PyTorch {torch.__version__}",
+            "device": a.device,
+            "device_name": dev_name,
+            "threads": torch.get_num_threads(),
+            "reps": a.reps,
+            "elements": a.elements,
+            "batch_div": batch_div,
+            "timing": "best of N, wall clock around each call plus a device synchronize",
+            "tf32": False,
+            "attention_impl": attn_impl,
+            "sdpa_backends": backends,  # case -> "forward/backward" backend SDPA picks, when known
+            "attention_shapes": shapes,
+            "results": res,
+        })
+        print(f"\nwrote {a.json}")
+
+
+if __name__ == "__main__":
+    main()
