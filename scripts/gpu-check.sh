@@ -74,15 +74,16 @@ synthetic_runs() {
   for f in "${runs[@]}"; do
     for dev in cuda:0 cpu; do
       "$bin/qkvlab" run "$f" --scale smoke "sweep.variants=[QKV, Q-K=V, (Q=K=V)+]" "sweep.seeds=[0]" \
-        "train.device=$dev" --out "$logs/synthetic-${dev%%:*}"
+        "train.device=$dev" --out "$logs/synthetic-${dev%%:*}" || return 1
     done
   done
   python3 scripts/gpu_check/compare_runs.py "$logs/synthetic-cuda" "$logs/synthetic-cpu" --rtol 1e-4
 }
 
 bench() {
-  "$bin/bench_kernels" --device cuda:0 --json "$logs/bench-qkvlab.json"
-  python3 bench/torch_kernels.py --device cuda:0 --json "$logs/bench-torch.json"
+  # Functions run under `if` ignore set -e: each failure returns explicitly.
+  "$bin/bench_kernels" --device cuda:0 --json "$logs/bench-qkvlab.json" || return 1
+  python3 bench/torch_kernels.py --device cuda:0 --json "$logs/bench-torch.json" || return 1
   python3 bench/compare_kernels.py "$logs/bench-qkvlab.json" "$logs/bench-torch.json" | tee "$logs/bench.md"
 }
 

@@ -26,62 +26,15 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/multi_tensor.h"
 #include "tensor/view.h"
 
 namespace qkv::kernels::cuda {
 namespace {
 
-constexpr int kMaxTensors = 48;     // tensors (groups) per launch
-constexpr int64_t kChunk = 4096;    // elements per block
 constexpr int kOptimThreads = 256;  // threads per block (a multiple of 32, for block_reduce)
-
-template <class T, int Depth> struct TensorList {
-  T* ptr[Depth][kMaxTensors];
-  int64_t numel[kMaxTensors];
-  int64_t first_chunk[kMaxTensors + 1];  // first_chunk[count] = blocks of the launch
-  int count;
-};
-static_assert(sizeof(TensorList<double, 4>) + 128 <= 4096, "kernel parameters over 4 KB");
-// Kernels take the list as `const __grid_constant__`: indexed by a runtime slot, a plain by-value
-// parameter would be copied into each thread's local memory first.
-
-// The tensor slot and element range [begin, end) of this block's chunk.
-template <class T, int Depth>
-__device__ __forceinline__ int locate(const TensorList<T, Depth>& l, int64_t& begin, int64_t& end) {
-  const int64_t b = blockIdx.x;
-  int s = 0;
-  while (s + 1 < l.count && l.first_chunk[s + 1] <= b) ++s;
-  begin = (b - l.first_chunk[s]) * kChunk;
-  end = min(l.numel[s], begin + kChunk);
-  return s;
-}
-
-// Calls launch(list, blocks, first_slot) for successive lists of the given tensors (each a row
-// of Depth pointers and its element count); first_slot is the call-wide index of the list's
-// first chunk. Returns the number of chunks in all.
-template <class T, int Depth, class F>
-int64_t for_each_list(const std::vector<std::array<T*, Depth>>& ptrs, const std::vector<int64_t>& numels,
-                      int64_t first_slot, F&& launch) {
-  TensorList<T, Depth> l{};
-  int64_t slot = first_slot;
-  const auto flush = [&] {
-    if (l.count == 0) return;
-    const int64_t blocks = l.first_chunk[l.count];
-    check<ValueError>(blocks <= int64_t(0x7fffffff), "optimizer kernel: too many blocks for one launch");
-    launch(l, blocks, slot);
-    slot += blocks;
-    l = TensorList<T, Depth>{};
-  };
-  for (size_t i = 0; i < ptrs.size(); ++i) {
-    if (numels[i] == 0) continue;
-    for (int d = 0; d < Depth; ++d) l.ptr[d][l.count] = ptrs[i][size_t(d)];
-    l.numel[l.count] = numels[i];
-    l.first_chunk[l.count + 1] = l.first_chunk[l.count] + (numels[i] + kChunk - 1) / kChunk;
-    if (++l.count == kMaxTensors) flush();
-  }
-  flush();
-  return slot - first_slot;
-}
+// Kernels take the TensorList as `const __grid_constant__`: indexed by a runtime slot, a plain
+// by-value parameter would be copied into each thread's local memory first.
 
 template <class T> T* ptr_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 
@@ -119,7 +72,7 @@ template <class T> AdamScalars<T> adam_scalars(const AdamAttrs& a) {
 // Groups (p, g, m, v); g only read.
 template <class T> __global__ void adam_kernel(const __grid_constant__ TensorList<T, 4> l, const AdamScalars<T> c) {
   int64_t begin, end;
-  const int s = locate(l, begin, end);
+  const int s = locate(l, blockIdx.x, begin, end);
   T* p = l.ptr[0][s];
   const T* g = l.ptr[1][s];
   T* m = l.ptr[2][s];
@@ -147,7 +100,7 @@ template <class T> struct SgdScalars {
 // Groups (p, g, buf); g only read, buf null (and unused) without momentum.
 template <class T> __global__ void sgd_kernel(const __grid_constant__ TensorList<T, 3> l, const SgdScalars<T> c) {
   int64_t begin, end;
-  const int s = locate(l, begin, end);
+  const int s = locate(l, blockIdx.x, begin, end);
   T* p = l.ptr[0][s];
   const T* g = l.ptr[1][s];
   T* buf = l.ptr[2][s];
@@ -195,7 +148,7 @@ template <int Depth, class Launch> void multi_tensor_update(const KernelArgs& k,
 template <class T> __global__ void sum_squares_kernel(const __grid_constant__ TensorList<T, 1> l, double* partial) {
   __shared__ double smem[kWarp];
   int64_t begin, end;
-  const int s = locate(l, begin, end);
+  const int s = locate(l, blockIdx.x, begin, end);
   const T* g = l.ptr[0][s];
   double acc = 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
@@ -224,7 +177,7 @@ __global__ void scale_kernel(const __grid_constant__ TensorList<T, 1> l, const d
   if (factor >= 1) return;
   const T f = T(factor);
   int64_t begin, end;
-  const int s = locate(l, begin, end);
+  const int s = locate(l, blockIdx.x, begin, end);
   T* g = l.ptr[0][s];
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) g[i] = mul_(g[i], f);
 }

@@ -1,9 +1,11 @@
 // Maps a flat element index to the element offsets of N operands on the device, from the merged
 // shape/strides that make_strided_loop computes on the host. Shared by tensor/cuda and
-// kernels/cuda so every strided CUDA kernel indexes the same way.
+// kernels/cuda so every strided CUDA kernel indexes the same way. Host code too: the index math
+// is checked on the CPU (tests/kernels/test_cuda_index_math.cpp).
 #pragma once
 #include <cstdint>
 
+#include "tensor/cuda/host_device.h"
 #include "tensor/strided_loop.h"
 
 namespace qkv::cuda {
@@ -16,7 +18,7 @@ template <size_t N> struct Indexer {
   int64_t shape[kMaxDims];
   int64_t strides[N][kMaxDims];
 
-  __device__ __forceinline__ void offsets(int64_t linear, int64_t (&off)[N]) const {
+  QKV_HOST_DEVICE void offsets(int64_t linear, int64_t (&off)[N]) const {
 #pragma unroll
     for (size_t k = 0; k < N; ++k) off[k] = 0;
     for (int d = ndim - 1; d >= 0; --d) {
