@@ -19,12 +19,12 @@ template <size_t N> struct Indexer {
   int64_t strides[N][kMaxDims];
 
   QKV_HOST_DEVICE void offsets(int64_t linear, int64_t (&off)[N]) const {
-#pragma unroll
+    QKV_UNROLL
     for (size_t k = 0; k < N; ++k) off[k] = 0;
     for (int d = ndim - 1; d >= 0; --d) {
       const int64_t i = linear % shape[d];
       linear /= shape[d];
-#pragma unroll
+      QKV_UNROLL
       for (size_t k = 0; k < N; ++k) off[k] += i * strides[k][d];
     }
   }
