@@ -31,20 +31,32 @@ std::vector<OpCall> trace_ops(const std::function<void()>& work) {
   return calls;
 }
 
+namespace {
+bool has_kernel(const OpInfo& info, const Device& device) { return device.is_cpu() ? info.cpu : info.cuda; }
+}  // namespace
+
 std::vector<std::string> ops_without_kernel(const std::vector<OpId>& ops, const Device& device) {
+  std::vector<OpCall> calls;
+  for (OpId op : ops) calls.push_back({op, device});
+  return ops_without_kernel(calls);
+}
+
+std::vector<std::string> ops_without_kernel(const std::vector<OpCall>& calls) {
   std::vector<std::string> missing;
-  for (const OpInfo& info : op_table()) {
-    if (std::find(ops.begin(), ops.end(), info.id) == ops.end()) continue;
-    if (!(device.is_cpu() ? info.cpu : info.cuda)) missing.push_back(info.name);
-  }
+  for (const OpInfo& info : op_table())
+    for (const OpCall& c : calls)
+      if (c.op == info.id && !has_kernel(info, c.device)) {
+        missing.push_back(info.name);
+        break;
+      }
   return missing;
 }
 
 void require_kernels(const std::vector<OpCall>& calls, const std::vector<OpId>& also, const Device& device,
                      const std::string& what) {
-  std::vector<OpId> ops = also;
-  for (const OpCall& c : calls) ops.push_back(c.op);
-  const std::vector<std::string> missing = ops_without_kernel(ops, device);
+  std::vector<OpCall> all = calls;
+  for (OpId op : also) all.push_back({op, device});
+  const std::vector<std::string> missing = ops_without_kernel(all);
   if (missing.empty()) return;
   std::string list;
   for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;

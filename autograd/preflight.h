@@ -26,10 +26,13 @@ std::vector<OpCall> trace_ops(const std::function<void()>& work);
 // call_op records a call there.
 bool tracing_ops();
 void note_op_call(OpId op, const Device& device);
-// The rows among `ops` with no kernel on `device` (by name, table order, each once).
+// The rows among `ops` with no kernel on `device`, or among `calls` with none on the device
+// each was called on (by name, table order, each once).
 std::vector<std::string> ops_without_kernel(const std::vector<OpId>& ops, const Device& device);
-// Throws DeviceError naming `what` (e.g. "train.device cuda:0") and every op of `calls`, plus
-// `also` (the optimizer's own ops), that has no kernel on its device.
+std::vector<std::string> ops_without_kernel(const std::vector<OpCall>& calls);
+// Throws DeviceError naming `what` (e.g. "train.device cuda:0") and every op of `calls` with no
+// kernel on the device it was called on, plus those of `also` (the optimizer's own ops) with
+// none on `device`.
 void require_kernels(const std::vector<OpCall>& calls, const std::vector<OpId>& also, const Device& device,
                      const std::string& what);
 

@@ -6,6 +6,7 @@
 
 #include "autograd/autograd.h"
 #include "lab/cli/commands.h"
+#include "lab/cli/device_option.h"
 
 namespace qkv::cli {
 namespace {
@@ -37,8 +38,7 @@ void spiral(int per_class, Tensor& x, Tensor& y, Generator& gen) {
 }
 
 void run_demo(const DemoOptions& o) {
-  const Device dev(o.device);
-  check_device_usable(dev, "demo");
+  const Device dev = usable_device(o.device, "demo");
   Generator gen(o.seed);
   Tensor x, y;
   spiral(100, x, y, gen);
@@ -91,7 +91,7 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--hidden", opts->hidden, "hidden width")->check(CLI::Range(1, 65536));
   cmd->add_option("--lr", opts->lr, "learning rate")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", opts->seed, "random seed");
-  cmd->add_option("--device", opts->device, "cpu or cuda:N");
+  add_device_option(cmd, opts->device);
   cmd->callback([opts] { run_demo(*opts); });
 }
 

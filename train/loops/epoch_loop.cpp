@@ -22,20 +22,22 @@ using optim::clip_grad_norm;
 
 namespace {
 
-// Loss and correct count of one batch (on the batch's device, not yet read); logits [..., C]
-// flattened against targets [...].
+// The mean cross-entropy of logits [..., C] flattened against targets [...].
+Tensor batch_loss(const Tensor& logits, const Tensor& targets) {
+  const int64_t C = logits.size(-1);
+  return cross_entropy(logits.reshape({-1, C}), targets.reshape({-1}));
+}
+
+// Loss and correct count of one evaluation batch, on the batch's device, not yet read.
 struct BatchStats {
   Tensor loss, correct;
   int64_t count = 0;
 };
 BatchStats batch_stats(const Tensor& logits, const Tensor& targets) {
-  const int64_t C = logits.size(-1);
-  Tensor flat = logits.reshape({-1, C}), t = targets.reshape({-1});
   BatchStats s;
-  s.loss = cross_entropy(flat, t);
-  s.count = t.numel();
-  NoGradGuard no_grad;
-  s.correct = sum(cast(eq(argmax(flat.detach(), 1), t), DType::i64));
+  s.loss = batch_loss(logits, targets);
+  s.count = targets.numel();
+  s.correct = sum(cast(eq(argmax(logits.reshape({-1, logits.size(-1)}), 1), targets.reshape({-1})), DType::i64));
   return s;
 }
 
@@ -55,7 +57,7 @@ EvalResult evaluate(nn::Module& model, const Forward& forward, BatchSource& data
       loss_sum.emplace(s.loss.device());
       correct.emplace(s.loss.device());
     }
-    loss_sum->add_scaled(s.loss, double(s.count));
+    loss_sum->add(s.loss, double(s.count));
     correct->add(s.correct);
     count += s.count;
   }
@@ -94,15 +96,14 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
     while (train.next(inputs, targets)) {
       const double lr = schedule.lr_at(step);
       optimizer.set_lr(lr);
-      if (step == 0)
-        preflight_step(optimizer, o.clip > 0, [&] { batch_stats(forward(inputs), targets).loss.backward(); });
-      BatchStats s = batch_stats(forward(inputs), targets);
+      if (step == 0) preflight_step(optimizer, o.clip > 0, [&] { batch_loss(forward(inputs), targets).backward(); });
+      const Tensor loss_t = batch_loss(forward(inputs), targets);
       optimizer.zero_grad();
-      s.loss.backward();
+      loss_t.backward();
       const Tensor norm_t = o.clip > 0 ? clip_grad_norm(optimizer.params(), o.clip) : Tensor();
       optimizer.step();
       // The step's one host read: the loss, and the gradient norm when it was measured.
-      const std::vector<double> read = norm_t.defined() ? read_values({s.loss, norm_t}) : read_values({s.loss});
+      const std::vector<double> read = norm_t.defined() ? read_values({loss_t, norm_t}) : read_values({loss_t});
       const double loss = read[0], norm = norm_t.defined() ? read[1] : 0.0;
       epoch_loss += loss * double(inputs.size(0));
       epoch_examples += inputs.size(0);

@@ -19,14 +19,10 @@ std::vector<double> read_values(const std::vector<Tensor>& values) {
 
 DeviceSum::DeviceSum(const Device& device) : sum_(zeros({}, {DType::f64, device})) {}
 
-void DeviceSum::add(const Tensor& x) {
+void DeviceSum::add(const Tensor& x, double factor) {
   NoGradGuard no_grad;
-  sum_ = sum_ + cast(x.detach(), DType::f64).reshape({});
-}
-
-void DeviceSum::add_scaled(const Tensor& x, double factor) {
-  NoGradGuard no_grad;
-  sum_ = sum_ + cast(x.detach(), DType::f64).reshape({}) * factor;
+  const Tensor v = cast(x.detach(), DType::f64).reshape({});
+  sum_ = sum_ + (factor == 1 ? v : v * factor);
 }
 
 double DeviceSum::value() const { return sum_.item<double>(); }

@@ -1,6 +1,6 @@
 // Reading training statistics on the host. On a GPU every read waits for the device, so a step
-// gathers everything it reports (loss, correct count, gradient norm) into one tensor and reads
-// it once; sums over many batches stay on the device until the end.
+// gathers everything it reports (loss, gradient norm) into one tensor and reads it once; sums
+// over many batches (an evaluation's loss and correct count) stay on the device until the end.
 #pragma once
 #include <vector>
 
@@ -16,8 +16,7 @@ std::vector<double> read_values(const std::vector<Tensor>& values);
 class DeviceSum {
  public:
   explicit DeviceSum(const Device& device);
-  void add(const Tensor& x);                        // x: a one-element tensor
-  void add_scaled(const Tensor& x, double factor);  // adds x * factor, computed in float64
+  void add(const Tensor& x, double factor = 1);  // adds x * factor (x: one element), in float64
   const Tensor& tensor() const { return sum_; }
   double value() const;
 
