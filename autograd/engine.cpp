@@ -26,6 +26,25 @@ Tensor SavedTensor::unpack(const std::string& op) const {
   return t_;
 }
 
+namespace {
+// Nodes whose last owner is a node being destroyed, waiting to be destroyed in turn.
+thread_local std::vector<std::shared_ptr<Node>> release_queue;
+thread_local bool releasing = false;
+}  // namespace
+
+Node::~Node() {
+  for (Edge& e : next)
+    if (e.node && e.node.use_count() == 1) release_queue.push_back(std::move(e.node));
+  if (releasing) return;  // the outermost destructor below destroys them
+  releasing = true;
+  while (!release_queue.empty()) {
+    std::shared_ptr<Node> last = std::move(release_queue.back());
+    release_queue.pop_back();
+    last.reset();  // its destructor queues its own inputs' nodes
+  }
+  releasing = false;
+}
+
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> l) : leaf(std::move(l)) {}
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {

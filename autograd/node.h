@@ -45,7 +45,9 @@ class SavedTensor {
 };
 
 struct Node {
-  virtual ~Node() = default;
+  // Releases the nodes only this one holds without recursion: a graph as long as a 5,000-layer
+  // model would otherwise be destroyed one node inside another and overflow the stack.
+  virtual ~Node();
   // Gradients of the outputs (undefined where none arrived) -> gradients of the inputs.
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
   virtual std::string name() const = 0;

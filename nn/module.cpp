@@ -101,6 +101,9 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
     }
     check<ShapeError>(it->second.shape() == slot->shape(), "load_state_dict: parameter '", name, "' has shape ",
                       shape_str(it->second.shape()), " but the model expects ", shape_str(slot->shape()));
+    // A checkpoint of another precision is refused rather than silently cast.
+    check<DTypeError>(it->second.dtype() == slot->dtype(), "load_state_dict: parameter '", name, "' is ",
+                      dtype_name(it->second.dtype()), " but the model's is ", dtype_name(slot->dtype()));
     slot->copy_(it->second);
     used.insert(name);
   }

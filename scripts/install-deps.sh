@@ -17,6 +17,7 @@ packages=(
   python3-torch libopenblas0-pthread     # parity tests and benchmarks against PyTorch (optimized BLAS)
   python3-torchvision                    # ResNet-34 parity test against torchvision
   libpcre2-dev libzstd-dev python3-regex zstd  # GPT-2 BPE regex, .zst corpora, BPE reference test
+  clang libclang-rt-14-dev libomp-dev llvm    # fuzzing (scripts/fuzz.sh): libFuzzer + ASan, OpenMP, llvm-symbolizer
 )
 
 missing=()

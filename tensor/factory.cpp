@@ -1,5 +1,7 @@
 #include <cmath>
+#include <new>
 
+#include "tensor/alloc_purpose.h"
 #include "tensor/tensor.h"
 #include "tensor/view.h"
 
@@ -22,7 +24,15 @@ Tensor empty(const Shape& shape, TensorOptions opts) {
   const size_t nbytes = checked_nbytes(shape, opts.dtype);
   check_device_usable(opts.device, "empty");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(nbytes, opts.device);
+  try {
+    impl->storage = std::make_shared<Storage>(nbytes, opts.device);
+  } catch (const OutOfMemory& e) {
+    throw OutOfMemory(cat(e.what(), " for a ", dtype_name(opts.dtype), " tensor of shape ", shape_str(shape),
+                          allocation_purpose_suffix()));
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(cat("out of memory on ", opts.device, ": failed to allocate ", nbytes, " bytes for a ",
+                          dtype_name(opts.dtype), " tensor of shape ", shape_str(shape), allocation_purpose_suffix()));
+  }
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = opts.dtype;

@@ -9,6 +9,8 @@
 #include <set>
 
 #include "tensor/atomic_file.h"
+#include "tensor/input_file.h"
+#include "tensor/json_read.h"
 #include "tensor/view.h"
 
 namespace qkv::safetensors {
@@ -85,11 +87,9 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
 }
 
 Header read_header(const std::string& path) {
+  const uint64_t file_size = regular_file_size(path, "a safetensors file");
   std::ifstream is(path, std::ios::binary);
   if (!is) throw IOError(cat(path, ": cannot open for reading"));
-  std::error_code ec;
-  const uint64_t file_size = std::filesystem::file_size(path, ec);
-  if (ec) throw IOError(cat(path, ": cannot stat: ", ec.message()));
   if (file_size < 8) bad(path, cat("file is ", file_size, " bytes, shorter than the 8-byte header length"));
   uint64_t n = 0;
   is.read(reinterpret_cast<char*>(&n), 8);
@@ -101,18 +101,11 @@ Header read_header(const std::string& path) {
   if (text.empty() || text[0] != '{') bad(path, "header does not start with '{'");
 
   // Duplicate keys are an error in the spec; nlohmann would silently keep the last one.
-  std::set<std::string> top_keys;
   std::string duplicate;
   json header;
   try {
-    header = json::parse(text, [&](int depth, json::parse_event_t ev, json& parsed) {
-      if (depth == 1 && ev == json::parse_event_t::key) {
-        std::string k = parsed.get<std::string>();
-        if (!top_keys.insert(k).second && duplicate.empty()) duplicate = k;
-      }
-      return true;
-    });
-  } catch (const json::exception& e) { bad(path, cat("header is not valid JSON: ", e.what())); }
+    header = parse_json(text, "header", kMaxJsonDepth, &duplicate);
+  } catch (const IOError& e) { bad(path, e.what()); }
   if (!duplicate.empty()) bad(path, cat("tensor '", duplicate, "' appears twice in the header"));
   if (!header.is_object()) bad(path, "header is not a JSON object");
 
@@ -138,8 +131,8 @@ Header read_header(const std::string& path) {
     const json& shape = entry["shape"];
     if (!shape.is_array()) throw IOError(cat(where, ": field \"shape\" must be an array"));
     for (const json& d : shape) {
-      if (!d.is_number_unsigned())
-        throw IOError(cat(where, ": field \"shape\" must hold non-negative integers, got ", shape.dump()));
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
+        throw IOError(cat(where, ": field \"shape\" must hold integers in [0, 2^63), got ", shape.dump()));
       info.shape.push_back(d.get<int64_t>());
     }
     const json& off = entry["data_offsets"];
@@ -150,7 +143,14 @@ Header read_header(const std::string& path) {
     if (info.begin > info.end || info.end > data_size)
       throw IOError(cat(where, ": data_offsets [", info.begin, ", ", info.end, "] fall outside the ", data_size,
                         "-byte data section (truncated file?)"));
-    const uint64_t want = uint64_t(numel(info.shape)) * dtype_size(info.dtype);
+    // The byte count, overflow-checked: a shape whose product passes 2^64 would wrap to a small
+    // size and match a small data range.
+    const bool no_elements = std::find(info.shape.begin(), info.shape.end(), 0) != info.shape.end();
+    uint64_t want = no_elements ? 0 : dtype_size(info.dtype);
+    for (int64_t d : info.shape)
+      if (!no_elements && __builtin_mul_overflow(want, uint64_t(d), &want))
+        throw IOError(cat(where, ": field \"shape\" ", shape_str(info.shape), " of ", dtype_code(info.dtype),
+                          " needs more than 2^64 bytes"));
     if (info.end - info.begin != want)
       throw IOError(cat(where, ": data_offsets cover ", info.end - info.begin, " bytes but ", dtype_code(info.dtype),
                         " ", shape_str(info.shape), " needs ", want));

@@ -2,7 +2,8 @@
 //                               [--shard-tokens N] [--threads N]
 // Tokenizes text files (plain text: one file is one document; JSONL: one "text" per line; each
 // plain, .gz or .zst) with GPT-2's BPE into train/val token shards and DIR/dataset.json, the
-// folder the language-model runs read (train/data/prepare_dataset.h has the layout).
+// folder the language-model runs read (train/data/prepare_dataset.h has the layout). DIR is
+// locked while it is written; a second prepare of it stops, naming the process that holds it.
 #include <algorithm>
 #include <filesystem>
 #include <thread>

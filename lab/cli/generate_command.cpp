@@ -1,11 +1,13 @@
 // qkvlab generate RUN --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S] [--device D]:
 // text from a trained language-model run — its resolved config.yaml, its newest checkpoint and
-// the GPT-2 tokenizer it was trained with — decoded incrementally over the KV cache.
+// the GPT-2 tokenizer it was trained with — decoded incrementally over the KV cache. A checkpoint
+// whose weights hold a NaN or inf is refused, naming the file and the tensor.
 #include <cstdio>
 
 #include "lab/cli/commands.h"
 #include "lab/cli/device_option.h"
 #include "lab/experiment/models.h"
+#include "lab/experiment/result.h"
 #include "lab/experiment/sweep.h"
 #include "lab/infer/generate.h"
 #include "tensor/error.h"
@@ -47,6 +49,7 @@ void generate_text(const GenerateOptions& o) {
   Generator gen(0);
   nn::GPT model(experiment::gpt_config(c, r.variant), &gen);
   model.load(checkpoint->string());
+  infer::check_finite_weights(model, checkpoint->string());  // on the host, before the move
   model.to(device);
   model.eval();
   std::vector<int64_t> prompt;
@@ -64,6 +67,13 @@ void generate_text(const GenerateOptions& o) {
     std::fprintf(stderr, "generate: %lld tokens requested, %lld fit in the context after the prompt\n",
                  static_cast<long long>(o.tokens), static_cast<long long>(room));
   std::fprintf(stderr, "%s, checkpoint %s\n", o.run.c_str(), checkpoint->filename().string().c_str());
+  if (fs::exists(run / "result.json")) {
+    try {
+      if (const auto d = experiment::read_result_file(run / "result.json").diverged)
+        std::fprintf(stderr, "note: the run diverged at step %lld (%s); its newest checkpoint is from before\n",
+                     static_cast<long long>(d->step), d->reason.c_str());
+    } catch (const IOError&) {}  // a damaged result does not stop generation from the checkpoint
+  }
   std::fputs(o.prompt.c_str(), stdout);
   generate(model, prompt, std::min(o.tokens, room), s, tokenizer.eot(), [&](int64_t id) {
     const int32_t one = int32_t(id);

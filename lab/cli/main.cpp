@@ -29,6 +29,12 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::cerr << "qkvlab: error: out of memory\n";
     return 1;
+  } catch (const std::exception& e) {  // a library's own error type: still an error, never an abort
+    std::cerr << "qkvlab: error: " << e.what() << "\n";
+    return 1;
+  } catch (...) {
+    std::cerr << "qkvlab: error: an unknown exception\n";
+    return 1;
   }
   return 0;
 }

@@ -1,16 +1,16 @@
-// qkvlab run FILE... [--scale NAME] [--out DIR] [--dry-run] [key=value ...]
+// qkvlab run FILE... [--scale NAME] [--out DIR] [--dry-run] [--resume | --restart] [key=value ...]
 // Runs experiment files (or suite files listing them): every run of each sweep, skipping runs
 // whose folder already holds a result, so an interrupted suite continues where it stopped;
-// then prints the table of everything under the output folder.
-#include <yaml-cpp/yaml.h>
-
+// then prints the table of everything under the output folder. Each run's folder is locked while
+// it runs; an unfinished run's checkpoints are continued (--resume) or discarded (--restart),
+// never dropped silently.
 #include <cstdio>
 #include <iostream>
 
 #include "lab/cli/commands.h"
 #include "lab/experiment/experiment.h"
+#include "lab/experiment/node.h"
 #include "lab/tasks/run_task.h"
-#include "train/loops/lm_checkpoint.h"
 
 namespace qkv::cli {
 namespace {
@@ -21,14 +21,15 @@ struct RunOptions {
   std::string out = "runs";
   bool dry_run = false;
   bool resume = false;
+  bool restart = false;
 };
 
 bool is_suite(const std::string& path) {
   try {
-    YAML::Node n = YAML::LoadFile(path);
-    return n.IsMap() && n["suite"];
-  } catch (const YAML::Exception&) {
-    return false;  // load_experiment reports the parse error with its position
+    const experiment::Node n = experiment::load_yaml_file(path);
+    return n.is_map() && n.find("suite");
+  } catch (const Error&) {
+    return false;  // load_experiment reports the error with its position
   }
 }
 
@@ -52,7 +53,11 @@ void run(const RunOptions& o) {
     tasks::check_inputs(loaded.back().config);  // a missing dataset stops us before anything trains
     for (const auto& r : loaded.back().runs) {
       ++total;
-      done += experiment::RunDir(o.out, r).complete();
+      const experiment::RunDir dir(o.out, r);
+      const bool complete = dir.complete();
+      done += complete;
+      // Refused before anything trains: an unfinished run's checkpoints with neither flag.
+      if (!complete && !o.dry_run && !o.resume && !o.restart) dir.settle_checkpoints(false, false, stdout);
     }
   }
   std::printf("qkvlab run: %zu experiment(s), %zu run(s), %zu already complete, output in %s\n", loaded.size(), total,
@@ -70,10 +75,12 @@ void run(const RunOptions& o) {
       ++index;
       experiment::RunDir dir(o.out, r);
       if (dir.complete()) continue;
+      const FolderLock lock = dir.lock();  // another process running it: an error naming that process
+      if (dir.complete()) continue;        // it finished between the check and the lock
       std::printf("[%zu/%zu] %s %s\n", index, total, e.config.name().c_str(), r.id.c_str());
-      const auto checkpoint = loops::latest_checkpoint(dir.path());
-      if (checkpoint && !o.resume)
-        std::printf("  starting over; pass --resume to continue from %s\n", checkpoint->filename().string().c_str());
+      for (const auto& f : dir.remove_temporaries())
+        std::printf("  removed %s, a temporary file an interrupted run left\n", f.string().c_str());
+      dir.settle_checkpoints(o.resume, o.restart, stdout);
       dir.start(r.config);
       const experiment::ResultRow result = tasks::run_task(r, dir, o.out, o.resume);
       std::printf("[%zu/%zu] %s %s: %s\n", index, total, e.config.name().c_str(), r.id.c_str(),
@@ -92,7 +99,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--scale", o->scale, "a named scale of the files (e.g. smoke, paper)");
   cmd->add_option("--out", o->out, "output folder (default: runs)");
   cmd->add_flag("--dry-run", o->dry_run, "list the runs without training");
-  cmd->add_flag("--resume", o->resume, "continue unfinished language-model runs from their newest checkpoint");
+  auto* resume =
+      cmd->add_flag("--resume", o->resume, "continue unfinished language-model runs from their newest checkpoint");
+  cmd->add_flag("--restart", o->restart, "delete the checkpoints of unfinished runs and start them over")
+      ->excludes(resume);
   cmd->callback([o] { run(*o); });
 }
 

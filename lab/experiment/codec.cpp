@@ -67,6 +67,10 @@ Rule<int> at_least(int lo) {
   return {cat(">= ", lo), [lo](int& v) { return v >= lo; }};
 }
 
+Rule<int> in_range(int lo, int hi) {
+  return {cat("in ", lo, "..", hi), [lo, hi](int& v) { return v >= lo && v <= hi; }};
+}
+
 Rule<double> at_least(double lo) {
   return {cat(">= ", format_number(lo)), [lo](double& v) { return v >= lo; }};
 }

@@ -130,8 +130,11 @@ template <class T> void parse_value(const Node& n, T& out, const Rule<T>& rule, 
 }
 
 // Common rules.
-Rule<int> at_least(int lo);                                // ">= lo"
-Rule<double> at_least(double lo);                          // ">= lo"
+Rule<int> at_least(int lo);        // ">= lo"
+Rule<double> at_least(double lo);  // ">= lo"
+// Sizes get an upper bound too, so a typo (d_model=1000000) is an error naming the key, not an
+// allocation of terabytes.
+Rule<int> in_range(int lo, int hi);                        // "in lo..hi"
 Rule<double> greater_than(double lo);                      // "> lo"
 Rule<double> in_half_open(double lo, double hi);           // "in [lo, hi)"
 Rule<std::string> one_of(std::vector<std::string> names);  // "(one of: a, b)"

@@ -2,6 +2,8 @@
 // keys, and each family's list of sections.
 #include "lab/experiment/families.h"
 
+#include <unistd.h>
+
 namespace qkv::experiment {
 
 namespace {
@@ -41,11 +43,11 @@ const Schema<SyntheticTask>& SyntheticTask::schema() {
       {
           kind_field<T>(TaskKind::synthetic),
           field("name", &T::name, TaskName::reverse, "which synthetic task (paper Table 1)"),
-          field("length", &T::length, 16, at_least(2), "sequence length n (swap needs it even)"),
-          field("vocab", &T::vocab, 10, at_least(2), "tokens are drawn uniformly from 0..vocab-1"),
-          field("train_size", &T::train_size, 50000, at_least(1), "training examples"),
-          field("val_size", &T::val_size, 1000, at_least(1), "validation examples (best checkpoint)"),
-          field("test_size", &T::test_size, 10000, at_least(1), "test examples (reported accuracy)"),
+          field("length", &T::length, 16, in_range(2, 1 << 16), "sequence length n (swap needs it even)"),
+          field("vocab", &T::vocab, 10, in_range(2, 1 << 20), "tokens are drawn uniformly from 0..vocab-1"),
+          field("train_size", &T::train_size, 50000, in_range(1, 1 << 28), "training examples"),
+          field("val_size", &T::val_size, 1000, in_range(1, 1 << 28), "validation examples (best checkpoint)"),
+          field("test_size", &T::test_size, 10000, in_range(1, 1 << 28), "test examples (reported accuracy)"),
           field("data_seed", &T::data_seed, 0, at_least(0), "seed of the generated data sets"),
       },
       [](const T& t, const Located& at) {
@@ -95,7 +97,7 @@ const Schema<ImageData>& ImageData::schema() {
       fields(inherit<T>(DataRoot::schema()),
              {
                  field("dataset", &T::dataset, DatasetName::mnist, "image dataset"),
-                 field("holdout", &T::holdout, 5000, at_least(1), "training examples held out for validation"),
+                 field("holdout", &T::holdout, 5000, in_range(1, 1 << 28), "training examples held out for validation"),
              })};
   return s;
 }
@@ -107,10 +109,10 @@ const Schema<VisionData>& VisionData::schema() {
       {
           field("train_limit", &T::train_limit, 0, at_least(0), "use at most this many training examples; 0 = all"),
           field("test_limit", &T::test_limit, 0, at_least(0), "test on at most this many examples; 0 = all"),
-          field("crop_padding", &T::crop_padding, 0, at_least(0),
+          field("crop_padding", &T::crop_padding, 0, in_range(0, 1024),
                 "random crop after zero padding (augmentation); 0 = off"),
           field("flip", &T::flip, false, "random horizontal flips (augmentation)"),
-          field("workers", &T::workers, 2, at_least(0), "loader threads ahead of the training step; 0 = inline"),
+          field("workers", &T::workers, 2, in_range(0, 256), "loader threads ahead of the training step; 0 = inline"),
       })};
   return s;
 }
@@ -125,11 +127,11 @@ const Schema<AnomalyData>& AnomalyData::schema() {
                                             "torchvision resnet34 weights (safetensors); empty = random init"),
                                       field("features_file", &T::features_file, "",
                                             "features: train.features [N, F], train.labels [N], test.* (safetensors)"),
-                                      field("set_size", &T::set_size, 10, at_least(3),
+                                      field("set_size", &T::set_size, 10, in_range(3, 1 << 16),
                                             "images per set (one is the odd one out)"),
-                                      field("train_sets", &T::train_sets, 20000, at_least(1), "training sets"),
-                                      field("val_sets", &T::val_sets, 1000, at_least(1), "validation sets"),
-                                      field("test_sets", &T::test_sets, 2000, at_least(1), "test sets"),
+                                      field("train_sets", &T::train_sets, 20000, in_range(1, 1 << 26), "training sets"),
+                                      field("val_sets", &T::val_sets, 1000, in_range(1, 1 << 26), "validation sets"),
+                                      field("test_sets", &T::test_sets, 2000, in_range(1, 1 << 26), "test sets"),
                                   }),
                            [](const T& d, const Located& at) {
                              if (d.features == FeatureSource::file && d.features_file.empty())
@@ -165,12 +167,36 @@ const Schema<LmData>& LmData::schema() {
 
 // ---- model sections -----------------------------------------------------------------------
 
+namespace {
+
+// Attention (at most four d x d projections) and the MLP of every layer: a bound on the
+// parameters that grow with the depth and width.
+double body_parameters(const ModelBase& m) {
+  const double d = m.d_model;
+  return double(m.layers) * (4 * d * d + 2 * d * d * m.ffn_mult);
+}
+
+// Training holds each parameter four times (weights, gradients, two Adam moments) in float32. A
+// size that cannot fit in this machine's memory is refused here, naming the key, rather than
+// found by the kernel's out-of-memory killer halfway through building the model.
+void check_fits_memory(double parameters, const Located& at, const char* key, int value) {
+  const double need = parameters * 4 * sizeof(float);
+  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (have > 0 && need > have)
+    at.fail(key, value,
+            cat("a model that fits in memory: about ", int64_t(parameters / 1e6), "M parameters need ",
+                int64_t(need / double(1 << 30)), " GiB to train, and this machine has ",
+                int64_t(have / double(1 << 30)), " GiB"));
+}
+
+}  // namespace
+
 const Schema<ModelBase>& ModelBase::schema() {
   using T = ModelBase;
   static const Schema<T> s{{
-                               field("d_model", &T::d_model, 64, at_least(1), "model width"),
-                               field("layers", &T::layers, 2, at_least(1), "transformer layers"),
-                               field("heads", &T::heads, 4, at_least(1), "query heads (must divide d_model)"),
+                               field("d_model", &T::d_model, 64, in_range(1, 1 << 16), "model width"),
+                               field("layers", &T::layers, 2, in_range(1, 10000), "transformer layers"),
+                               field("heads", &T::heads, 4, in_range(1, 4096), "query heads (must divide d_model)"),
                                field("ffn_mult", &T::ffn_mult, 2.0, greater_than(0.0),
                                      "MLP width = ffn_mult * d_model"),
                                field("dropout", &T::dropout, 0.1, in_half_open(0.0, 1.0), "dropout probability"),
@@ -178,6 +204,8 @@ const Schema<ModelBase>& ModelBase::schema() {
                            [](const T& m, const Located& at) {
                              if (m.d_model % m.heads != 0)
                                at.fail("heads", m.heads, cat("an integer that divides model.d_model = ", m.d_model));
+                             if (m.ffn_mult > 1024) at.fail("ffn_mult", m.ffn_mult, "a value in (0, 1024]");
+                             check_fits_memory(body_parameters(m), at, "layers", m.layers);
                            }};
   return s;
 }
@@ -200,7 +228,7 @@ const Schema<EncoderModel>& EncoderModel::schema() {
              {
                  field("activation", &T::activation, Activation::relu, "MLP activation"),
                  field("norm", &T::norm, Norm::post, "post-LN (the paper's synthetic runs) or pre-LN"),
-                 field("pos2d_channels", &T::pos2d_channels, 10, at_least(2),
+                 field("pos2d_channels", &T::pos2d_channels, 10, in_range(2, 4096),
                        "channels m of the (+) variants' 2D positional scores (even)"),
                  field("head", &T::head, HeadKind::mlp, "output head; mlp = Linear-LayerNorm-ReLU-Dropout-Linear"),
              }),
@@ -212,11 +240,11 @@ const Schema<VitModel>& VitModel::schema() {
   using T = VitModel;
   static const Schema<T> s{
       fields(fields<T>({model_kind_field<T>("vit", "vision"),
-                        field("patch", &T::patch, 7, at_least(1), "patch size (must divide the image size)")},
+                        field("patch", &T::patch, 7, in_range(1, 4096), "patch size (must divide the image size)")},
                        inherit<T>(ModelBase::schema())),
              {
                  field("activation", &T::activation, Activation::relu, "MLP activation"),
-                 field("pos2d_channels", &T::pos2d_channels, 10, at_least(2),
+                 field("pos2d_channels", &T::pos2d_channels, 10, in_range(2, 4096),
                        "channels m of the (+) variants' 2D positional scores over the patches (even)"),
              }),
       check_pos2d_model<T>};
@@ -229,7 +257,7 @@ const Schema<SetModel>& SetModel::schema() {
                                             inherit<T>(ModelBase::schema())),
                                   {
                                       field("activation", &T::activation, Activation::relu, "MLP activation"),
-                                      field("pos2d_channels", &T::pos2d_channels, 10, at_least(2),
+                                      field("pos2d_channels", &T::pos2d_channels, 10, in_range(2, 4096),
                                             "channels m of the (+) variants' 2D positional scores over the set (even)"),
                                   }),
                            check_pos2d_model<T>};
@@ -240,10 +268,14 @@ const Schema<GptModel>& GptModel::schema() {
   using T = GptModel;
   static const Schema<T> s{
       fields<T>({model_kind_field<T>("gpt", "lm"),
-                 field("vocab", &T::vocab, 50304, at_least(2), "output vocabulary (GPT-2's 50257 padded to 50304)"),
-                 field("context", &T::context, 1024, at_least(2), "positions = training sequence length")},
+                 field("vocab", &T::vocab, 50304, in_range(2, 1 << 24),
+                       "output vocabulary (GPT-2's 50257 padded to 50304)"),
+                 field("context", &T::context, 1024, in_range(2, 1 << 20), "positions = training sequence length")},
                 inherit<T>(ModelBase::schema())),
-      [](const T& m, const Located& at) { check_model_base(m, at); }};
+      [](const T& m, const Located& at) {
+        check_model_base(m, at);
+        check_fits_memory(body_parameters(m) + double(m.vocab + m.context) * m.d_model, at, "vocab", m.vocab);
+      }};
   return s;
 }
 

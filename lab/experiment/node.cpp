@@ -1,6 +1,8 @@
 // Node: construction, lookup, message text, and conversion from and to yaml-cpp documents.
 #include "lab/experiment/node.h"
+#include "tensor/input_file.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
@@ -101,37 +103,53 @@ Source source_of(const YAML::Mark& mark, const std::string& origin) {
   return Source{origin, mark.line + 1, mark.column + 1};
 }
 
-// `fallback` is the key's position: yaml-cpp places an empty value at the start of the next line.
-Node convert(const YAML::Node& y, const std::string& origin, const Source& fallback) {
-  switch (y.Type()) {
-    case YAML::NodeType::Scalar: return Node::scalar(y.Scalar(), source_of(y.Mark(), origin), y.Tag() == "!");
-    case YAML::NodeType::Sequence: {
-      Node n = Node::sequence({}, source_of(y.Mark(), origin));
-      for (const YAML::Node& item : y) n.items.push_back(convert(item, origin, source_of(item.Mark(), origin)));
-      return n;
-    }
-    case YAML::NodeType::Map: {
-      Node n = Node::map(source_of(y.Mark(), origin));
-      for (auto it = y.begin(); it != y.end(); ++it) {
-        Source key_source = source_of(it->first.Mark(), origin);
-        if (!it->first.IsScalar())
-          fail_at(key_source, "map keys must be plain names, not a ", it->first.IsMap() ? "map" : "list");
-        const std::string key = it->first.Scalar();
-        if (const Entry* seen = n.find(key))
-          fail_at(key_source, "duplicate key '", key, "' (first given at ", seen->source.str(), ")");
-        n.add(key, convert(it->second, origin, key_source), key_source);
+// Experiment files nest a few levels deep. The bounds turn a self-referencing alias
+// (`a: &a [*a]`, which yaml-cpp loads as a cycle) and a "billion laughs" file (aliases of
+// aliases, a few hundred bytes that expand to billions of values) into errors.
+constexpr int kMaxDepth = 64;
+constexpr uint64_t kMaxYamlBytes = uint64_t(16) << 20;
+constexpr int64_t kMaxValues = 100'000;
+
+struct Converter {
+  const std::string& origin;
+  int64_t values = 0;
+
+  // `fallback` is the key's position: yaml-cpp places an empty value at the start of the next line.
+  Node convert(const YAML::Node& y, const Source& fallback, int depth) {
+    if (depth > kMaxDepth)
+      fail_at(fallback, "values nested deeper than ", kMaxDepth, " levels (an alias that refers to itself?)");
+    if (++values > kMaxValues)
+      fail_at(fallback, "the document expands to more than ", kMaxValues, " values (aliases repeating large values?)");
+    switch (y.Type()) {
+      case YAML::NodeType::Scalar: return Node::scalar(y.Scalar(), source_of(y.Mark(), origin), y.Tag() == "!");
+      case YAML::NodeType::Sequence: {
+        Node n = Node::sequence({}, source_of(y.Mark(), origin));
+        for (const YAML::Node& item : y) n.items.push_back(convert(item, source_of(item.Mark(), origin), depth + 1));
+        return n;
       }
-      return n;
+      case YAML::NodeType::Map: {
+        Node n = Node::map(source_of(y.Mark(), origin));
+        for (auto it = y.begin(); it != y.end(); ++it) {
+          Source key_source = source_of(it->first.Mark(), origin);
+          if (!it->first.IsScalar())
+            fail_at(key_source, "map keys must be plain names, not a ", it->first.IsMap() ? "map" : "list");
+          const std::string key = it->first.Scalar();
+          if (const Entry* seen = n.find(key))
+            fail_at(key_source, "duplicate key '", key, "' (first given at ", seen->source.str(), ")");
+          n.add(key, convert(it->second, key_source, depth + 1), key_source);
+        }
+        return n;
+      }
+      case YAML::NodeType::Null:
+      case YAML::NodeType::Undefined: {
+        Node n;
+        n.source = fallback;
+        return n;
+      }
     }
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined: {
-      Node n;
-      n.source = fallback;
-      return n;
-    }
+    return Node{};
   }
-  return Node{};
-}
+};
 
 void emit(YAML::Emitter& out, const Node& n) {
   switch (n.kind) {
@@ -167,11 +185,16 @@ Node parse_yaml(const std::string& text, const std::string& origin) {
   YAML::Node doc;
   try {
     doc = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    fail_at(source_of(e.mark, origin), "values nested too deeply (", e.depth(), " levels) for a configuration");
   } catch (const YAML::Exception& e) { fail_at(source_of(e.mark, origin), "YAML syntax error: ", e.msg); }
-  return convert(doc, origin, Source{origin});
+  return Converter{origin}.convert(doc, Source{origin}, 0);
 }
 
 Node load_yaml_file(const std::string& path) {
+  const uint64_t size = regular_file_size(path, "a YAML configuration file");
+  check<IOError>(size <= kMaxYamlBytes, path, ": ", size, " bytes is larger than a configuration file can be (at most ",
+                 kMaxYamlBytes, ")");
   std::ifstream in(path, std::ios::binary);
   check<IOError>(bool(in), path, ": cannot open the configuration file");
   std::ostringstream text;

@@ -5,6 +5,13 @@
 // modeling (validation loss and perplexity, throughput, KV-cache bytes, the validation curve).
 // Reading checks every field: a missing, mistyped or renamed field is an IOError naming the file
 // and the field, never a silent zero.
+//
+// A run is complete or diverged ("status"; a row without it is complete). A diverged run stopped
+// on a NaN or inf loss, gradient norm or validation loss (train.on_nonfinite,
+// train.max_consecutive_skips): "divergence" says at which step (and epoch) and why, its curve
+// runs up to the stop, and it has no final metrics — test_accuracy and test_loss
+// (classification), val_loss, val_ppl and best_val_loss (language models) are absent from the
+// file and NaN in the row. Tables count diverged runs apart from the means.
 #pragma once
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -16,6 +23,7 @@
 
 #include "lab/experiment/families.h"
 #include "train/loops/metrics.h"
+#include "train/loops/nonfinite.h"
 
 namespace qkv::experiment {
 
@@ -24,6 +32,7 @@ struct ClassificationResult {
   int64_t best_epoch = 0, steps = 0;
   double seconds = 0, steps_per_second = 0, data_wait_fraction = 0;
   std::vector<loops::EpochRecord> epochs;
+  int64_t skipped_steps = 0;  // steps not applied for a non-finite loss or gradient norm
   bool operator==(const ClassificationResult&) const = default;
 };
 
@@ -59,19 +68,24 @@ struct ResultRow {
   std::vector<std::pair<std::string, std::string>> point;  // grid key -> value, in id order
   int64_t params = 0;
   std::variant<ClassificationResult, LmResult> metrics;
-  std::optional<ImageCounts> images;  // vision
-  std::optional<SetSource> sets;      // anomaly
+  std::optional<ImageCounts> images;          // vision
+  std::optional<SetSource> sets;              // anomaly
+  std::optional<loops::Divergence> diverged;  // set: the run stopped as diverged (epoch 0 for lm)
 
   const ClassificationResult* classification() const { return std::get_if<ClassificationResult>(&metrics); }
   const LmResult* lm() const { return std::get_if<LmResult>(&metrics); }
+  bool complete() const { return !diverged; }
   bool operator==(const ResultRow&) const = default;
 };
+
+// The largest result.json a reader accepts (real ones are a few kB to a few MB with long curves).
+constexpr uint64_t kMaxResultBytes = uint64_t(64) << 20;
 
 nlohmann::json to_json(const ResultRow& row);
 ResultRow result_from_json(const nlohmann::json& j, const std::string& where);
 // A result.json file; IOError naming the file (and field) when it is missing or damaged.
 ResultRow read_result_file(const std::filesystem::path& file);
-// One line for the console: "test accuracy 0.9812" or "val ppl 187.21".
+// One line for the console: "test accuracy 0.9812", "val ppl 187.21" or "diverged at step 12: ...".
 std::string summary(const ResultRow& row);
 
 }  // namespace qkv::experiment

@@ -12,6 +12,9 @@
 #include <thread>
 
 #include "tensor/atomic_file.h"
+#include "tensor/fault_hook.h"
+#include "tensor/json_read.h"
+#include "train/loops/lm_checkpoint.h"
 
 #ifndef QKV_SOURCE_DIR
 #define QKV_SOURCE_DIR ""
@@ -35,10 +38,13 @@ RunDir::RunDir(const fs::path& out, const std::string& experiment, const std::st
 RunDir::RunDir(const fs::path& out, const Run& run) : RunDir(out, run.config.name(), run.id) {}
 
 bool RunDir::complete() const {
-  std::ifstream in(path_ / "result.json");
-  if (!in) return false;
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object();
+  std::error_code ec;
+  if (!fs::exists(path_ / "result.json", ec)) return false;
+  try {
+    return read_json_file(path_ / "result.json", "a run's result.json", kMaxResultBytes).is_object();
+  } catch (const IOError&) {
+    return false;  // damaged: the run is redone
+  }
 }
 
 void RunDir::start(const Config& resolved) const {
@@ -56,7 +62,25 @@ void RunDir::write_result(const ResultRow& result) const {
   fs::create_directories(path_, ec);
   check<IOError>(!ec, path_.string(), ": cannot create the run folder: ", ec.message());
   const std::string text = to_json(result).dump(2);
+  const FaultWriteScope fault("result", 0);  // testing hook (tensor/fault_hook.h)
   write_file_atomically((path_ / "result.json").string(), [&](std::ostream& os) { os << text << "\n"; });
+}
+
+FolderLock RunDir::lock() const { return FolderLock(path_, "run folder"); }
+
+std::vector<fs::path> RunDir::remove_temporaries() const { return remove_temp_files(path_, /*recursive=*/true); }
+
+void RunDir::settle_checkpoints(bool resume, bool restart, std::FILE* log) const {
+  const std::vector<int64_t> steps = loops::checkpoint_steps(path_);
+  if (steps.empty() || resume) return;
+  check<ValueError>(restart, "run: ", path_.string(),
+                    " holds checkpoints of an unfinished run (newest: ", loops::latest_checkpoint(path_)->string(),
+                    "); pass --resume to continue it, or --restart to delete its checkpoints and start it over");
+  if (log)
+    std::fprintf(log, "  --restart: deleting %zu checkpoint(s), steps %lld to %lld, in %s\n", steps.size(),
+                 static_cast<long long>(steps.front()), static_cast<long long>(steps.back()),
+                 (path_ / "checkpoints").string().c_str());
+  loops::remove_checkpoints(path_);
 }
 
 ResultRow RunDir::read_result() const { return read_result_file(path_ / "result.json"); }

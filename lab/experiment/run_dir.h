@@ -1,13 +1,17 @@
 // RunDir: the output folder of one run, <out>/<experiment name>/<run id>/, holding config.yaml
 // (the resolved config), meta.json (version, commit, host, CPU, start time) and, once the run
 // has finished, result.json. A suite that was interrupted skips the runs that are complete.
+// While a run writes to its folder, the folder is locked (.qkvlab.lock, tensor/folder_lock.h).
 #pragma once
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "lab/experiment/result.h"
 #include "lab/experiment/sweep.h"
+#include "tensor/folder_lock.h"
 
 namespace qkv::experiment {
 
@@ -20,6 +24,17 @@ class RunDir {
 
   // result.json exists and parses as a JSON object.
   bool complete() const;
+  // Creates the folder and takes its lock (tensor/folder_lock.h) while the returned object lives:
+  // IOError naming the holder (pid, host, start time, command) when another process has it.
+  FolderLock lock() const;
+  // Removes the temporary files killed writes left in the folder and below it (checkpoints/)
+  // and returns them. Call it holding the lock.
+  std::vector<std::filesystem::path> remove_temporaries() const;
+  // An unfinished run's checkpoints (train/loops/lm_checkpoint.h) are never deleted silently:
+  // with `resume` they stay for the run to continue from; with `restart` they are deleted, saying
+  // which on `log`; with neither, ValueError naming the folder, the newest checkpoint and the
+  // options --resume and --restart. Call it holding the lock.
+  void settle_checkpoints(bool resume, bool restart, std::FILE* log) const;
   // Creates the folder and writes config.yaml and meta.json (both atomically).
   void start(const Config& resolved) const;
   // Writes result.json atomically; from then on the run is complete.

@@ -141,19 +141,24 @@ const Schema<StepSchedule>& StepSchedule::schema() {
 const Schema<LoopConfig>& LoopConfig::schema() {
   using T = LoopConfig;
   static const Schema<T> s{{
-      field("batch_size", &T::batch_size, 128, at_least(1), "training batch size"),
+      field("batch_size", &T::batch_size, 128, in_range(1, 1 << 20), "training batch size"),
       field("device", &T::device, "cpu", device_name(), "where to train"),
-      field("threads", &T::threads, 0, at_least(0), "CPU threads; 0 = all cores"),
+      field("threads", &T::threads, 0, in_range(0, 4096), "CPU threads; 0 = all cores"),
       field("log_every", &T::log_every, 50, at_least(1), "steps between loss lines"),
-      field("eval_batch_size", &T::eval_batch_size, 512, at_least(1), "batch size of validation and test"),
+      field("eval_batch_size", &T::eval_batch_size, 512, in_range(1, 1 << 20), "batch size of validation and test"),
+      field("on_nonfinite", &T::on_nonfinite, loops::OnNonfinite::skip,
+            "a step whose loss or gradient norm is NaN or inf is not applied: skip it, or stop the run as diverged"),
+      field("max_consecutive_skips", &T::max_consecutive_skips, 10, at_least(0),
+            "more non-finite steps in a row than this stop the run as diverged; 0 = the first one does"),
   }};
   return s;
 }
 
 const Schema<EpochTrain>& EpochTrain::schema() {
   using T = EpochTrain;
-  static const Schema<T> s{fields<T>({field("epochs", &T::epochs, 2, at_least(1), "passes over the training set")},
-                                     inherit<T>(LoopConfig::schema()))};
+  static const Schema<T> s{
+      fields<T>({field("epochs", &T::epochs, 2, in_range(1, 1 << 20), "passes over the training set")},
+                inherit<T>(LoopConfig::schema()))};
   return s;
 }
 
@@ -162,10 +167,11 @@ const Schema<StepTrain>& StepTrain::schema() {
   static const Schema<T> s{fields<T>(
       {
           field("steps", &T::steps, 1000, at_least(1), "optimizer steps"),
-          field("grad_accum", &T::grad_accum, 1, at_least(1), "micro-batches of batch_size per optimizer step"),
+          field("grad_accum", &T::grad_accum, 1, in_range(1, 1 << 16),
+                "micro-batches of batch_size per optimizer step"),
           field("eval_every", &T::eval_every, 100, at_least(1), "steps between validations and checkpoints"),
-          field("eval_batches", &T::eval_batches, 20, at_least(1), "validation batches (of eval_batch_size)"),
-          field("keep_checkpoints", &T::keep_checkpoints, 2, at_least(1), "newest checkpoints kept"),
+          field("eval_batches", &T::eval_batches, 20, in_range(1, 1 << 20), "validation batches (of eval_batch_size)"),
+          field("keep_checkpoints", &T::keep_checkpoints, 2, in_range(1, 1000), "newest checkpoints kept"),
           field("skip_grad_norm", &T::skip_grad_norm, 0.0, at_least(0.0),
                 "skip an optimizer step whose gradient norm exceeds this; 0 = never"),
           field("peak_tflops", &T::peak_tflops, 0.0, at_least(0.0),

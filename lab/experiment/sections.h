@@ -11,6 +11,7 @@
 
 #include "lab/experiment/schema.h"
 #include "nn/variant.h"
+#include "train/loops/nonfinite.h"
 
 namespace qkv::experiment {
 
@@ -20,6 +21,10 @@ enum class ScheduleName { cosine, multistep, constant };
 template <> struct EnumNames<OptimName> {
   static constexpr std::array<std::pair<std::string_view, OptimName>, 3> values{
       {{"adam", OptimName::adam}, {"adamw", OptimName::adamw}, {"sgd", OptimName::sgd}}};
+};
+template <> struct EnumNames<loops::OnNonfinite> {
+  static constexpr std::array<std::pair<std::string_view, loops::OnNonfinite>, 2> values{
+      {{"skip", loops::OnNonfinite::skip}, {"stop", loops::OnNonfinite::stop}}};
 };
 template <> struct EnumNames<ScheduleName> {
   static constexpr std::array<std::pair<std::string_view, ScheduleName>, 3> values{
@@ -63,6 +68,8 @@ struct LoopConfig {
   std::string device;
   int threads = 0;  // 0 = all cores
   int log_every = 0;
+  loops::OnNonfinite on_nonfinite{};  // a step with a NaN or inf loss or gradient norm: skip it, or stop
+  int max_consecutive_skips = 0;      // more non-finite steps in a row stop the run as diverged
   bool operator==(const LoopConfig&) const = default;
   static const Schema<LoopConfig>& schema();
 };

@@ -52,6 +52,8 @@ std::vector<Source> item_sources(const Node& tree, const char* key, size_t count
 
 }  // namespace
 
+constexpr double kMaxRuns = 1e6;
+
 std::vector<Run> expand_tree(const Node& tree) {
   const Config base = parse_config(tree);
   const SweepConfig& sweep = base.sweep();
@@ -66,6 +68,12 @@ std::vector<Run> expand_tree(const Node& tree) {
         std::count_if(axes.begin(), axes.end(), [&](const GridAxis& b) { return last_component(b.key) == last; });
     labels.push_back(same > 1 ? a.key : last);
   }
+  // Grid axes multiply: a few short lists can describe more runs than could ever be run.
+  double count = double(sweep.variants.size()) * double(sweep.seeds.size());
+  for (const GridAxis& a : axes) count *= double(a.values.size());
+  if (count > kMaxRuns)
+    throw ConfigError(cat(tree.source.str(), ": the sweep describes ", count,
+                          " runs (grid points x variants x seeds); ", "at most ", int64_t(kMaxRuns), " are allowed"));
   const std::vector<Source> variant_sources = item_sources(tree, "variants", sweep.variants.size());
   const std::vector<Source> seed_sources = item_sources(tree, "seeds", sweep.seeds.size());
 
@@ -87,6 +95,9 @@ std::vector<Run> expand_tree(const Node& tree) {
         point_id += sanitize_component(labels[a] + "=" + value_text(value));
       }
     }
+    // Each run's tree gets its own one-run sweep section; copying the full one (thousands of
+    // seeds) into every run would make expansion quadratic.
+    point_tree.erase("sweep");
     for (size_t v = 0; v < sweep.variants.size(); ++v) {
       const nn::Variant& variant = sweep.variants[v];
       const std::string variant_name = nn::variant_name(variant);
@@ -105,7 +116,6 @@ std::vector<Run> expand_tree(const Node& tree) {
         run_sweep.add("grid", grid, vs);
         run_sweep.add("variants", Node::sequence({Node::scalar(variant_name, vs)}, vs), vs);
         run_sweep.add("seeds", Node::sequence({Node::scalar(std::to_string(seed), ss)}, ss), ss);
-        t.erase("sweep");
         t.add("sweep", std::move(run_sweep), vs);
         try {
           run.config = parse_config(t);

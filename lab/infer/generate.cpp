@@ -7,6 +7,24 @@
 
 namespace qkv::infer {
 
+namespace {
+template <class T> int64_t count_nonfinite(const Tensor& t) {
+  int64_t n = 0;
+  for (T x : t.to_vector<T>()) n += !std::isfinite(x);
+  return n;
+}
+}  // namespace
+
+void check_finite_weights(const nn::Module& model, const std::string& file) {
+  for (const auto& [name, t] : model.state_dict()) {
+    if (!is_floating(t.dtype())) continue;
+    // float64 is read as is; narrower types widen to float32 exactly.
+    const int64_t bad = t.dtype() == DType::f64 ? count_nonfinite<double>(t) : count_nonfinite<float>(t);
+    check<IOError>(bad == 0, file, ": tensor '", name, "' has ", bad, " of ", t.numel(),
+                   " values NaN or inf (a checkpoint of a run that diverged?); refusing to use it");
+  }
+}
+
 int64_t sample_token(const Tensor& logits, const SamplingOptions& o, Generator& gen) {
   check<ValueError>(o.temperature >= 0 && std::isfinite(o.temperature), "sampling: temperature must be >= 0, got ",
                     o.temperature);

@@ -1,8 +1,10 @@
 // Text generation from a GPT: prefill the prompt into a KV cache, then sample one token at a
 // time (temperature, top-k, a seeded Philox stream) until the requested count, the model's
-// context or the end-of-text token.
+// context or the end-of-text token. Weights loaded for inference are checked to be finite
+// first: a checkpoint with a NaN or inf would only sample garbage.
 #pragma once
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "nn/models/gpt.h"
@@ -15,6 +17,10 @@ struct SamplingOptions {
   int64_t vocab_limit = 0;   // sample only ids below this (the tokenizer's vocabulary); 0: all
   uint64_t seed = 0;
 };
+
+// Refuses weights holding a NaN or inf: IOError naming `file` (where they were loaded from), the
+// first such tensor and how many of its elements are not finite.
+void check_finite_weights(const nn::Module& model, const std::string& file);
 
 // The next token from the logits [V] of one position.
 int64_t sample_token(const Tensor& logits, const SamplingOptions& o, Generator& gen);

@@ -43,7 +43,7 @@ int write_attention_maps(const fs::path& out, const fs::path& png, const PaperTa
   const Table order = build_table(results, paper);
   std::map<std::pair<std::string, std::string>, fs::path> chosen;
   for (const ResultRow& r : results) {
-    if (r.kind != experiment::TaskKind::synthetic) continue;
+    if (r.kind != experiment::TaskKind::synthetic || !r.complete()) continue;
     const auto key = std::make_pair(r.task, r.variant);
     const fs::path dir = out / r.experiment / fs::path(r.run);
     if (chosen.count(key) || !fs::exists(dir / "checkpoint.safetensors") || !fs::exists(dir / "config.yaml")) continue;

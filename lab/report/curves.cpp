@@ -67,7 +67,7 @@ int write_curves(const std::vector<experiment::ResultRow>& results, const std::v
                  const std::vector<std::string>& variants, const std::filesystem::path& png) {
   std::map<std::pair<std::string, std::string>, std::vector<const experiment::ResultRow*>> runs;
   for (const experiment::ResultRow& r : results)
-    if (r.classification()) runs[{r.task, r.variant}].push_back(&r);
+    if (r.classification() && r.complete()) runs[{r.task, r.variant}].push_back(&r);  // curves of complete runs
   std::vector<std::string> drawn_tasks;
   for (const auto& t : tasks)
     for (const auto& v : variants)
@@ -106,7 +106,7 @@ int write_lm_curves(const std::vector<experiment::ResultRow>& results, const std
   for (const auto& v : variants) {
     Series sum, count;
     for (const experiment::ResultRow& r : results) {
-      if (!r.lm() || r.variant != v) continue;
+      if (!r.lm() || r.variant != v || !r.complete()) continue;
       const auto& evals = r.lm()->evals;
       for (size_t i = 0; i < evals.size(); ++i) {
         if (sum.size() <= i) sum.resize(i + 1, 0), count.resize(i + 1, 0);

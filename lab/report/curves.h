@@ -1,6 +1,7 @@
 // The paper's Fig. 2: training loss and validation accuracy by epoch, one line per attention
 // variant (mean over its runs), one pair of panels per task, from the runs' result rows; and
-// the language models' validation-loss curves.
+// the language models' validation-loss curves. Runs that diverged are left out (the tables
+// count them).
 #pragma once
 #include <filesystem>
 #include <string>

@@ -13,11 +13,13 @@ namespace qkv::report {
 // True for a paper table of language-model results (its task column is "lm").
 bool is_lm_table(const PaperTable& p);
 
+// Perplexity and loss over the complete runs (NaN when every run diverged); tokens/s over all.
 struct LmRow {
   std::string variant;
   double ppl = 0, ppl_std = 0, loss = 0, tokens_per_s = 0, cache_reduction = 0;
   int64_t params = 0;
-  int runs = 0;
+  int runs = 0;      // complete runs
+  int diverged = 0;  // runs that stopped as diverged (result.h)
 };
 struct LmTable {
   std::string experiment;

@@ -16,13 +16,13 @@ Results collect_results(const fs::path& out) {
   check<IOError>(fs::is_directory(out), out.string(), ": not a directory of runs");
   std::vector<fs::path> files;
   for (const auto& e : fs::recursive_directory_iterator(out))
-    if (e.is_regular_file() && e.path().filename() == "result.json") files.push_back(e.path());
+    if (e.path().filename() == "result.json") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   Results results;
   for (const fs::path& f : files) {
     try {
       results.rows.push_back(experiment::read_result_file(f));
-    } catch (const IOError& e) { results.errors.push_back(e.what()); }
+    } catch (const Error& e) { results.errors.push_back(e.what()); }
   }
   return results;
 }
@@ -78,6 +78,7 @@ std::vector<PaperTable> load_paper_tables(const fs::path& dir) {
 
 Table build_table(const std::vector<ResultRow>& results, const PaperTable* paper) {
   std::map<std::string, std::map<std::string, std::vector<double>>> values;  // variant -> task -> values
+  std::map<std::string, std::map<std::string, int>> diverged;                // variant -> task -> runs
   std::vector<std::string> tasks, variants;
   auto remember = [](std::vector<std::string>& list, const std::string& s) {
     if (std::find(list.begin(), list.end(), s) == list.end()) list.push_back(s);
@@ -86,7 +87,9 @@ Table build_table(const std::vector<ResultRow>& results, const PaperTable* paper
     const experiment::ClassificationResult* c = r.classification();
     if (!c) continue;  // language models report perplexity (lm_table.h)
     if (paper && std::find(paper->columns.begin(), paper->columns.end(), r.task) == paper->columns.end()) continue;
-    values[r.variant][r.task].push_back(c->test_accuracy);
+    if (r.diverged) ++diverged[r.variant][r.task];
+    else values[r.variant][r.task].push_back(c->test_accuracy);
+    values[r.variant][r.task];  // the cell exists either way
     remember(tasks, r.task);
     remember(variants, r.variant);
   }
@@ -105,14 +108,16 @@ Table build_table(const std::vector<ResultRow>& results, const PaperTable* paper
     int n = 0, wanted = 0;
     for (const auto& task : t.tasks) {
       const auto& xs = values[v][task];
-      if (xs.empty()) continue;
       Cell c;
+      c.diverged = diverged[v][task];
+      if (xs.empty() && c.diverged == 0) continue;
       c.runs = int(xs.size());
       for (double x : xs) c.mean += x / double(xs.size());
       for (double x : xs) c.std += (x - c.mean) * (x - c.mean);
       c.std = xs.size() > 1 ? std::sqrt(c.std / double(xs.size() - 1)) : 0.0;
+      if (xs.empty()) c.mean = c.std = NAN;
       t.cells[v][task] = c;
-      if (std::find(averaged.begin(), averaged.end(), task) == averaged.end()) continue;
+      if (xs.empty() || std::find(averaged.begin(), averaged.end(), task) == averaged.end()) continue;
       sum += c.mean;
       ++n;
     }
@@ -128,11 +133,28 @@ std::string fmt(double x, int digits = 3) {
   std::snprintf(buf, sizeof buf, "%.*f", digits, x);
   return buf;
 }
+
+// "0.700 ± 0.141 (2)", "0.700 ± 0.141 (2, 1 diverged)" or "diverged (1)".
+std::string cell_text(const Cell& c) {
+  if (c.runs == 0) return cat("diverged (", c.diverged, ")");
+  std::string s = cat(fmt(c.mean), " ± ", fmt(c.std), " (", c.runs);
+  if (c.diverged > 0) s += cat(", ", c.diverged, " diverged");
+  return s + ")";
+}
+
+bool any_diverged(const Table& t) {
+  for (const auto& [v, cells] : t.cells)
+    for (const auto& [task, c] : cells)
+      if (c.diverged > 0) return true;
+  return false;
+}
 }  // namespace
 
 std::string to_markdown(const Table& t, const PaperTable* paper, const std::string& title) {
   std::ostringstream s;
-  s << "### " << title << "\n\nours: mean ± std over runs (n); the paper's number in brackets\n\n| variant |";
+  s << "### " << title << "\n\nours: mean ± std over runs (n); the paper's number in brackets";
+  if (any_diverged(t)) s << "; runs that diverged (a NaN or inf loss) are counted apart and not averaged";
+  s << "\n\n| variant |";
   for (const auto& task : t.tasks) s << " " << task << " |";
   s << " Avg |\n|---|";
   for (size_t i = 0; i <= t.tasks.size(); ++i) s << "---|";
@@ -146,9 +168,7 @@ std::string to_markdown(const Table& t, const PaperTable* paper, const std::stri
     for (const auto& task : t.tasks) {
       auto it = t.cells.at(v).find(task);
       if (it == t.cells.at(v).end()) s << " – |";
-      else
-        s << " " << fmt(it->second.mean) << " ± " << fmt(it->second.std) << " (" << it->second.runs << ")"
-          << paper_note(v, task) << " |";
+      else s << " " << cell_text(it->second) << paper_note(v, task) << " |";
     }
     auto avg = t.average.find(v);
     s << " " << (avg == t.average.end() ? std::string("–") : fmt(avg->second)) << paper_note(v, "avg") << " |\n";
@@ -166,7 +186,7 @@ std::string to_markdown(const Table& t, const PaperTable* paper, const std::stri
 
 std::string to_csv(const Table& t, const PaperTable* paper) {
   std::ostringstream s;
-  s << "variant,task,mean,std,runs,paper\n";
+  s << "variant,task,mean,std,runs,paper,diverged\n";
   auto paper_value = [&](const std::string& v, const std::string& col) {
     auto p = paper ? paper->at(v, col) : std::nullopt;
     return p ? fmt(*p, 4) : std::string();
@@ -175,11 +195,12 @@ std::string to_csv(const Table& t, const PaperTable* paper) {
     for (const auto& task : t.tasks) {
       auto it = t.cells.at(v).find(task);
       if (it == t.cells.at(v).end()) continue;
-      s << v << "," << task << "," << fmt(it->second.mean, 6) << "," << fmt(it->second.std, 6) << "," << it->second.runs
-        << "," << paper_value(v, task) << "\n";
+      const Cell& c = it->second;
+      s << v << "," << task << "," << (c.runs > 0 ? fmt(c.mean, 6) : "") << "," << (c.runs > 0 ? fmt(c.std, 6) : "")
+        << "," << c.runs << "," << paper_value(v, task) << "," << c.diverged << "\n";
     }
     auto avg = t.average.find(v);
-    if (avg != t.average.end()) s << v << ",avg," << fmt(avg->second, 6) << ",,," << paper_value(v, "avg") << "\n";
+    if (avg != t.average.end()) s << v << ",avg," << fmt(avg->second, 6) << ",,," << paper_value(v, "avg") << ",\n";
   }
   return s.str();
 }

@@ -38,9 +38,12 @@ PaperTable load_paper_table(const std::string& path);  // IOError naming the fil
 // Every table<N>.yaml in `dir`, by number.
 std::vector<PaperTable> load_paper_tables(const std::filesystem::path& dir);
 
+// Mean and std over the complete runs; runs that diverged (result.h) are counted apart, so a
+// cell may have diverged runs only (its mean and std are then NaN).
 struct Cell {
   double mean = 0, std = 0;
-  int runs = 0;
+  int runs = 0;      // complete runs averaged
+  int diverged = 0;  // runs that stopped as diverged
 };
 
 struct Table {
@@ -52,6 +55,7 @@ struct Table {
 
 // Groups the classification rows by (task, variant) over their test accuracy. With a paper
 // table, only its tasks are kept and "Avg" covers its averaged tasks; without, every task counts.
+// "Avg" needs a mean in every averaged task: a cell of diverged runs only leaves it out.
 Table build_table(const std::vector<ResultRow>& results, const PaperTable* paper);
 std::string to_markdown(const Table& t, const PaperTable* paper, const std::string& title);
 std::string to_csv(const Table& t, const PaperTable* paper);

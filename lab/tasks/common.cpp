@@ -75,6 +75,10 @@ Device prepare_device(const LoopConfig& loop) {
 
 uint64_t shuffle_seed(const Run& run) { return uint64_t(run.seed) + 0x9e3779b97f4a7c15ull; }
 
+loops::NonfinitePolicy nonfinite_policy(const LoopConfig& loop) {
+  return {loop.on_nonfinite, int64_t(loop.max_consecutive_skips)};
+}
+
 namespace {
 loops::TrainOptions options(const EpochRun& r) {
   loops::TrainOptions o;
@@ -86,6 +90,7 @@ loops::TrainOptions options(const EpochRun& r) {
   o.shuffle_seed = shuffle_seed(r.run);
   o.dir = r.dir.path();
   o.label = cat(r.run.config.name(), " ", r.run.id);
+  o.nonfinite = nonfinite_policy(r.train);
   return o;
 }
 
@@ -117,9 +122,10 @@ ResultRow classification_row(const Run& run, const std::string& task, int64_t pa
   row.point = run.point;
   row.params = params;
   row.metrics = ClassificationResult{
-      r.test_accuracy, r.test_loss, r.best_val_accuracy, r.best_epoch,
-      r.steps,         r.seconds,   r.steps_per_second,  r.seconds > 0 ? r.data_wait_seconds / r.seconds : 0.0,
-      r.epochs};
+      r.test_accuracy, r.test_loss,    r.best_val_accuracy, r.best_epoch,
+      r.steps,         r.seconds,      r.steps_per_second,  r.seconds > 0 ? r.data_wait_seconds / r.seconds : 0.0,
+      r.epochs,        r.skipped_steps};
+  row.diverged = r.diverged;
   return row;
 }
 

@@ -24,6 +24,8 @@ optim::ScheduleSpec schedule_spec(const experiment::StepSchedule& s, double lr, 
 Device prepare_device(const experiment::LoopConfig& loop);
 // The Philox stream of a run's data order: apart from the stream its weights are drawn from.
 uint64_t shuffle_seed(const experiment::Run& run);
+// train.on_nonfinite and train.max_consecutive_skips, for either loop.
+loops::NonfinitePolicy nonfinite_policy(const experiment::LoopConfig& loop);
 
 // One run of a classification family through the epoch loop: its model, the sections that
 // drive the loop, and where it writes (checkpoint, metrics.jsonl, train.log in the run folder).

@@ -83,6 +83,7 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   o.adam = adam_options(c.optim);
   o.clip = c.optim.clip;
   o.skip_grad_norm = c.train.skip_grad_norm;
+  o.nonfinite = nonfinite_policy(c.train);
   o.peak_flops = c.train.peak_tflops > 0 ? c.train.peak_tflops * 1e12 : loops::measure_gemm_flops(device);
   o.dir = dir.path();
   o.resume = resume;
@@ -90,10 +91,15 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   const loops::LmTrainResult r = loops::train_lm(model, gen, train, val, *schedule, o);
 
   // The validation curve of the whole run, also the steps before a resume.
-  const auto evals = loops::records_of<loops::EvalRecord>(loops::read_metrics(loops::RunLog::metrics_file(dir.path())));
+  // A validation that was not finite (it stopped the run) stays in metrics.jsonl, not in the curve.
+  std::vector<loops::EvalRecord> evals;
+  for (const auto& e :
+       loops::records_of<loops::EvalRecord>(loops::read_metrics(loops::RunLog::metrics_file(dir.path()))))
+    if (std::isfinite(e.val_loss)) evals.push_back(e);
   double best = INFINITY;
   for (const auto& e : evals) best = std::min(best, e.val_loss);
-  const double final_loss = evals.empty() ? r.final_val_loss : evals.back().val_loss;
+  if (r.diverged) best = NAN;  // a diverged run has no final metrics (result.h)
+  const double final_loss = r.diverged ? NAN : evals.empty() ? r.final_val_loss : evals.back().val_loss;
   nn::AttentionConfig qkv = config.attention;
   qkv.sharing = nn::Sharing::qkv;
   qkv.kv_heads = 0;
@@ -122,6 +128,7 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
                                      cache,
                                      1.0 - double(cache) / double(cache_qkv),
                                      evals};
+  row.diverged = r.diverged;
   dir.write_result(row);
   return row;
 }

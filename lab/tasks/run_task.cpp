@@ -5,6 +5,7 @@
 #include "lab/tasks/synthetic.h"
 #include "lab/tasks/vision.h"
 #include "lab/tasks/vision_data.h"
+#include "tensor/alloc_purpose.h"
 
 namespace qkv::tasks {
 
@@ -12,6 +13,7 @@ using experiment::TaskKind;
 
 experiment::ResultRow run_task(const experiment::Run& run, const experiment::RunDir& dir,
                                const std::filesystem::path& out, bool resume) {
+  const AllocationPurpose purpose(cat("running ", run.config.name(), "/", run.id));
   switch (run.config.kind()) {
     case TaskKind::synthetic: return run_synthetic(run, dir);
     case TaskKind::vision: return run_vision(run, dir);

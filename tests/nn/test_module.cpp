@@ -89,3 +89,12 @@ TEST_CASE("sinusoidal tables") {
   CHECK(at(1, 3, 0) != at(3, 1, 0));
   CHECK_THROWS_AS(pos2d_table(4, 5), ValueError);
 }
+
+TEST_CASE("module: loading a tensor of another dtype is refused, not silently cast") {
+  Linear a(3, 2), b(3, 2);
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, t] : a.state_dict()) state.emplace(name, t);
+  state.at("weight") = state.at("weight").to(DType::f64);
+  CHECK_THROWS_WITH_AS(b.load_state_dict(state), doctest::Contains("'weight' is float64 but the model's is float32"),
+                       DTypeError);
+}

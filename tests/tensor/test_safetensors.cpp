@@ -119,7 +119,7 @@ TEST_CASE("malformed files are rejected with the file, the tensor and the field"
          "runs past the end");
   expect(spec_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", four_floats.substr(0, 8)),
          "fall outside the 8-byte data section");
-  expect(spec_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]})", four_floats), "not valid JSON");
+  expect(spec_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]})", four_floats), "malformed JSON");
   expect(spec_file(R"({"w":{"dtype":"Q8","shape":[4],"data_offsets":[0,16]}})", four_floats),
          "unsupported dtype \"Q8\"");
   expect(spec_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", four_floats), "needs 12");

@@ -24,6 +24,8 @@
 #include <unordered_map>
 
 #include "tensor/error.h"
+#include "tensor/input_file.h"
+#include "tensor/json_read.h"
 
 namespace qkv::data {
 
@@ -96,15 +98,6 @@ std::string token_to_bytes(std::string_view token, std::string& why) {
 
 std::string quoted(std::string_view s) {
   return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string read_whole_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(cat(path.string(), ": cannot open (missing or unreadable)"));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw IOError(cat(path.string(), ": read failed"));
-  return ss.str();
 }
 
 struct SvHash {
@@ -322,10 +315,7 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const fs::path& dir) {
   // encoder.json: {"token": id, ...}, ids 0..N-1 each once.
   const fs::path enc_path = dir / "encoder.json";
   const std::string enc = enc_path.string();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_whole_file(enc_path));
-  } catch (const nlohmann::json::parse_error& e) { throw IOError(cat(enc, ": malformed JSON: ", e.what())); }
+  const nlohmann::json j = read_json_file(enc_path, "a tokenizer's encoder.json");
   check<IOError>(j.is_object(), enc, ": expected a JSON object mapping token strings to ids, got ", j.type_name());
   check<IOError>(!j.empty(), enc, ": the token table is empty");
   check<IOError>(j.size() < size_t(INT32_MAX), enc, ": too many tokens (", j.size(), ")");
@@ -364,6 +354,7 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const fs::path& dir) {
   // vocab.bpe: an optional "#version" line, then one merge "left right" per line, by rank.
   const fs::path bpe_path = dir / "vocab.bpe";
   const std::string bpe = bpe_path.string();
+  require_regular_file(bpe_path, "a tokenizer's vocab.bpe");
   std::ifstream in(bpe_path, std::ios::binary);
   check<IOError>(bool(in), bpe, ": cannot open (missing or unreadable)");
   std::string line;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "tensor/input_file.h"
 #include "train/data/image_dataset.h"
 
 namespace qkv::data {
@@ -25,9 +26,10 @@ struct RecordFormat {
 };
 
 std::vector<uint8_t> read_file(const fs::path& path) {
+  const uint64_t size = regular_file_size(path, "a CIFAR binary batch");
   std::ifstream in(path, std::ios::binary);
   check<IOError>(bool(in), path.string(), ": cannot open");
-  std::vector<uint8_t> bytes(size_t(fs::file_size(path)));
+  std::vector<uint8_t> bytes(size_t(size), 0);
   in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(bytes.size()));
   check<IOError>(in.gcount() == std::streamsize(bytes.size()), path.string(), ": short read: expected ", bytes.size(),
                  " bytes, got ", in.gcount());
@@ -54,7 +56,7 @@ void chw_to_hwc(const uint8_t* chw, uint8_t* hwc) {
 
 // The number of records in `path`, checking that it holds whole records.
 int64_t count_records(const fs::path& path, const RecordFormat& f) {
-  const int64_t bytes = int64_t(fs::file_size(path));
+  const int64_t bytes = int64_t(regular_file_size(path, "a CIFAR binary batch"));
   check_record_count(path, bytes, f.record_bytes());
   return bytes / f.record_bytes();
 }

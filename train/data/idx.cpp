@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "tensor/input_file.h"
 #include "train/data/image_dataset.h"
 
 namespace qkv::data {
@@ -22,15 +23,19 @@ constexpr uint32_t kImageMagic = 0x00000803, kLabelMagic = 0x00000801;
 // `root/base` if it exists, else `root/base.gz`; IOError listing both otherwise.
 std::string find_idx_file(const std::string& root, const std::string& base) {
   const fs::path plain = fs::path(root) / base, gz = fs::path(root) / (base + ".gz");
-  if (fs::is_regular_file(plain)) return plain.string();
-  if (fs::is_regular_file(gz)) return gz.string();
+  std::error_code ec;
+  if (fs::exists(plain, ec)) return (require_regular_file(plain, "an IDX file"), plain.string());
+  if (fs::exists(gz, ec)) return (require_regular_file(gz, "a gzipped IDX file"), gz.string());
   throw IOError(cat("IDX: missing file: looked for ", plain.string(), " and ", gz.string()));
 }
 
 // An open IDX file (plain or gzip) that counts the decompressed bytes it has read.
 class IdxReader {
  public:
-  explicit IdxReader(std::string path) : path_(std::move(path)), file_(gzopen(path_.c_str(), "rb")) {
+  explicit IdxReader(std::string path)
+      : path_(std::move(path)),
+        file_size_(regular_file_size(path_, "an IDX file")),
+        file_(gzopen(path_.c_str(), "rb")) {
     check<IOError>(file_ != nullptr, path_, ": cannot open");
     gzbuffer(file_, 1 << 17);
   }
@@ -65,6 +70,14 @@ class IdxReader {
     return (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | uint32_t(b[3]);
   }
 
+  // IOError unless `n` more bytes can follow what was read: in a plain file they must be there;
+  // deflate expands at most 1032-fold, which bounds a gzip file's content.
+  void check_can_hold(int64_t n) {
+    const bool plain = gzdirect(file_) == 1;
+    const uint64_t most = plain ? file_size_ - uint64_t(consumed_) : file_size_ * 1032;
+    check_fits_file(path_, plain ? "IDX data" : "IDX data (decompressed)", uint64_t(n), most);
+  }
+
   // Bytes left after the expected content (0 for a well-formed file).
   int64_t count_rest() {
     char buf[1 << 14];
@@ -75,6 +88,7 @@ class IdxReader {
 
  private:
   std::string path_;
+  uint64_t file_size_;
   gzFile file_;
   int64_t consumed_ = 0;
 };
@@ -111,6 +125,7 @@ Tensor read_idx_images(const std::string& path) {
   check_magic(f, kImageMagic, "images: 3 dims of uint8");
   const int64_t n = f.read_be32(), rows = f.read_be32(), cols = f.read_be32();
   check_plausible(path, n, rows, cols);
+  f.check_can_hold(n * rows * cols);
   Tensor images = empty({n, rows, cols, 1}, DType::u8);
   read_payload(f, images.data<uint8_t>(), n * rows * cols, 16);
   return images;
@@ -120,6 +135,7 @@ Tensor read_idx_labels(const std::string& path, int64_t classes) {
   IdxReader f(path);
   check_magic(f, kLabelMagic, "labels: 1 dim of uint8");
   const int64_t n = f.read_be32();
+  f.check_can_hold(n);
   std::vector<uint8_t> raw(static_cast<size_t>(n));
   read_payload(f, raw.data(), n, 8);
   std::vector<int64_t> labels(raw.begin(), raw.end());

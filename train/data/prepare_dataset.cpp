@@ -16,13 +16,16 @@
 #include <exception>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 #include <thread>
 
 #include "tensor/atomic_file.h"
 #include "tensor/error.h"
+#include "tensor/folder_lock.h"
 #include "tensor/format.h"
+#include "tensor/json_read.h"
 #include "train/data/bpe.h"
 #include "train/data/text_sources.h"
 
@@ -30,6 +33,9 @@ namespace qkv::data {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+
+// dataset.json lists inputs and shards: a few kB, never near this.
+constexpr uint64_t kMaxDatasetJsonBytes = uint64_t(64) << 20;
 
 namespace {
 
@@ -150,9 +156,14 @@ std::string absolute_name(const fs::path& p) { return fs::absolute(p).lexically_
 
 // Whether out/dataset.json records exactly this preparation and its shards are all there.
 bool already_prepared(const PrepareOptions& o) {
-  std::ifstream in(o.out / "dataset.json", std::ios::binary);
-  if (!in) return false;
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  std::error_code ec;
+  if (!fs::exists(o.out / "dataset.json", ec)) return false;
+  nlohmann::json j;
+  try {
+    j = read_json_file(o.out / "dataset.json", "a prepared dataset's dataset.json", kMaxDatasetJsonBytes);
+  } catch (const IOError&) {
+    return false;  // damaged: prepared again
+  }
   try {
     if (!j.is_object() || j.at("tokenizer").at("path") != absolute_name(o.tokenizer) ||
         j.at("val_fraction").get<double>() != o.val_fraction || j.at("shard_tokens").get<int64_t>() != o.shard_tokens)
@@ -186,7 +197,8 @@ nlohmann::ordered_json shards_json(const std::vector<ShardFile>& shards) {
 
 }  // namespace
 
-PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) {
+// Prepares o.out; `lock`: takes its lock first (prepare_once holds it already).
+static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, bool lock) {
   const auto t0 = Clock::now();
   check<ValueError>(!o.inputs.empty(), "data prepare: no input files given");
   check<ValueError>(!o.out.empty(), "data prepare: no output folder given (--out DIR)");
@@ -206,10 +218,16 @@ PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) {
   std::error_code ec;
   fs::create_directories(o.out, ec);
   check<IOError>(fs::is_directory(o.out), o.out.string(), ": cannot create the output folder: ", ec.message());
+  // One writer at a time; holding the lock, every temporary file in the folder is a leftover of a
+  // prepare that was killed.
+  std::optional<FolderLock> held;
+  if (lock) held.emplace(o.out, "dataset folder");
+  for (const fs::path& f : remove_temp_files(o.out, /*recursive=*/false))
+    if (log) std::fprintf(log, "data prepare: removed %s, a temporary file an interrupted prepare left\n", f.c_str());
 
   PrepareResult result;
   PrepareProgress progress(log, o.progress, total_bytes);
-  StreamFile stream(o.out / cat(".tokens.", ::getpid(), ".tmp"));
+  StreamFile stream(temp_file_for(o.out / "tokens"));
   nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
   int64_t bytes_before = 0;
   std::vector<TextPiece> pieces;
@@ -312,12 +330,19 @@ PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) {
   return result;
 }
 
+PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) { return prepare_in_folder(o, log, true); }
+
 fs::path prepare_once(const PrepareOptions& o, std::FILE* log) {
-  if (already_prepared(o)) {
+  auto up_to_date = [&] {
+    if (!already_prepared(o)) return false;
     if (o.progress && log) std::fprintf(log, "data prepare: %s is up to date\n", o.out.string().c_str());
-    return o.out;
-  }
-  prepare_dataset(o, log);
+    return true;
+  };
+  if (up_to_date()) return o.out;
+  // Runs of one experiment in several processes share the folder: one prepares, the others wait.
+  const FolderLock lock(o.out, "dataset folder", /*wait=*/true, log);
+  if (up_to_date()) return o.out;
+  prepare_in_folder(o, log, false);
   return o.out;
 }
 
@@ -335,12 +360,10 @@ const PreparedSplit& DatasetInfo::split(const std::string& name) const {
 DatasetInfo read_dataset_info(const fs::path& dir) {
   const fs::path path = dir / "dataset.json";
   const std::string name = path.string();
-  std::ifstream in(path, std::ios::binary);
-  check<IOError>(bool(in), name, ": cannot open (is ", dir.string(), " a folder made by `qkvlab data prepare`?)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) { throw IOError(cat(name, ": malformed JSON: ", e.what())); }
+  std::error_code ec;
+  check<IOError>(fs::exists(path, ec), name, ": cannot open (is ", dir.string(),
+                 " a folder made by `qkvlab data prepare`?)");
+  const nlohmann::json j = read_json_file(path, "a prepared dataset's dataset.json", kMaxDatasetJsonBytes);
   auto field = [&](const nlohmann::json& obj, const char* key, const std::string& where) -> const nlohmann::json& {
     check<IOError>(obj.is_object() && obj.contains(key), name, ": missing field ", where, key);
     return obj[key];
@@ -373,6 +396,9 @@ DatasetInfo read_dataset_info(const fs::path& dir) {
                          file.get<std::string>() != "..",
                      name, ": field ", at, "file must be a file name inside ", dir.string(), ", got ", file.dump());
       const int64_t tokens = integer(field(shards[i], "tokens", at), at + "tokens", 0, INT64_MAX);
+      // Checked before adding, so that the sum of hostile counts cannot overflow.
+      check<IOError>(tokens <= split.tokens - sum, name, ": field ", at, "tokens: the shards of split '", split_name,
+                     "' hold more than the ", split.tokens, " tokens of its field ", where, "tokens");
       split.shards.push_back({dir / file.get<std::string>(), tokens});
       sum += tokens;
     }

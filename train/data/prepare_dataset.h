@@ -6,7 +6,8 @@
 // in order. The last `val_fraction` of that stream (cut at a token boundary) becomes the val
 // split, the rest the train split: shards DIR/train_000000.bin, ..., DIR/val_000000.bin, ...
 // dataset.json is written last and atomically; shards it does not list are stale leftovers of an
-// earlier run and are removed.
+// earlier run and are removed. The folder is locked while it is written (.qkvlab.lock,
+// tensor/folder_lock.h), and the temporary files a killed prepare left in it are removed, saying so.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -41,11 +42,12 @@ struct PrepareResult {
 };
 
 // Validates everything (inputs exist, options in range, the tokenizer loads) before writing.
+// IOError naming the holder when another process is writing options.out.
 PrepareResult prepare_dataset(const PrepareOptions& options, std::FILE* log = stdout);
 
 // options.out when its dataset.json already records this preparation (the same input paths,
 // sizes and modification times, tokenizer folder, val fraction and shard size) and its shards
-// are present; otherwise prepares it first. Returns options.out.
+// are present; otherwise prepares it first, waiting while another process does. Returns options.out.
 std::filesystem::path prepare_once(const PrepareOptions& options, std::FILE* log = stdout);
 
 // dataset.json, as read back.

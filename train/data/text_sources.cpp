@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "tensor/error.h"
+#include "tensor/input_file.h"
+#include "tensor/json_read.h"
 #include "train/data/utf8.h"
 
 namespace qkv::data {
@@ -198,7 +200,7 @@ TextSourceKind text_source_kind(const fs::path& path) {
 }
 
 std::unique_ptr<ByteSource> open_byte_source(const fs::path& path, Compression compression) {
-  check<IOError>(!fs::is_directory(path), path.string(), ": is a folder, expected a file");
+  require_regular_file(path, "a text corpus");
   switch (compression) {
     case Compression::gzip: return std::make_unique<GzipSource>(path);
     case Compression::zstd: return std::make_unique<ZstdSource>(path);
@@ -291,12 +293,7 @@ bool DocumentReader::next_jsonl(TextPiece& piece) {
     ++line_;
     begin_ = nl == std::string::npos ? buffer_.size() : nl + 1;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // blank line
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw IOError(cat(name, ":", line_, ": malformed JSON: ", e.what()));
-    }
+    const nlohmann::json j = parse_json(line, cat(name, ":", line_));
     check<IOError>(j.is_object(), name, ":", line_, ": expected a JSON object with a \"text\" string, got ",
                    j.type_name());
     const auto it = j.find("text");

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "tensor/input_file.h"
 #include "train/data/image_dataset.h"
 
 namespace qkv::data {
@@ -52,6 +53,10 @@ class TinyImageNetDataset : public ImageDataset {
 // Decodes one JPEG as RGB into `pixels` (64*64*3 bytes).
 void decode_jpeg(const std::string& path, uint8_t* pixels) {
   int w = 0, h = 0, comp = 0;
+  // The size from the header first: a damaged header must not make stb allocate gigabytes.
+  require_regular_file(path, "a TinyImageNet JPEG");
+  check<IOError>(stbi_info(path.c_str(), &w, &h, &comp) == 1, path, ": cannot decode image: ", stbi_failure_reason());
+  check<IOError>(w == kSide && h == kSide, path, ": image is ", w, "x", h, ", expected ", kSide, "x", kSide);
   uint8_t* rgb = stbi_load(path.c_str(), &w, &h, &comp, 3);
   check<IOError>(rgb != nullptr, path, ": cannot decode image: ", stbi_failure_reason());
   if (w != kSide || h != kSide) {
@@ -73,7 +78,7 @@ std::string trim(const std::string& s) {
 }
 
 std::ifstream open_text(const fs::path& path) {
-  check<IOError>(fs::is_regular_file(path), "tinyimagenet: missing file ", path.string());
+  require_regular_file(path, "a TinyImageNet text file");
   std::ifstream in(path);
   check<IOError>(bool(in), path.string(), ": cannot open");
   return in;

@@ -17,6 +17,8 @@
 
 #include "tensor/atomic_file.h"
 #include "tensor/error.h"
+#include "tensor/fault_hook.h"
+#include "tensor/input_file.h"
 
 namespace qkv::data {
 
@@ -126,6 +128,7 @@ TokenShard::~TokenShard() {
 
 TokenShard read_token_shard(const fs::path& path) {
   const std::string name = path.string();
+  require_regular_file(path, "a token shard");  // before open(2), which would block on a FIFO
   const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IOError(cat(name, ": cannot open token shard: ", std::strerror(errno)));
   struct stat st {};
@@ -200,8 +203,7 @@ TokenShardWriter::~TokenShardWriter() {
 
 void TokenShardWriter::open_shard() {
   final_path_ = token_shard_path(prefix_, int64_t(shards_.size()));
-  temp_path_ = final_path_;
-  temp_path_ += cat(".tmp.", ::getpid());
+  temp_path_ = temp_file_for(final_path_);  // recognisable, so a killed prepare's leftover is removed
   file_ = std::fopen(temp_path_.c_str(), "wb");
   if (!file_)
     throw IOError(
@@ -221,6 +223,7 @@ void TokenShardWriter::close_shard() {
   const int err = errno;
   ok = (std::fclose(file_) == 0) && ok;
   file_ = nullptr;
+  if (ok) fault_point("prepare-shard", int64_t(shards_.size()));  // testing hook (tensor/fault_hook.h)
   if (ok) ok = std::rename(temp_path_.c_str(), final_path_.c_str()) == 0;
   if (!ok) {
     std::error_code ec;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -86,8 +87,9 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
   result.best_val_accuracy = -1;
   const auto start = std::chrono::steady_clock::now();
   const double wait_before = train.wait_seconds();
+  NonfiniteGuard guard(o.nonfinite);
   int64_t step = 0;
-  for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
+  for (int64_t epoch = 1; epoch <= o.epochs && !result.diverged; ++epoch) {
     model.train();
     train.start_epoch(epoch - 1);
     double epoch_loss = 0;
@@ -96,24 +98,51 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
     while (train.next(inputs, targets)) {
       const double lr = schedule.lr_at(step);
       optimizer.set_lr(lr);
-      if (step == 0) preflight_step(optimizer, o.clip > 0, [&] { batch_loss(forward(inputs), targets).backward(); });
+      if (step == 0) preflight_step(optimizer, true, [&] { batch_loss(forward(inputs), targets).backward(); });
       const Tensor loss_t = batch_loss(forward(inputs), targets);
       optimizer.zero_grad();
       loss_t.backward();
-      const Tensor norm_t = o.clip > 0 ? clip_grad_norm(optimizer.params(), o.clip) : Tensor();
-      optimizer.step();
-      // The step's one host read: the loss, and the gradient norm when it was measured.
-      const std::vector<double> read = norm_t.defined() ? read_values({loss_t, norm_t}) : read_values({loss_t});
-      const double loss = read[0], norm = norm_t.defined() ? read[1] : 0.0;
-      epoch_loss += loss * double(inputs.size(0));
-      epoch_examples += inputs.size(0);
+      // The norm is measured even without clipping (+inf only measures): a NaN gradient can
+      // come with a finite loss. A non-finite norm scales nothing.
+      const Tensor norm_t = clip_grad_norm(optimizer.params(), o.clip > 0 ? o.clip : INFINITY);
+      // The step's one host read, before the update, so that a non-finite step is not applied.
+      const std::vector<double> read = read_values({loss_t, norm_t});
+      const double loss = read[0], norm = read[1];
+      const StepAction action = guard.check(loss, norm);
+      if (action == StepAction::stop) {
+        log.record(guard.record(step + 1, epoch, loss, norm, action));
+        result.diverged = Divergence{step + 1, epoch, guard.stop_reason(loss, norm)};
+        progress.message(cat("step ", step + 1, ": run stopped as diverged: ", result.diverged->reason));
+        break;
+      }
+      if (action == StepAction::apply) {
+        optimizer.step();
+        epoch_loss += loss * double(inputs.size(0));
+        epoch_examples += inputs.size(0);
+      }
       ++step;
+      if (action == StepAction::skip) {
+        ++result.skipped_steps;
+        log.record(guard.record(step, epoch, loss, norm, action));
+        progress.message(cat("step ", step, ": skipped, loss ", describe_value(loss), ", gradient norm ",
+                             describe_value(norm), " (", guard.streak(), " non-finite in a row)"));
+      }
       progress.update(step, loss, lr);
       if (step % o.log_every == 0) log.record(StepRecord{epoch, step, loss, lr, norm, progress.steps_per_second()});
     }
+    if (result.diverged) break;
     EvalResult v = evaluate(model, forward, val);
-    result.epochs.push_back({epoch, epoch_loss / double(std::max<int64_t>(epoch_examples, 1)), v.loss, v.accuracy});
-    log.record(result.epochs.back());
+    const EpochRecord record{epoch, epoch_loss / double(std::max<int64_t>(epoch_examples, 1)), v.loss, v.accuracy};
+    log.record(record);
+    // Weights gone non-finite through finite steps (e.g. an overflow): the epoch is logged, but
+    // not part of the result's curve.
+    if (!std::isfinite(v.loss)) {
+      result.diverged =
+          Divergence{step, epoch, cat("non-finite validation loss (", describe_value(v.loss), ") after epoch ", epoch)};
+      progress.message(cat("epoch ", epoch, ": run stopped as diverged: ", result.diverged->reason));
+      break;
+    }
+    result.epochs.push_back(record);
     if (v.accuracy > result.best_val_accuracy) {
       result.best_val_accuracy = v.accuracy;
       result.best_epoch = epoch;
@@ -126,6 +155,12 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
   result.steps = step;
   result.steps_per_second = double(step) / result.seconds;
   result.data_wait_seconds = train.wait_seconds() - wait_before;
+  if (result.diverged) {  // no test accuracy from weights that went non-finite
+    result.test_accuracy = result.test_loss = NAN;
+    if (result.best_epoch == 0) result.best_val_accuracy = 0;  // no validation happened
+    progress.finish(cat("diverged at step ", result.diverged->step, ": ", result.diverged->reason));
+    return result;
+  }
   // The test set sees the best-validation weights.
   if (!checkpoint.empty()) model.load(checkpoint);
   else model.load_state_dict(best_weights);

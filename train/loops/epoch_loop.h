@@ -4,16 +4,20 @@
 // logits. Epochs over a shuffled training set, an optimizer step with global-norm clipping and a
 // per-step learning-rate schedule, validation after every epoch, the best-validation weights
 // checkpointed and evaluated on the test set at the end; metrics.jsonl and train.log through
-// RunLog.
+// RunLog. A step whose loss or gradient norm is not finite is not applied (nonfinite.h): it is
+// skipped, or the run stops as diverged, as is one whose validation loss is not finite; a
+// diverged run is not evaluated on the test set.
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "nn/module.h"
 #include "train/data/batches.h"
 #include "train/loops/metrics.h"
+#include "train/loops/nonfinite.h"
 #include "train/optim/optimizer.h"
 #include "train/optim/schedule.h"
 
@@ -29,6 +33,7 @@ struct TrainOptions {
   std::filesystem::path dir;    // run folder: checkpoint.safetensors, metrics.jsonl, train.log;
                                 // empty: best weights kept in memory, console only
   std::string label = "train";  // progress line prefix
+  NonfinitePolicy nonfinite;    // what a NaN or inf loss or gradient norm does
 };
 
 struct TrainResult {
@@ -37,8 +42,11 @@ struct TrainResult {
   double test_accuracy = 0, test_loss = 0;
   double seconds = 0, steps_per_second = 0;
   double data_wait_seconds = 0;  // training time spent waiting for batches
-  int64_t steps = 0;
+  int64_t steps = 0;             // optimizer steps done (applied or skipped)
+  int64_t skipped_steps = 0;     // steps not applied for a non-finite loss or gradient norm
   std::vector<EpochRecord> epochs;
+  // Set when the run stopped early; then there is no test evaluation and test_* are NaN.
+  std::optional<Divergence> diverged;
 };
 
 struct EvalResult {

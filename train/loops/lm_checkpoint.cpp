@@ -1,9 +1,13 @@
 #include "train/loops/lm_checkpoint.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 
+#include "tensor/fault_hook.h"
 #include "tensor/safetensors.h"
 
 namespace qkv::loops {
@@ -44,6 +48,7 @@ safetensors::Metadata to_metadata(const LmLoopState& s) {
           {"tokens", std::to_string(s.tokens)},
           {"log_loss_sum", exact(s.log_loss_sum)},
           {"log_count", std::to_string(s.log_count)},
+          {"nonfinite_streak", std::to_string(s.nonfinite_streak)},
           {"metrics_bytes", std::to_string(s.metrics_bytes)},
           {"generator_seed", std::to_string(s.gen.seed)},
           {"generator_offset", std::to_string(s.gen.offset)},
@@ -57,11 +62,14 @@ LmLoopState from_metadata(const safetensors::Metadata& m, const std::string& fil
     check<IOError>(it != m.end(), file, ": training state lacks metadata '", key, "'");
     return it->second;
   };
-  auto integer = [&](const std::string& key) {
+  // Counters are int64 in the loop; the generator's seed and offset use all 64 bits.
+  auto integer = [&](const std::string& key, uint64_t max = uint64_t(INT64_MAX)) {
     const std::string& v = get(key);
-    check<IOError>(!v.empty() && v.find_first_not_of("0123456789") == std::string::npos, file, ": metadata '", key,
-                   "' is not a non-negative integer: '", v, "'");
-    return std::stoull(v);
+    uint64_t x = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    check<IOError>(!v.empty() && ec == std::errc() && end == v.data() + v.size() && x <= max, file, ": metadata '", key,
+                   "' is not an integer in 0..", max, ": '", v, "'");
+    return x;
   };
   LmLoopState s;
   s.step = int64_t(integer("step"));
@@ -69,8 +77,9 @@ LmLoopState from_metadata(const safetensors::Metadata& m, const std::string& fil
   s.tokens = int64_t(integer("tokens"));
   s.log_loss_sum = parse_exact(get("log_loss_sum"), file, "log_loss_sum");
   s.log_count = int64_t(integer("log_count"));
+  s.nonfinite_streak = m.count("nonfinite_streak") ? int64_t(integer("nonfinite_streak")) : 0;  // older checkpoints
   s.metrics_bytes = integer("metrics_bytes");
-  s.gen = {integer("generator_seed"), integer("generator_offset")};
+  s.gen = {integer("generator_seed", UINT64_MAX), integer("generator_offset", UINT64_MAX)};
   s.cursor = {int64_t(integer("data_epoch")), int64_t(integer("data_index"))};
   return s;
 }
@@ -80,13 +89,15 @@ LmLoopState from_metadata(const safetensors::Metadata& m, const std::string& fil
 std::vector<int64_t> checkpoint_steps(const fs::path& run) {
   std::vector<int64_t> steps;
   if (!fs::is_directory(checkpoint_dir(run))) return steps;
+  // The exact names only: a temporary file of a killed write (".step_….state.safetensors.tmp.…",
+  // or an older version's "step_….state.safetensors.tmp.<pid>") is never a checkpoint.
+  static const std::regex state_name(R"(step_(\d{8,18})\.state\.safetensors)");
   for (const auto& e : fs::directory_iterator(checkpoint_dir(run))) {
     const std::string name = e.path().filename().string();
-    long long step = 0;
-    char tail[32] = {};
-    if (std::sscanf(name.c_str(), "step_%lld.state.safetensor%1s", &step, tail) == 2 && tail[0] == 's' &&
-        fs::exists(model_file(run, step)))
-      steps.push_back(step);
+    std::smatch m;
+    if (!std::regex_match(name, m, state_name) || !e.is_regular_file()) continue;
+    const int64_t step = std::stoll(m[1].str());
+    if (state_file(run, step).filename() == name && fs::is_regular_file(model_file(run, step))) steps.push_back(step);
   }
   std::sort(steps.begin(), steps.end());
   return steps;
@@ -101,8 +112,15 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run) {
 void save_lm_checkpoint(const nn::Module& model, const optim::NamedTensors& optimizer, const LmLoopState& s,
                         const fs::path& run, int64_t keep) {
   fs::create_directories(checkpoint_dir(run));
-  model.save(model_file(run, s.step).string(), {{"step", std::to_string(s.step)}});
-  safetensors::save(state_file(run, s.step).string(), optimizer, to_metadata(s));  // last: marks it complete
+  {
+    FaultWriteScope fault("checkpoint-model", s.step);
+    model.save(model_file(run, s.step).string(), {{"step", std::to_string(s.step)}});
+  }
+  fault_point("checkpoint", s.step);  // the model file without its state: an incomplete checkpoint
+  {
+    FaultWriteScope fault("checkpoint-state", s.step);
+    safetensors::save(state_file(run, s.step).string(), optimizer, to_metadata(s));  // last: marks it complete
+  }
   const std::vector<int64_t> steps = checkpoint_steps(run);
   for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) {
     fs::remove(state_file(run, steps[i]));

@@ -2,7 +2,8 @@
 // (the model) and step_NNNNNNNN.state.safetensors (optimizer state as tensors; the loop's
 // counters, the dropout generator's Philox counter, the data cursor and metrics.jsonl's length
 // as metadata). Both are written atomically, the state file last: a checkpoint without it is
-// incomplete and ignored. The newest `keep` checkpoints are kept.
+// incomplete and ignored. Only these exact names count: the temporary file of a write that was
+// killed (tensor/atomic_file.h) is never taken for a checkpoint. The newest `keep` are kept.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -20,8 +21,9 @@ namespace qkv::loops {
 // What a checkpoint restores besides the model and the optimizer.
 struct LmLoopState {
   int64_t step = 0, skipped = 0, tokens = 0, log_count = 0;
-  double log_loss_sum = 0;     // the partial sums of the next metrics line
-  uint64_t metrics_bytes = 0;  // metrics.jsonl's length at the checkpoint
+  int64_t nonfinite_streak = 0;  // non-finite steps in a row up to here (nonfinite.h)
+  double log_loss_sum = 0;       // the partial sums of the next metrics line
+  uint64_t metrics_bytes = 0;    // metrics.jsonl's length at the checkpoint
   GeneratorState gen;
   data::TokenCursor cursor;
 };

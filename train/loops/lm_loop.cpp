@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "autograd/grad_mode.h"
+#include "tensor/fault_hook.h"
 #include "train/loops/host_values.h"
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/mfu.h"
@@ -65,12 +66,13 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   progress.resume_at(s.step);
   if (o.peak_flops > 0) progress.message(cat("MFU against a peak of ", int64_t(o.peak_flops / 1e9), " GFLOP/s"));
   if (result.resumed_from > 0) progress.message(cat("resumed from step ", result.resumed_from));
+  fault_point("start", s.step);  // testing hook (tensor/fault_hook.h), as are the others below
 
   int64_t T = 0, tokens_timed = 0;
   const auto start = std::chrono::steady_clock::now();
-  auto last_log = start;
-  int64_t tokens_at_last_log = 0;
+  ThroughputWindow window(start);
   double eval_seconds = 0;
+  NonfiniteGuard guard(o.nonfinite, s.nonfinite_streak);
   model.train();
   for (int64_t done = 0; s.step < o.steps && (o.stop_after == 0 || done < o.stop_after); ++done) {
     const double lr = schedule.lr_at(s.step);
@@ -89,21 +91,36 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       step_tokens += x.numel();
     }
     tokens_timed += step_tokens;
+    window.add(step_tokens);
     // The step's one host read: the loss and the gradient norm, which decides a skip.
     const std::vector<double> read =
         read_values({loss_sum.tensor(), clip_grad_norm(params, o.clip > 0 ? o.clip : INFINITY)});
     const double step_loss = read[0], norm = read[1];
-    const bool skip = !std::isfinite(norm) || (o.skip_grad_norm > 0 && norm > o.skip_grad_norm);
+    const StepAction action = guard.check(step_loss, norm);
+    s.nonfinite_streak = guard.streak();
+    if (action == StepAction::stop) {
+      log.record(guard.record(s.step + 1, 0, step_loss, norm, action));
+      result.diverged = Divergence{s.step + 1, 0, guard.stop_reason(step_loss, norm)};
+      progress.message(cat("step ", s.step + 1, ": run stopped as diverged: ", result.diverged->reason));
+      break;
+    }
+    const bool skip = action == StepAction::skip || (o.skip_grad_norm > 0 && norm > o.skip_grad_norm);
     if (skip) ++s.skipped;
     else opt.step();
     ++s.step;
     s.tokens += step_tokens;
-    s.log_loss_sum += step_loss;
-    ++s.log_count;
+    if (action == StepAction::skip) {  // its loss stays out of the logged mean
+      log.record(guard.record(s.step, 0, step_loss, norm, action));
+      progress.message(cat("step ", s.step, ": skipped, loss ", describe_value(step_loss), ", gradient norm ",
+                           describe_value(norm), " (", guard.streak(), " non-finite in a row)"));
+    } else {
+      s.log_loss_sum += step_loss;
+      ++s.log_count;
+    }
     if (s.step % o.log_every == 0 || s.step == o.steps) {
-      const auto now = std::chrono::steady_clock::now();
-      const double secs = std::chrono::duration<double>(now - last_log).count();
-      const double tps = secs > 0 ? double(tokens_timed - tokens_at_last_log) / secs : 0;
+      const ThroughputWindow::Rate rate = window.take(std::chrono::steady_clock::now());
+      const double tps = rate.per_second();
+      result.logged_tokens.push_back(rate.tokens);
       LmStepRecord r{s.step, s.skipped, s.log_loss_sum / double(s.log_count), lr, norm, tps, std::nullopt};
       std::string note = cat(int64_t(tps), " tok/s");
       if (o.peak_flops > 0) {
@@ -116,16 +133,23 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       log.record(r);
       s.log_loss_sum = 0;
       s.log_count = 0;
-      last_log = now;
-      tokens_at_last_log = tokens_timed;
     }
     progress.update(s.step, step_loss, lr);
+    fault_point("train", s.step);
     if (s.step % o.eval_every == 0 || s.step == o.steps) {
       const auto eval_start = std::chrono::steady_clock::now();
       const double v = evaluate_lm(model, val, o.eval_batches);
+      fault_point("eval", s.step);
       model.train();
       result.evals.push_back({s.step, v, std::exp(v)});
       log.record(result.evals.back());
+      if (!std::isfinite(v)) {  // weights gone non-finite through finite steps (e.g. an overflow): no checkpoint
+        result.diverged =
+            Divergence{s.step, 0, cat("non-finite validation loss (", describe_value(v), ") at step ", s.step)};
+        progress.message(cat("step ", s.step, ": run stopped as diverged: ", result.diverged->reason));
+        eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
+        break;
+      }
       char line[96];
       std::snprintf(line, sizeof line, "step %lld: val loss %.4f, ppl %.2f", static_cast<long long>(s.step), v,
                     std::exp(v));
@@ -134,8 +158,9 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       s.cursor = train.cursor();
       s.metrics_bytes = log.metrics_bytes();
       save_lm_checkpoint(model, opt.state_dict(), s, o.dir, o.keep_checkpoints);
-      last_log = std::chrono::steady_clock::now();  // throughput counts training time only
-      eval_seconds += std::chrono::duration<double>(last_log - eval_start).count();
+      const auto eval_end = std::chrono::steady_clock::now();
+      window.restart(eval_end);  // throughput counts training time only
+      eval_seconds += std::chrono::duration<double>(eval_end - eval_start).count();
     }
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -143,9 +168,14 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   result.tokens_per_second = train_seconds > 0 ? double(tokens_timed) / train_seconds : 0;
   if (o.peak_flops > 0 && T > 0)
     result.mfu = result.tokens_per_second * lm_train_flops_per_token(model, T) / o.peak_flops;
-  result.finished = s.step >= o.steps;
+  result.finished = !result.diverged && s.step >= o.steps;
   result.steps = s.step;
   result.skipped_steps = s.skipped;
+  if (result.diverged) {
+    result.final_val_loss = result.best_val_loss = NAN;
+    progress.finish(cat("diverged at step ", result.diverged->step, ": ", result.diverged->reason));
+    return result;
+  }
   if (!result.evals.empty()) {
     result.final_val_loss = result.evals.back().val_loss;
     result.best_val_loss = result.evals.front().val_loss;

@@ -1,7 +1,9 @@
 // The language-model training loop: optimizer steps over micro-batches of token windows with
 // gradient accumulation, AdamW with weight decay on matrices only, a per-step learning-rate
 // schedule, global-norm clipping, skipping a step whose gradient norm exceeds a threshold,
-// validation loss and perplexity every eval_every steps, tokens/s and MFU.
+// validation loss and perplexity every eval_every steps, tokens/s and MFU. A step whose loss or
+// gradient norm is not finite is not applied (nonfinite.h): it is skipped, or the run stops as
+// diverged, as it does when a validation loss is not finite.
 //
 // Every validation also writes a checkpoint (lm_checkpoint.h). Resuming from it continues
 // bit-identically: the same batches, dropout masks and updates, so the loss curve equals an
@@ -16,6 +18,7 @@
 #include "train/data/token_batches.h"
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/metrics.h"
+#include "train/loops/nonfinite.h"
 #include "train/optim/adam.h"
 #include "train/optim/schedule.h"
 
@@ -31,6 +34,7 @@ struct LmTrainOptions {
   optim::AdamOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};  // weight decay applies to matrices and embeddings
   double clip = 1.0;                                    // 0: no clipping
   double skip_grad_norm = 0;                            // 0: never skip
+  NonfinitePolicy nonfinite;                            // what a NaN or inf loss or gradient norm does
   double peak_flops = 0;                                // FLOP/s for MFU; 0: MFU not reported
   std::filesystem::path dir;                            // run folder: checkpoints/, metrics.jsonl, train.log
   bool resume = false;                                  // continue from the newest checkpoint in dir, if any
@@ -39,11 +43,13 @@ struct LmTrainOptions {
 };
 
 struct LmTrainResult {
-  bool finished = false;  // reached `steps` (false after stop_after)
+  bool finished = false;  // reached `steps` (false after stop_after or a divergence)
   int64_t steps = 0, skipped_steps = 0, resumed_from = 0;
+  std::optional<Divergence> diverged;  // set when the run stopped; final_val_loss is then NaN
   double final_val_loss = 0, best_val_loss = 0;
   double tokens_per_second = 0, mfu = 0, seconds = 0;
-  std::vector<EvalRecord> evals;  // of this call
+  std::vector<EvalRecord> evals;       // of this call
+  std::vector<int64_t> logged_tokens;  // of this call, per logged tokens/s: the tokens it counts
 };
 
 // Mean cross-entropy over `batches` batches from the start of `data` (order fixed), in eval

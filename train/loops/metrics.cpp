@@ -3,6 +3,8 @@
 #include <fstream>
 
 #include "tensor/error.h"
+#include "tensor/input_file.h"
+#include "tensor/json_read.h"
 #include "train/loops/json_fields.h"
 
 namespace qkv::loops {
@@ -44,6 +46,12 @@ struct ToJson {
   nlohmann::json operator()(const EvalRecord& r) const {
     return {{"record", "eval"}, {"step", r.step}, {"val_loss", r.val_loss}, {"val_ppl", r.val_ppl}};
   }
+  nlohmann::json operator()(const NonfiniteRecord& r) const {
+    nlohmann::json j{{"record", "nonfinite"}, {"step", r.step}};
+    if (r.epoch) j["epoch"] = *r.epoch;
+    j.update({{"loss", r.loss}, {"grad_norm", r.grad_norm}, {"action", r.action}, {"consecutive", r.consecutive}});
+    return j;
+  }
 };
 
 }  // namespace
@@ -65,18 +73,28 @@ MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::strin
     return LmStepRecord{f.integer("step"),     f.integer("skipped"),     f.number("loss"),        f.number("lr"),
                         f.number("grad_norm"), f.number("tokens_per_s"), f.optional_number("mfu")};
   if (kind == "eval") return EvalRecord{f.integer("step"), f.number("val_loss"), f.number("val_ppl")};
-  throw IOError(cat(where, ": field 'record' is '", kind, "', expected step, epoch, test, lm_step or eval"));
+  if (kind == "nonfinite") {
+    NonfiniteRecord r{f.integer("step"), f.optional_integer("epoch"), f.number("loss"), f.number("grad_norm"),
+                      f.text("action"),  f.integer("consecutive")};
+    check<IOError>(r.action == "skip" || r.action == "stop", where, ": field 'action' is '", r.action,
+                   "', expected skip or stop");
+    return r;
+  }
+  throw IOError(cat(where, ": field 'record' is '", kind, "', expected step, epoch, test, lm_step, eval or nonfinite"));
 }
 
 std::vector<MetricsRecord> read_metrics(const std::filesystem::path& file) {
   std::vector<MetricsRecord> out;
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return out;
+  require_regular_file(file, "a run's metrics.jsonl");
   std::ifstream in(file);
   if (!in) return out;
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     const std::string where = cat(file.string(), ":", n);
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    check<IOError>(!j.is_discarded(), where, ": not a JSON object (a damaged metrics line)");
+    const nlohmann::json j = parse_json(line, where);
+    check<IOError>(j.is_object(), where, ": not a JSON object (a damaged metrics line)");
     out.push_back(metrics_record_from_json(j, where));
   }
   return out;

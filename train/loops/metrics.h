@@ -7,6 +7,9 @@
 //   lm_step  language-model loop, every log_every steps: step, loss (mean since the last line),
 //            lr, grad_norm, skipped, tokens_per_s, mfu (when a peak is known)
 //   eval     language-model loop, every eval_every steps: step, val_loss, val_ppl
+//   nonfinite both loops, a step whose loss or gradient norm is NaN or inf (nonfinite.h): step,
+//            epoch (epoch loop), loss, grad_norm (null when not finite), action (skip or stop),
+//            consecutive (non-finite steps in a row, this one included)
 //
 // Both loops write them through RunLog (run_log.h); read_metrics reads them back, every field
 // checked (an IOError names file, line and field).
@@ -15,6 +18,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -47,7 +51,16 @@ struct EvalRecord {
   bool operator==(const EvalRecord&) const = default;
 };
 
-using MetricsRecord = std::variant<StepRecord, EpochRecord, TestRecord, LmStepRecord, EvalRecord>;
+struct NonfiniteRecord {
+  int64_t step = 0;
+  std::optional<int64_t> epoch;
+  double loss = 0, grad_norm = 0;
+  std::string action;  // "skip" or "stop"
+  int64_t consecutive = 0;
+  bool operator==(const NonfiniteRecord&) const = default;
+};
+
+using MetricsRecord = std::variant<StepRecord, EpochRecord, TestRecord, LmStepRecord, EvalRecord, NonfiniteRecord>;
 
 nlohmann::json to_json(const MetricsRecord& r);
 // IOError naming `where` and the field for a missing, mistyped or unknown record.

@@ -71,4 +71,15 @@ void Progress::finish(const std::string& summary) {
   }
 }
 
+ThroughputWindow::Rate ThroughputWindow::take(Clock::time_point now) {
+  const Rate r{tokens_, std::chrono::duration<double>(now - start_).count()};
+  restart(now);
+  return r;
+}
+
+void ThroughputWindow::restart(Clock::time_point now) {
+  start_ = now;
+  tokens_ = 0;
+}
+
 }  // namespace qkv::loops

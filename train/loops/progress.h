@@ -3,6 +3,7 @@
 // `interval` steps, so a log file stays readable. An optional log file gets the plain lines too.
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -31,6 +32,30 @@ class Progress {
   std::FILE* log_;
   bool tty_;
   std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+// The tokens and training time a logged tokens/s (and MFU) is computed from: those since the
+// previous log line or, when a validation came in between, since that validation ended (its time
+// and the steps before it are left out together, so the rate is never inflated by counting
+// tokens whose time was dropped). Time points are passed in, so the bookkeeping is testable.
+class ThroughputWindow {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Rate {
+    int64_t tokens = 0;
+    double seconds = 0;
+    double per_second() const { return seconds > 0 ? double(tokens) / seconds : 0.0; }
+  };
+  explicit ThroughputWindow(Clock::time_point now) : start_(now) {}
+  void add(int64_t tokens) { tokens_ += tokens; }
+  // A log line: the window's tokens and seconds up to `now`; the next window starts there.
+  Rate take(Clock::time_point now);
+  // A validation (or anything that is not training) ended at `now`: the window restarts empty.
+  void restart(Clock::time_point now);
+
+ private:
+  Clock::time_point start_;
+  int64_t tokens_ = 0;
 };
 
 }  // namespace qkv::loops

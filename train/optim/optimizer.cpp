@@ -196,6 +196,8 @@ Optimizer::Restored Optimizer::restore(const NamedTensors& state) const {
       check<ValueError>(found[b] != nullptr, where, ": missing entry '", key, "'");
       check<ValueError>(found[b]->shape() == p.shape(), where, ": entry '", key, "' has shape ",
                         shape_str(found[b]->shape()), " but parameter '", pname, "' has shape ", shape_str(p.shape()));
+      check<DTypeError>(found[b]->dtype() == p.dtype(), where, ": entry '", key, "' is ", dtype_name(found[b]->dtype()),
+                        " but parameter '", pname, "' is ", dtype_name(p.dtype()));
       out[i].buffers.push_back(copy_like(*found[b], p));
     }
   }

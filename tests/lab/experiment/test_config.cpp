@@ -218,13 +218,13 @@ TEST_CASE("config: bad values name file, line, key, value and the expected form"
     check_contains(message, {path + ":"});
     check_contains(message, parts);
   };
-  expect("type.yaml", "  layers: two\n", {":7:11", "model.layers: two is not valid", "expected integer >= 1"});
-  expect("frac.yaml", "  layers: 2.5\n", {":7:11", "model.layers: 2.5", "expected integer >= 1"});
+  expect("type.yaml", "  layers: two\n", {":7:11", "model.layers: two is not valid", "expected integer in 1..10000"});
+  expect("frac.yaml", "  layers: 2.5\n", {":7:11", "model.layers: 2.5", "expected integer in 1..10000"});
   expect("quoted.yaml", "  layers: \"2\"\n", {":7:11", "model.layers: '2'", "expected integer"});
   expect("range.yaml", "  dropout: 1.5\n", {":7:12", "model.dropout: 1.5", "expected number in [0.0, 1.0)"});
-  expect("neg.yaml", "  pos2d_channels: -2\n", {":7:19", "model.pos2d_channels: -2", "expected integer >= 2"});
+  expect("neg.yaml", "  pos2d_channels: -2\n", {":7:19", "model.pos2d_channels: -2", "expected integer in 2..4096"});
   expect("enum.yaml", "  activation: tanh\n", {":7:15", "model.activation: tanh", "expected one of relu|gelu"});
-  expect("list.yaml", "  layers: [2, 4]\n", {"model.layers: [2, 4]", "expected integer >= 1", "sweep.grid"});
+  expect("list.yaml", "  layers: [2, 4]\n", {"model.layers: [2, 4]", "expected integer in 1..10000", "sweep.grid"});
   expect("dup.yaml", "  d_model: 64\n", {":7:3", "duplicate key 'd_model'", ":5:3"});
   expect("lr.yaml", "optim:\n  lr: 0\n", {":8:7", "optim.lr: 0", "expected number > 0.0"});
   expect("dev.yaml", "train:\n  device: gpu\n", {":8:11", "train.device: gpu", "cpu, cuda or cuda:N"});
@@ -324,7 +324,7 @@ TEST_CASE("config: bad overrides and unknown scales name the argument, key and e
   check_contains(error_of([&] { load_experiment(path, "", {"model.dmodel=3"}); }),
                  {"override 'model.dmodel=3'", "unknown key 'model.dmodel'", "did you mean 'model.d_model'?"});
   check_contains(error_of([&] { load_experiment(path, "", {"model.d_model=big"}); }),
-                 {"override 'model.d_model=big'", "model.d_model: big is not valid", "expected integer >= 1"});
+                 {"override 'model.d_model=big'", "model.d_model: big is not valid", "expected integer in 1..65536"});
   check_contains(error_of([&] { load_experiment(path, "", {"sweep.seeds=[0,1"}); }),
                  {"override 'sweep.seeds=[0,1'", "YAML syntax error"});
   check_contains(error_of([&] { load_experiment(path, "", {"sweep.grid.model.d_modl=[1]"}); }),
@@ -342,7 +342,7 @@ TEST_CASE("config: bad overrides and unknown scales name the argument, key and e
   const std::string bad_value = dir.write("bv.yaml", kMinimal + "scales:\n  a:\n    model.layers: 0\n");
   CHECK(synthetic(load_experiment(bad_value).config).model.layers == 2);
   check_contains(error_of([&] { load_experiment(bad_value, "a"); }),
-                 {bad_value + ":9:19", "model.layers: 0", "expected integer >= 1"});
+                 {bad_value + ":9:19", "model.layers: 0", "expected integer in 1..10000"});
 }
 
 // ---- sweeps -----------------------------------------------------------------------------------
@@ -403,9 +403,9 @@ TEST_CASE("config: bad grids and failing runs point at the value that breaks the
   expect("g1.yaml", "  grid:\n    model.d_modle: [1]\n",
          {":9:5", "unknown key 'sweep.grid.model.d_modle'", "did you mean 'model.d_model'?"});
   expect("g2.yaml", "  grid:\n    model.d_model: [32, x]\n",
-         {":9:25", "sweep.grid.model.d_model[1]: x is not valid", "expected integer >= 1"});
+         {":9:25", "sweep.grid.model.d_model[1]: x is not valid", "expected integer in 1..65536"});
   expect("g3.yaml", "  grid:\n    model.d_model: 32\n",
-         {":9:20", "sweep.grid.model.d_model: 32 is not valid", "expected a non-empty list of integer >= 1"});
+         {":9:20", "sweep.grid.model.d_model: 32 is not valid", "expected a non-empty list of integer in 1..65536"});
   expect("g4.yaml", "  grid:\n    model.d_model: []\n", {"expected a non-empty list"});
   expect("g5.yaml", "  grid:\n    model.sharing: [QKV]\n", {":9:5", "is set by the variant", "sweep.variants"});
   expect("g6.yaml", "  grid:\n    train.seed: [1, 2]\n", {"is set by the seed", "sweep.seeds"});
@@ -464,7 +464,7 @@ TEST_CASE("config: describe_schema lists every key of the family with type, defa
     CHECK(text.find(k.key) != std::string::npos);
     if (!k.section) CHECK(text.find(k.doc) != std::string::npos);
   }
-  check_contains(text, {"model.d_model", "integer >= 1", "default 64", "model.activation", "one of relu|gelu",
+  check_contains(text, {"model.d_model", "integer in 1..65536", "default 64", "model.activation", "one of relu|gelu",
                         "default relu", "schedule.warmup", "number in [0.0, 1.0)", "default 0.05", "name",
                         "required  experiment name", "sweep.variants", "default [QKV]"});
   CHECK(text.find("train.steps") == std::string::npos);  // the language models' loop

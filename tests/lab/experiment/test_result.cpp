@@ -62,7 +62,7 @@ TEST_CASE("result rows: every family round-trips through JSON and through result
   for (const ResultRow& r :
        {vision_row(), anomaly_row(), lm_row(), [] {
           ResultRow s = identity(TaskKind::synthetic, "copy");
-          s.metrics = ClassificationResult{1.0, 0.01, 1.0, 2, 314, 5.0, 62.0, 0.0, {{1, 0.3, 0.02, 0.99}}};
+          s.metrics = ClassificationResult{1.0, 0.01, 1.0, 1, 314, 5.0, 62.0, 0.0, {{1, 0.3, 0.02, 0.99}}};
           return s;
         }()}) {
     CAPTURE(r.task);
@@ -136,7 +136,7 @@ TEST_CASE("metrics records: each kind round-trips and a damaged line is named wi
   const std::string file = dir.write("metrics.jsonl", text + "{\"record\": \"eval\", \"step\": 5}\n");
   check_contains(error_of([&] { loops::read_metrics(file); }), {file + ":6", "field 'val_loss' is missing"});
   const std::string bad = dir.write("bad.jsonl", text + "{\"record\": \"eval\", \n");
-  check_contains(error_of([&] { loops::read_metrics(bad); }), {bad + ":6", "not a JSON object"});
+  check_contains(error_of([&] { loops::read_metrics(bad); }), {bad + ":6", "malformed JSON"});
   const std::string unknown = dir.write("unknown.jsonl", "{\"record\": \"batch\"}\n");
   check_contains(error_of([&] { loops::read_metrics(unknown); }), {unknown + ":1", "'batch'", "step, epoch, test"});
   const auto read = loops::read_metrics(dir.write("ok.jsonl", text));

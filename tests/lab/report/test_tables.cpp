@@ -53,7 +53,7 @@ TEST_CASE("the table averages over seeds and grid points, with the paper beside 
   CHECK(md.find("| QKV | 0.700 ± 0.141 (2) [0.698] | 0.900 ± 0.000 (1) [0.971] | 0.800 [0.851] |") !=
         std::string::npos);
   const std::string csv = report::to_csv(t, &paper);
-  CHECK(csv.find("QKV,reverse,0.700000,0.141421,2,0.6980\n") != std::string::npos);
+  CHECK(csv.find("QKV,reverse,0.700000,0.141421,2,0.6980,0\n") != std::string::npos);
 }
 
 TEST_CASE("a malformed paper table names the file and the key") {

@@ -38,12 +38,15 @@ TEST_CASE("idx: plain and gzip files written here, and every header and size err
   check_contains(load_with(images, idx_file(0x803, {3}, {1, 2, 3})),
                  {"train-labels-idx1-ubyte", "bad magic 0x00000803", "expected 0x00000801"});
   check_contains(load_with(idx_file(0x803, {3, 2, 2}, iota_bytes(11)), labels),
-                 {"train-images-idx3-ubyte", "truncated", "expected 28 bytes, got 27"});
+                 {"train-images-idx3-ubyte", "truncated", "12 bytes of IDX data", "only 11"});
   check_contains(load_with(std::vector<uint8_t>(images.begin(), images.begin() + 6), labels),
                  {"train-images-idx3-ubyte", "truncated header", "expected at least 8 bytes, got 6"});
   check_contains(load_with(idx_file(0x803, {3, 2, 2}, iota_bytes(13)), labels),
                  {"train-images-idx3-ubyte", "expected 28 bytes, got 29"});
   check_contains(load_with(images, idx_file(0x801, {2}, {1, 2})), {"3 images", "2 labels", "train-labels-idx1-ubyte"});
+  // A count the file cannot hold is refused before anything that large is allocated.
+  check_contains(load_with(images, idx_file(0x801, {0xFFFFFFFFu}, {1, 2, 3})),
+                 {"train-labels-idx1-ubyte", "truncated", "4294967295 bytes", "only 3"});
   check_contains(load_with(images, idx_file(0x801, {3}, {1, 10, 2})),
                  {"train-labels-idx1-ubyte", "label 10 of example 1", "expected 0..9"});
 

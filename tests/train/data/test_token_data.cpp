@@ -384,7 +384,8 @@ TEST_CASE("data prepare: text and JSONL (plain or gzip or zstd) into train/val s
   prepare_once(o, nullptr);
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(o.out)) names.insert(e.path().filename().string());
-  CHECK(names == std::set<std::string>{"dataset.json", "train_000000.bin", "val_000000.bin"});
+  // (and the folder's lock file, which stays: flock(2) locks it while a prepare writes)
+  CHECK(names == std::set<std::string>{".qkvlab.lock", "dataset.json", "train_000000.bin", "val_000000.bin"});
 
   // Errors before any work.
   PrepareOptions e = o;
