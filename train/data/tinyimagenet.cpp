@@ -97,8 +97,8 @@ std::vector<std::string> read_wnids(const fs::path& path) {
       continue;
     }
     check<IOError>(blank_at == 0, path.string(), ":", blank_at, ": blank line before the last class id");
-    check<IOError>(id.find_first_of(" \t") == std::string::npos, path.string(), ":", n,
-                   ": expected one class id (wnid) per line, got '", id, "'");
+    check<IOError>(id.find_first_of(" \t/\\") == std::string::npos && id != "." && id != "..", path.string(), ":", n,
+                   ": expected one class id (wnid, a plain folder name) per line, got '", id, "'");
     check<IOError>(std::find(wnids.begin(), wnids.end(), id) == wnids.end(), path.string(), ":", n,
                    ": duplicate class id ", id);
     wnids.push_back(id);
@@ -154,6 +154,9 @@ std::pair<std::string, int64_t> parse_annotation(const std::string& line, const 
   check<IOError>(f.size() == 6 && !f[0].empty() && is_integer(f[2]) && is_integer(f[3]) && is_integer(f[4]) &&
                      is_integer(f[5]),
                  where, ": expected 6 tab-separated fields (file, wnid, x0, y0, x1, y1), got '", line, "'");
+  // A file name, not a path: the annotations cannot point outside val/images/.
+  check<IOError>(f[0].find('/') == std::string::npos && f[0] != "." && f[0] != "..", where, ": image '", f[0],
+                 "' is not a plain file name in ", images.string());
   const auto cls = classes.find(f[1]);
   check<IOError>(cls != classes.end(), where, ": class id ", f[1], " is not in wnids.txt");
   const fs::path image = images / f[0];

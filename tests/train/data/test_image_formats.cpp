@@ -182,6 +182,13 @@ TEST_CASE("tinyimagenet: folders written here: grayscale JPEG, image size, malfo
   write_text(root / "val/val_annotations.txt", "val_7.JPEG\tn002\t0\t0\t63\t63\n");
   check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::test); }),
                  {"val_annotations.txt:1", "missing image", "val_7.JPEG"});
+  // Names that would reach outside the dataset's folders.
+  write_text(root / "val/val_annotations.txt", "../../train/n001/images/a.JPEG\tn002\t0\t0\t63\t63\n");
+  check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::test); }),
+                 {"val_annotations.txt:1", "not a plain file name"});
+  write_text(root / "wnids.txt", "n001\n../n002\n");
+  check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::train); }),
+                 {"wnids.txt:2", "a plain folder name", "../n002"});
   write_text(root / "wnids.txt", "n001\nn002\nn003\n");
   check_contains(io_error([&] { load_tinyimagenet(root.string(), Split::train); }),
                  {"missing folder", "train/n003/images"});
