@@ -24,7 +24,8 @@ const char* kind_of(fs::file_type t) {
 uint64_t regular_file_size(const fs::path& path, std::string_view what) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (st.type() == fs::file_type::not_found) throw IOError(cat(path.string(), ": cannot open ", what, ": missing file"));
+  if (st.type() == fs::file_type::not_found)
+    throw IOError(cat(path.string(), ": cannot open ", what, ": missing file"));
   if (ec) throw IOError(cat(path.string(), ": cannot read ", what, ": ", ec.message()));
   if (st.type() != fs::file_type::regular)
     throw IOError(cat(path.string(), ": is ", kind_of(st.type()), ", expected ", what, " (a regular file)"));

@@ -66,8 +66,7 @@ TEST_CASE("allocation: running out of memory names the tensor and what it was fo
     AllocationPurpose purpose("building the model");
     empty({int64_t(1) << 44}, DType::f32);  // 64 TiB
   });
-  check_contains(message, {"out of memory", "float32 tensor of shape [17592186044416]",
-                           "while building the model"});
+  check_contains(message, {"out of memory", "float32 tensor of shape [17592186044416]", "while building the model"});
   // Outside the scope, no purpose is named.
   CHECK(allocation_purpose_suffix().empty());
 }

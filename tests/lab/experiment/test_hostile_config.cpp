@@ -63,7 +63,9 @@ TEST_CASE("config sizes have upper bounds naming the key, and a model must fit i
                  {"model.d_model", "expected integer in 1..65536"});
   check_contains(config_error([&] { load_experiment(exp, "", {"train.batch_size=9999999999"}); }),
                  {"train.batch_size"});
-  check_contains(config_error([&] { load_experiment(exp, "", {"model.d_model=65536", "model.layers=10000"}); }),
+  check_contains(config_error([&] {
+                   load_experiment(exp, "", {"model.d_model=65536", "model.layers=10000"});
+                 }),
                  {"model.layers", "fits in memory", "GiB"});
 }
 
@@ -81,22 +83,34 @@ TEST_CASE("sweeps: 4,000 seeds expand to 4,000 runs, each with a one-run sweep s
   std::string axis = "[";
   for (int v = 2; v <= 41; ++v) axis += (v > 2 ? "," : "") + std::to_string(v);
   axis += "]";
-  const std::string huge = dir.write("huge.yaml", kTiny + "sweep:\n  variants: [QKV]\n  seeds: " + seeds +
-                                                      "]\n  grid:\n    model.layers: " + axis + "\n    task.vocab: " +
-                                                      axis + "\n    train.batch_size: " + axis + "\n    model.dropout: [" +
-                                                      "0.1, 0.2]\n");
+  const std::string huge =
+      dir.write("huge.yaml", kTiny + "sweep:\n  variants: [QKV]\n  seeds: " + seeds +
+                                 "]\n  grid:\n    model.layers: " + axis + "\n    task.vocab: " + axis +
+                                 "\n    train.batch_size: " + axis + "\n    model.dropout: [" + "0.1, 0.2]\n");
   check_contains(config_error([&] { load_experiment(huge); }), {"huge.yaml", "runs", "at most 1000000"});
 }
 
 TEST_CASE("results: counts a table indexes by are checked when the file is read") {
-  nlohmann::json good = {{"experiment", "e"}, {"kind", "synthetic"}, {"task", "reverse"}, {"run", "QKV/seed0"},
-                         {"variant", "QKV"}, {"seed", 0}, {"point", nlohmann::json::object()}, {"params", 10},
-                         {"test_accuracy", 0.5}, {"test_loss", 1.0}, {"best_val_accuracy", 0.5}, {"best_epoch", 2},
-                         {"steps", 4}, {"seconds", 1.0}, {"steps_per_second", 4.0}, {"data_wait_fraction", 0.0},
-                         {"epochs", {{{"record", "epoch"}, {"epoch", 1}, {"train_loss", 1.0}, {"val_loss", 1.0},
-                                      {"val_accuracy", 0.4}},
-                                     {{"record", "epoch"}, {"epoch", 2}, {"train_loss", 0.5}, {"val_loss", 0.9},
-                                      {"val_accuracy", 0.5}}}}};
+  nlohmann::json good = {
+      {"experiment", "e"},
+      {"kind", "synthetic"},
+      {"task", "reverse"},
+      {"run", "QKV/seed0"},
+      {"variant", "QKV"},
+      {"seed", 0},
+      {"point", nlohmann::json::object()},
+      {"params", 10},
+      {"test_accuracy", 0.5},
+      {"test_loss", 1.0},
+      {"best_val_accuracy", 0.5},
+      {"best_epoch", 2},
+      {"steps", 4},
+      {"seconds", 1.0},
+      {"steps_per_second", 4.0},
+      {"data_wait_fraction", 0.0},
+      {"epochs",
+       {{{"record", "epoch"}, {"epoch", 1}, {"train_loss", 1.0}, {"val_loss", 1.0}, {"val_accuracy", 0.4}},
+        {{"record", "epoch"}, {"epoch", 2}, {"train_loss", 0.5}, {"val_loss", 0.9}, {"val_accuracy", 0.5}}}}};
   CHECK(result_from_json(good, "r.json").classification()->best_epoch == 2);
   auto damaged = [&](const std::function<void(nlohmann::json&)>& f) {
     nlohmann::json j = good;
