@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <sstream>
 #include <string>
@@ -59,6 +60,17 @@ inline std::string read_file(const std::filesystem::path& p) {
 inline void write_file(const std::filesystem::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary);
   out << bytes;
+}
+
+// What `f` writes to the stream it is given (a log or console stand-in).
+inline std::string captured(const std::function<void(std::FILE*)>& f) {
+  std::FILE* log = std::tmpfile();
+  f(log);
+  std::rewind(log);
+  std::string text;
+  for (int c; (c = std::fgetc(log)) != EOF;) text += char(c);
+  std::fclose(log);
+  return text;
 }
 
 // A fresh, empty folder under the system's temporary directory, unique per process and object.

@@ -25,16 +25,6 @@ void fake_checkpoint(const fs::path& run, int64_t step) {
   test::write_file(run / "checkpoints" / (std::string(name) + ".state.safetensors"), "state");
 }
 
-std::string captured(const std::function<void(std::FILE*)>& f) {
-  std::FILE* log = std::tmpfile();
-  f(log);
-  std::rewind(log);
-  std::string text;
-  for (int c; (c = std::fgetc(log)) != EOF;) text += char(c);
-  std::fclose(log);
-  return text;
-}
-
 }  // namespace
 
 TEST_CASE("run folder: locked while held and a second holder is refused with the first one named") {
@@ -83,10 +73,10 @@ TEST_CASE("run folder: an unfinished run's checkpoints are kept, or deleted only
                         (dir.path() / "checkpoints" / "step_00000020.safetensors").string(), "--resume", "--restart"});
   CHECK(loops::checkpoint_steps(dir.path()) == std::vector<int64_t>{10, 20});
 
-  CHECK(captured([&](std::FILE* log) { dir.settle_checkpoints(true, false, log); }).empty());
+  CHECK(test::captured([&](std::FILE* log) { dir.settle_checkpoints(true, false, log); }).empty());
   CHECK(loops::checkpoint_steps(dir.path()) == std::vector<int64_t>{10, 20});
 
-  const std::string said = captured([&](std::FILE* log) { dir.settle_checkpoints(false, true, log); });
+  const std::string said = test::captured([&](std::FILE* log) { dir.settle_checkpoints(false, true, log); });
   test::check_contains(said, {"--restart", "deleting 2 checkpoint(s), steps 10 to 20",
                               (dir.path() / "checkpoints").string()});
   CHECK(loops::checkpoint_steps(dir.path()).empty());

@@ -48,16 +48,6 @@ data::PrepareOptions options(const test::TempDir& tmp) {
   return o;
 }
 
-std::string captured(const std::function<void(std::FILE*)>& f) {
-  std::FILE* log = std::tmpfile();
-  f(log);
-  std::rewind(log);
-  std::string text;
-  for (int c; (c = std::fgetc(log)) != EOF;) text += char(c);
-  std::fclose(log);
-  return text;
-}
-
 }  // namespace
 
 TEST_CASE("data prepare: the temporary files of a killed prepare are removed by the next one") {
@@ -70,7 +60,7 @@ TEST_CASE("data prepare: the temporary files of a killed prepare are removed by 
                                        o.out / ".dataset.json.tmp.999999.ffffffff",
                                        o.out / "train_000000.bin.tmp.999998", o.out / ".tokens.999997.tmp"};
   for (const auto& f : stale) test::write_file(f, "partial");
-  const std::string said = captured([&](std::FILE* log) { data::prepare_dataset(o, log); });
+  const std::string said = test::captured([&](std::FILE* log) { data::prepare_dataset(o, log); });
   for (const auto& f : stale) {
     CHECK_MESSAGE(!fs::exists(f), f.string());
     test::check_contains(said, {"removed " + f.string() + ", a temporary file an interrupted prepare left"});
