@@ -41,7 +41,11 @@ TEST_CASE("json: nesting is bounded, wide objects parse, duplicates of the outer
   check_contains(error_of<IOError>([&] { parse_json("{\"a\": [1,", "cut.json"); }), {"cut.json", "malformed JSON"});
 
   std::string wide = "{";
-  for (int i = 0; i < 50000; ++i) wide += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":{\"v\":[1,2]}";
+  for (int i = 0; i < 50000; ++i) {
+    wide += i ? ",\"k" : "\"k";
+    wide += std::to_string(i);
+    wide += "\":{\"v\":[1,2]}";
+  }
   wide += "}";
   std::string duplicate = "?";
   CHECK(parse_json(wide, "wide", kMaxJsonDepth, &duplicate).size() == 50000);

@@ -125,7 +125,7 @@ TEST_CASE("malformed files are rejected with the file, the tensor and the field"
   expect(spec_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", four_floats), "needs 12");
   expect(spec_file(R"({"w":{"dtype":"F32","shape":[4]}})", four_floats), "missing field \"data_offsets\"");
   expect(spec_file(R"({"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", four_floats),
-         "non-negative integers");
+         "integers in [0, 2^63)");
   expect(
       spec_file(
           R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"v":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})",

@@ -36,10 +36,11 @@ TEST_CASE("hostile YAML: deep nesting, self-referencing and multiplying aliases 
 
   // Nine levels of nine aliases each: 387 million values from a few hundred bytes.
   std::string laughs = kTiny + "l0: &l0 [x, x, x, x, x, x, x, x, x]\n";
-  for (int i = 1; i <= 9; ++i) {
-    laughs += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
-    for (int k = 0; k < 9; ++k) laughs += (k ? ", *l" : "*l") + std::to_string(i - 1);
-    laughs += "]\n";
+  for (char i = '1'; i <= '9'; ++i) {
+    const char level[] = {'l', i, '\0'}, below[] = {'l', char(i - 1), '\0'};
+    laughs.append(level).append(": &").append(level).append(" [");
+    for (int k = 0; k < 9; ++k) laughs.append(k ? ", *" : "*").append(below);
+    laughs.append("]\n");
   }
   CHECK(laughs.size() < 600);
   const std::string file = dir.write("laughs.yaml", laughs);
@@ -72,7 +73,10 @@ TEST_CASE("config sizes have upper bounds naming the key, and a model must fit i
 TEST_CASE("sweeps: 4,000 seeds expand to 4,000 runs, each with a one-run sweep section") {
   TempDir dir;
   std::string seeds = "[";
-  for (int s = 0; s < 4000; ++s) seeds += (s ? "," : "") + std::to_string(s);
+  for (int s = 0; s < 4000; ++s) {
+    seeds += s ? "," : "";
+    seeds += std::to_string(s);
+  }
   const std::string exp = dir.write("e.yaml", kTiny + "sweep:\n  variants: [QKV]\n  seeds: " + seeds + "]\n");
   const Experiment e = load_experiment(exp);
   REQUIRE(e.runs.size() == 4000);
@@ -81,7 +85,10 @@ TEST_CASE("sweeps: 4,000 seeds expand to 4,000 runs, each with a one-run sweep s
 
   // Three axes of 40 values, one of 2, and 4,000 seeds: half a billion runs, refused at once.
   std::string axis = "[";
-  for (int v = 2; v <= 41; ++v) axis += (v > 2 ? "," : "") + std::to_string(v);
+  for (int v = 2; v <= 41; ++v) {
+    axis += v > 2 ? "," : "";
+    axis += std::to_string(v);
+  }
   axis += "]";
   const std::string huge =
       dir.write("huge.yaml", kTiny + "sweep:\n  variants: [QKV]\n  seeds: " + seeds +
