@@ -107,8 +107,8 @@ void check_magic(IdxReader& f, uint32_t expected, const char* what) {
 
 // Header sizes whose product could not be a real file (guards the allocation against garbage).
 void check_plausible(const std::string& path, int64_t n, int64_t rows, int64_t cols) {
-  check<IOError>(rows > 0 && cols > 0 && rows <= 65536 && cols <= 65536 && n * rows * cols <= (int64_t(1) << 36), path,
-                 ": implausible header: ", n, " images of ", rows, "x", cols);
+  check<IOError>(rows > 0 && cols > 0 && rows <= 65536 && cols <= 65536 && n <= (int64_t(1) << 36) / (rows * cols),
+                 path, ": implausible header: ", n, " images of ", rows, "x", cols);
 }
 
 // Reads exactly n payload bytes after a header of `header` bytes, then checks nothing follows.
