@@ -110,9 +110,7 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
       const double loss = read[0], norm = read[1];
       const StepAction action = guard.check(loss, norm);
       if (action == StepAction::stop) {
-        log.record(guard.record(step + 1, epoch, loss, norm, action));
-        result.diverged = Divergence{step + 1, epoch, guard.stop_reason(loss, norm)};
-        progress.message(cat("step ", step + 1, ": run stopped as diverged: ", result.diverged->reason));
+        result.diverged = guard.stopped(log, step + 1, epoch, loss, norm);
         break;
       }
       if (action == StepAction::apply) {
@@ -123,9 +121,7 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
       ++step;
       if (action == StepAction::skip) {
         ++result.skipped_steps;
-        log.record(guard.record(step, epoch, loss, norm, action));
-        progress.message(cat("step ", step, ": skipped, loss ", describe_value(loss), ", gradient norm ",
-                             describe_value(norm), " (", guard.streak(), " non-finite in a row)"));
+        guard.skipped(log, step, epoch, loss, norm);
       }
       progress.update(step, loss, lr);
       if (step % o.log_every == 0) log.record(StepRecord{epoch, step, loss, lr, norm, progress.steps_per_second()});

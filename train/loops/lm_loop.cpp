@@ -99,9 +99,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     const StepAction action = guard.check(step_loss, norm);
     s.nonfinite_streak = guard.streak();
     if (action == StepAction::stop) {
-      log.record(guard.record(s.step + 1, 0, step_loss, norm, action));
-      result.diverged = Divergence{s.step + 1, 0, guard.stop_reason(step_loss, norm)};
-      progress.message(cat("step ", s.step + 1, ": run stopped as diverged: ", result.diverged->reason));
+      result.diverged = guard.stopped(log, s.step + 1, 0, step_loss, norm);
       break;
     }
     const bool skip = action == StepAction::skip || (o.skip_grad_norm > 0 && norm > o.skip_grad_norm);
@@ -110,9 +108,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     ++s.step;
     s.tokens += step_tokens;
     if (action == StepAction::skip) {  // its loss stays out of the logged mean
-      log.record(guard.record(s.step, 0, step_loss, norm, action));
-      progress.message(cat("step ", s.step, ": skipped, loss ", describe_value(step_loss), ", gradient norm ",
-                           describe_value(norm), " (", guard.streak(), " non-finite in a row)"));
+      guard.skipped(log, s.step, 0, step_loss, norm);
     } else {
       s.log_loss_sum += step_loss;
       ++s.log_count;

@@ -47,4 +47,17 @@ std::string NonfiniteGuard::stop_reason(double loss, double grad_norm) const {
              " in a row, more than train.max_consecutive_skips = ", policy_.max_consecutive_skips);
 }
 
+void NonfiniteGuard::skipped(RunLog& log, int64_t step, int64_t epoch, double loss, double grad_norm) const {
+  log.record(record(step, epoch, loss, grad_norm, StepAction::skip));
+  log.progress().message(cat("step ", step, ": skipped, loss ", describe_value(loss), ", gradient norm ",
+                             describe_value(grad_norm), " (", streak_, " non-finite in a row)"));
+}
+
+Divergence NonfiniteGuard::stopped(RunLog& log, int64_t step, int64_t epoch, double loss, double grad_norm) const {
+  log.record(record(step, epoch, loss, grad_norm, StepAction::stop));
+  Divergence d{step, epoch, stop_reason(loss, grad_norm)};
+  log.progress().message(cat("step ", step, ": run stopped as diverged: ", d.reason));
+  return d;
+}
+
 }  // namespace qkv::loops

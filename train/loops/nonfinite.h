@@ -8,6 +8,7 @@
 #include <string>
 
 #include "train/loops/metrics.h"
+#include "train/loops/run_log.h"
 
 namespace qkv::loops {
 
@@ -39,6 +40,10 @@ class NonfiniteGuard {
   // The record of a step check() did not apply, and why a stopped run stopped.
   NonfiniteRecord record(int64_t step, int64_t epoch, double loss, double grad_norm, StepAction action) const;
   std::string stop_reason(double loss, double grad_norm) const;
+  // Both loops' reports of such a step (`epoch` 0 in the language-model loop): its record in
+  // metrics.jsonl and a console line; stopped() also returns the run's Divergence.
+  void skipped(RunLog& log, int64_t step, int64_t epoch, double loss, double grad_norm) const;
+  Divergence stopped(RunLog& log, int64_t step, int64_t epoch, double loss, double grad_norm) const;
 
  private:
   NonfinitePolicy policy_;
