@@ -222,7 +222,9 @@ class KillRounds:
         if rc == KILLED:
             self.kills += 1
             self.phase_kills[phase] = self.phase_kills.get(phase, 0) + 1
-        else:  # the run finished before the random kill: check it and start another
+        # The run finished before the random kill, or the kill came after result.json was written
+        # (while the tables were printed): check it and start another.
+        if rc != KILLED or (self.run_dir / "result.json").exists():
             self.finish_round()
             self.new_round()
 
