@@ -11,7 +11,8 @@ packages=(
   nlohmann-json3-dev                     # safetensors headers
   libcli11-dev                           # the qkvlab command line
   libyaml-cpp-dev                        # experiment configuration files
-  libstb-dev pkg-config                  # PNG figures (stb_image_write)
+  libstb-dev pkg-config                  # JPEG decoding, JPEGs in the tests (stb)
+  gnuplot-nox                            # figures (PNG, SVG, PDF)
   doctest-dev                            # tests
   dataset-fashion-mnist zlib1g-dev       # Fashion-MNIST (IDX .gz in /usr/share/datasets) and gzip reading
   python3-torch libopenblas0-pthread     # parity tests and benchmarks against PyTorch (optimized BLAS)

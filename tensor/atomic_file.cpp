@@ -1,6 +1,7 @@
 #include "tensor/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -58,12 +59,25 @@ std::vector<fs::path> remove_temp_files(const fs::path& dir, bool recursive) {
   return removed;
 }
 
+void remove_dead_temp_files_for(const fs::path& path) {
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const std::string prefix = cat(".", path.filename().string(), ".tmp.");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(prefix) || !std::regex_match(name, temp_pattern()) || !e.is_regular_file(ec)) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) fs::remove(e.path(), ec);
+  }
+}
+
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw IOError(cat(path, ": cannot write: directory '", dir.string(), "' does not exist"));
+  remove_dead_temp_files_for(target);
   const std::string tmp = temp_file_for(target).string();
   try {
     {

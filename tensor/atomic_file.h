@@ -25,5 +25,9 @@ bool is_temp_file_name(const std::string& filename);
 // `recursive`) and returns them; those of this process are kept. Only call this while holding the
 // folder's lock (folder_lock.h): then no other process is writing them and every one is a leftover.
 std::vector<std::filesystem::path> remove_temp_files(const std::filesystem::path& dir, bool recursive);
+// Removes the temporary files of `path` (temp_file_for's pattern for that name) left by processes
+// that no longer run: a writer killed halfway. Needs no lock, since a live writer's file is kept;
+// write_file_atomically calls it, so the next write of a file clears what a killed one left.
+void remove_dead_temp_files_for(const std::filesystem::path& path);
 
 }  // namespace qkv

@@ -14,6 +14,7 @@ void add_data_command(CLI::App& app);        // qkvlab data prepare: text -> GPT
 void add_table_command(CLI::App& app);       // qkvlab table: the paper's tables from run folders
 void add_lm_report_commands(CLI::App& app);  // qkvlab params / flops / cache / bench decode
 void add_generate_command(CLI::App& app);    // qkvlab generate: text from a trained run
+void add_analyze_command(CLI::App& app);     // qkvlab analyze: why K=V works, from trained runs
 void add_reference_commands(CLI::App& app);  // qkvlab keys / variants: what the files and names accept
 void print_variant_table(std::ostream& os);
 // The tables and figures of the runs under `out`, with the paper's numbers from `paper_dir`.

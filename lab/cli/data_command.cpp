@@ -1,8 +1,9 @@
-// qkvlab data prepare INPUT... --out DIR [--tokenizer DIR | --data-root DIR] [--val-fraction F]
-//                               [--shard-tokens N] [--threads N]
+// qkvlab data prepare INPUT... [--val FILE...] --out DIR [--tokenizer DIR | --data-root DIR]
+//                               [--val-fraction F] [--shard-tokens N] [--threads N]
 // Tokenizes text files (plain text: one file is one document; JSONL: one "text" per line; each
 // plain, .gz or .zst) with GPT-2's BPE into train/val token shards and DIR/dataset.json, the
-// folder the language-model runs read (train/data/prepare_dataset.h has the layout). DIR is
+// folder the language-model runs read (train/data/prepare_dataset.h has the layout). The val
+// split is the --val files when given, else the last --val-fraction of the inputs' tokens. DIR is
 // locked while it is written; a second prepare of it stops, naming the process that holds it.
 #include <algorithm>
 #include <filesystem>
@@ -18,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct PrepareArgs {
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs, val;
   std::string out, tokenizer, data_root;
   double val_fraction = 0.1;
   int64_t shard_tokens = 100'000'000;
@@ -28,6 +29,7 @@ struct PrepareArgs {
 void prepare(const PrepareArgs& a) {
   data::PrepareOptions o;
   for (const std::string& in : a.inputs) o.inputs.emplace_back(in);
+  for (const std::string& in : a.val) o.val_inputs.emplace_back(in);
   o.out = a.out;
   if (!a.tokenizer.empty()) o.tokenizer = a.tokenizer;
   else if (!a.data_root.empty()) o.tokenizer = fs::path(a.data_root) / "gpt2-tokenizer";
@@ -35,7 +37,7 @@ void prepare(const PrepareArgs& a) {
     throw ValueError(
         "data prepare: no tokenizer: pass --tokenizer DIR (holding encoder.json and vocab.bpe) or "
         "--data-root DIR (holding gpt2-tokenizer/)");
-  o.val_fraction = a.val_fraction;
+  o.val_fraction = a.val.empty() ? a.val_fraction : 0.0;  // --val excludes --val-fraction (CLI11)
   o.shard_tokens = a.shard_tokens;
   o.threads = std::max(1, a.threads);
   data::prepare_dataset(o, stdout);
@@ -54,7 +56,12 @@ void add_data_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "output folder for the shards and dataset.json")->required();
   cmd->add_option("--tokenizer", a->tokenizer, "folder with GPT-2's encoder.json and vocab.bpe");
   cmd->add_option("--data-root", a->data_root, "data folder; the tokenizer is its gpt2-tokenizer/ unless --tokenizer");
-  cmd->add_option("--val-fraction", a->val_fraction, "share of the token stream's end that goes to val (default 0.1)");
+  auto* fraction = cmd->add_option("--val-fraction", a->val_fraction,
+                                   "without --val: share of the token stream's end that goes to val (default 0.1)");
+  cmd->add_option("--val", a->val,
+                  "validation files, the whole val split (e.g. SlimPajama's validation/*.jsonl.zst); "
+                  "put them after the inputs")
+      ->excludes(fraction);
   cmd->add_option("--shard-tokens", a->shard_tokens, "tokens per shard file (default 100000000)");
   cmd->add_option("--threads", a->threads, "encoding threads (default: the cores, at most 4)");
   cmd->callback([a] { prepare(*a); });

@@ -3,16 +3,20 @@
 //   qkvlab flops FILE --seq N                multiply-accumulates of a forward pass (the paper's table)
 //   qkvlab cache FILE --context N [--batch B] [--dtype bf16] [--no-measure] [--device D]
 //                                            KV-cache bytes per variant, computed and measured
-//   qkvlab bench decode FILE [--batch B] [--context N] [--new-tokens K] [--device D]
-//                                            decode tokens/s and peak memory per variant
+//   qkvlab bench decode FILE [--batch B] [--context N] [--new-tokens K] [--precision bf16|fp32] [--device D]
+//                                            decode tokens/s and peak memory per variant, and the
+//                                            Q-K=V-vs-QKV ratios beside the paper's
 // FILE takes --scale and key=value overrides like `qkvlab run`.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "lab/cli/commands.h"
 #include "lab/cli/device_option.h"
 #include "lab/experiment/experiment.h"
 #include "lab/infer/decode_bench.h"
+#include "lab/report/decode_report.h"
 #include "lab/report/lm_reports.h"
 #include "tensor/error.h"
 
@@ -89,32 +93,51 @@ void add_lm_report_commands(CLI::App& app) {
     auto batch = std::make_shared<int64_t>(1), context = std::make_shared<int64_t>(512),
          prompt = std::make_shared<int64_t>(128), tokens = std::make_shared<int64_t>(32);
     auto dtype = std::make_shared<std::string>("f32");
+    auto precision = std::make_shared<std::string>("fp32");
     auto device = std::make_shared<std::string>("cpu");
-    auto* cmd = bench->add_subcommand("decode", "Decode tokens/s and peak memory per variant (random weights)");
+    auto paper = std::make_shared<std::string>(default_paper_tables() + "/decode.yaml");
+    auto* cmd = bench->add_subcommand(
+        "decode", "Decode tokens/s and peak memory per variant (random weights), beside the paper's Q-K=V gains");
     add_file_options(cmd, *o);
     cmd->add_option("--batch", *batch, "sequences decoded together (default 1)")->check(CLI::PositiveNumber);
     cmd->add_option("--context", *context, "cache capacity per sequence (default 512)")->check(CLI::PositiveNumber);
     cmd->add_option("--prompt", *prompt, "prefilled tokens (default 128)")->check(CLI::PositiveNumber);
     cmd->add_option("--new-tokens", *tokens, "tokens decoded one at a time (default 32)")->check(CLI::PositiveNumber);
-    cmd->add_option("--dtype", *dtype, "cache storage: f32 (default), bf16 or f16");
+    auto* dtype_opt = cmd->add_option("--dtype", *dtype, "cache storage: f32 (default), bf16 or f16");
+    cmd->add_option("--precision", *precision,
+                    "fp32 (default) or bf16: the KV cache in bfloat16 (weights stay float32: no bf16 kernels)")
+        ->excludes(dtype_opt);
+    cmd->add_option("--paper", *paper, "the paper's decode measurements (default experiments/paper/decode.yaml)");
     add_device_option(cmd, *device);
-    cmd->callback([o, batch, context, prompt, tokens, dtype, device] {
+    cmd->callback([o, batch, context, prompt, tokens, dtype, precision, device, paper, dtype_opt] {
       check<ValueError>(*prompt + *tokens <= *context, "bench decode: --prompt ", *prompt, " + --new-tokens ", *tokens,
                         " exceed --context ", *context);
-      const DType dt = parse_dtype(*dtype);
+      const infer::DecodeDtypes dts = infer::decode_dtypes(infer::parse_decode_precision(*precision));
+      const DType dt = dtype_opt->count() > 0 ? parse_dtype(*dtype) : dts.cache;
       const Device dev = usable_device(*device, "bench decode");
-      std::printf("decode on %s: batch %lld, prompt %lld, %lld new tokens, cache of %lld positions (%s)\n\n",
+      std::optional<report::PaperDecode> theirs;
+      if (std::filesystem::exists(*paper)) theirs = report::load_paper_decode(*paper);
+      const auto models = models_of(*o);
+      std::printf("decode on %s: batch %lld, prompt %lld, %lld new tokens, cache of %lld positions (%s)\n",
                   dev.str().c_str(), static_cast<long long>(*batch), static_cast<long long>(*prompt),
                   static_cast<long long>(*tokens), static_cast<long long>(*context), dtype_name(dt));
-      std::printf("| variant | prefill ms | decode tokens/s | cache bytes | peak bytes |\n|---|---:|---:|---:|---:|\n");
-      for (const auto& m : models_of(*o)) {
+      if (dtype_opt->count() == 0) std::printf("precision %s\n", dts.note.c_str());
+      std::printf("\n%s", report::decode_header().c_str());
+      std::vector<report::DecodeRow> rows;
+      DType weights = DType::f32;
+      for (const auto& m : models) {
         nn::GPTConfig c = m.config;
         c.context = std::max(c.context, *context);
         const infer::DecodeBenchResult r = infer::bench_decode(c, *batch, *context, *prompt, *tokens, dt, dev);
-        std::printf("| %s | %.1f | %.1f | %s | %s |\n", m.variant.c_str(), r.prefill_ms, r.decode_tokens_per_s,
-                    with_commas(r.cache_bytes).c_str(), with_commas(r.peak_bytes).c_str());
+        weights = r.weight_dtype;
+        rows.push_back({m.variant, r.prefill_ms, r.decode_tokens_per_s, r.cache_bytes, r.peak_bytes, r.peak_rss_bytes,
+                        r.rss_since_start});
+        std::printf("%s", report::decode_row(rows.back()).c_str());
         std::fflush(stdout);
       }
+      std::printf("\nran: weights %s, KV cache %s\n", dtype_name(weights), dtype_name(dt));
+      std::printf("%s", report::decode_comparison(rows, theirs ? &*theirs : nullptr).c_str());
+      if (!theirs) std::printf("(no paper decode numbers: %s not found; pass --paper)\n", paper->c_str());
     });
   }
 }

@@ -10,7 +10,9 @@
 #include "lab/cli/commands.h"
 #include "lab/experiment/experiment.h"
 #include "lab/experiment/node.h"
+#include "lab/tasks/lm.h"
 #include "lab/tasks/run_task.h"
+#include "tensor/error.h"
 
 namespace qkv::cli {
 namespace {
@@ -47,10 +49,16 @@ void run(const RunOptions& o) {
   }
   // Load and validate everything before training anything.
   std::vector<experiment::Experiment> loaded;
+  std::vector<std::string> missing_data;
   size_t total = 0, done = 0;
   for (const std::string& path : experiments) {
     loaded.push_back(experiment::load_experiment(path, o.scale, overrides));
-    tasks::check_inputs(loaded.back().config);  // a missing dataset stops us before anything trains
+    try {
+      tasks::check_inputs(loaded.back().config);  // a missing dataset stops us before anything trains
+    } catch (const Error& e) {
+      if (!o.dry_run) throw;
+      missing_data.push_back(e.what());  // a dry run lists the runs all the same, and says what is missing
+    }
     for (const auto& r : loaded.back().runs) {
       ++total;
       const experiment::RunDir dir(o.out, r);
@@ -62,7 +70,12 @@ void run(const RunOptions& o) {
   }
   std::printf("qkvlab run: %zu experiment(s), %zu run(s), %zu already complete, output in %s\n", loaded.size(), total,
               done, o.out.c_str());
+  for (const auto& e : loaded)
+    if (e.config.kind() == experiment::TaskKind::lm)
+      std::printf("  %s protocol: %s\n", e.config.name().c_str(),
+                  tasks::lm_protocol(e.config.as<experiment::LmConfig>()).c_str());
   if (o.dry_run) {
+    for (const std::string& m : missing_data) std::printf("  missing data (a real run stops here): %s\n", m.c_str());
     for (const auto& e : loaded)
       for (const auto& r : e.runs)
         std::printf("  %s/%s%s\n", e.config.name().c_str(), r.id.c_str(),

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace qkv::experiment {
 
 namespace {
@@ -97,7 +99,10 @@ const Schema<ImageData>& ImageData::schema() {
       fields(inherit<T>(DataRoot::schema()),
              {
                  field("dataset", &T::dataset, DatasetName::mnist, "image dataset"),
-                 field("holdout", &T::holdout, 5000, in_range(1, 1 << 28), "training examples held out for validation"),
+                 field("holdout", &T::holdout, 5000, in_range(1, 1 << 28),
+                       "training examples held out for validation (vision: train.protocol holdout_best only)"),
+                 field("image_size", &T::image_size, 0, in_range(0, 4096),
+                       "images resized (bilinear) to this square size before use; 0 = the dataset's own"),
              })};
   return s;
 }
@@ -113,6 +118,9 @@ const Schema<VisionData>& VisionData::schema() {
                 "random crop after zero padding (augmentation); 0 = off"),
           field("flip", &T::flip, false, "random horizontal flips (augmentation)"),
           field("workers", &T::workers, 2, in_range(0, 256), "loader threads ahead of the training step; 0 = inline"),
+          field("pad_to", &T::pad_to, 0, in_range(0, 4096),
+                "zero-pad the images (after resizing, cropping and normalisation) at the right and bottom to "
+                "pad_to x pad_to; 0 = off"),
       })};
   return s;
 }
@@ -146,21 +154,28 @@ const Schema<LmData>& LmData::schema() {
       {
           field("text", &T::text, {},
                 "text or JSONL files (plain, .gz, .zst) under data.root, tokenized once and cached"),
+          field("val_text", &T::val_text, {},
+                "lm.text: validation files, the whole validation split (no fraction cut); [] = cut lm.text"),
           field("tokens", &T::tokens, "", "or a folder made by `qkvlab data prepare` (absolute or under data.root)"),
           field("tokenizer", &T::tokenizer, "gpt2-tokenizer",
                 "GPT-2 encoder.json + vocab.bpe (absolute or under data.root)"),
           field("val_fraction", &T::val_fraction, 0.1, in_half_open(0.0, 1.0),
-                "lm.text: the last fraction of tokens validates"),
+                "lm.text without lm.val_text: the last fraction of tokens validates"),
           field("sampling", &T::sampling, LmSamplingName::packed,
-                "packed windows, or one document per sample truncated and padded (the official code)"),
+                "packed windows; per_document: one document per sample, padded, padding masked; official: "
+                "per_document exactly as the official code (no leading separator, context-1 targets, padding "
+                "counted)"),
           field("loss_on_padding", &T::loss_on_padding, false,
-                "per_document: the loss counts the end-of-text padding, as the official code does"),
+                "per_document: the loss counts the end-of-text padding (official always does)"),
       },
       [](const T& l, const Located& at) {
         if (!l.text.empty() && !l.tokens.empty())
           at.fail("tokens", l.tokens, "empty when lm.text lists files (give one source of tokens)");
         if (l.text.empty() && l.tokens.empty())
           at.fail("text", "[]", "a list of text files, or lm.tokens naming a prepared token folder");
+        if (!l.val_text.empty() && l.text.empty())
+          at.fail("val_text", cat("[", l.val_text.front(), ", ...]"),
+                  "[] with lm.tokens (a prepared folder has its own val split), or lm.text beside it");
       }};
   return s;
 }
@@ -240,7 +255,10 @@ const Schema<VitModel>& VitModel::schema() {
   using T = VitModel;
   static const Schema<T> s{
       fields(fields<T>({model_kind_field<T>("vit", "vision"),
-                        field("patch", &T::patch, 7, in_range(1, 4096), "patch size (must divide the image size)")},
+                        field("patch", &T::patch, 7, in_range(1, 4096),
+                              "patch size (must divide the image size after resizing and padding)"),
+                        field("pad_to_patch", &T::pad_to_patch, false,
+                              "zero-pad the images at the right and bottom up to the next multiple of the patch")},
                        inherit<T>(ModelBase::schema())),
              {
                  field("activation", &T::activation, Activation::relu, "MLP activation"),
@@ -314,8 +332,52 @@ const Schema<VisionConfig>& VisionConfig::schema() {
                                              section("data", &T::data, "the image dataset and its augmentation"),
                                              section("model", &T::model, "the ViT")},
                                             "the optimizer", kEpochSchedule, "the epoch loop"),
-                           [](const T& c, const Located& at) { check_lr_floor(c, at); }};
+                           [](const T& c, const Located& at) {
+                             check_lr_floor(c, at);
+                             const int64_t side = native_image_side(c.data.dataset);
+                             vision_geometry(c, side, side, &at);
+                           }};
   return s;
+}
+
+int64_t native_image_side(DatasetName d) {
+  switch (d) {
+    case DatasetName::mnist:
+    case DatasetName::fashion_mnist: return 28;
+    case DatasetName::cifar10:
+    case DatasetName::cifar100: return 32;
+    case DatasetName::tinyimagenet: return 64;
+  }
+  return 0;
+}
+
+ImageGeometry vision_geometry(const VisionConfig& c, int64_t height, int64_t width, const Located* at) {
+  auto fail = [&](const char* key, int value, const std::string& expected) {
+    if (at) at->fail(key, value, expected);
+    throw ValueError(cat(key, ": ", value, " is not valid: expected ", expected));
+  };
+  ImageGeometry g;
+  g.height = c.data.image_size > 0 ? c.data.image_size : height;
+  g.width = c.data.image_size > 0 ? c.data.image_size : width;
+  const std::string images = cat("the ", g.height, "x", g.width, " images of ", enum_name(c.data.dataset));
+  const int64_t pad = c.data.pad_to;
+  if (pad > 0 && (pad < g.height || pad < g.width))
+    fail("data.pad_to", c.data.pad_to, cat("0 or a size of at least ", images));
+  g.padded_height = std::max(g.height, pad);
+  g.padded_width = std::max(g.width, pad);
+  const int64_t p = c.model.patch;
+  if (c.model.pad_to_patch) {
+    g.padded_height = (g.padded_height + p - 1) / p * p;
+    g.padded_width = (g.padded_width + p - 1) / p * p;
+  }
+  if (g.padded_height % p != 0 || g.padded_width % p != 0) {
+    const std::string padded = g.padded_height == g.height && g.padded_width == g.width
+                                   ? images
+                                   : cat(images, " padded to ", g.padded_height, "x", g.padded_width);
+    fail("model.patch", c.model.patch,
+         cat("a patch size that divides ", padded, " (or model.pad_to_patch: true to pad them)"));
+  }
+  return g;
 }
 
 const Schema<AnomalyConfig>& AnomalyConfig::schema() {

@@ -21,7 +21,7 @@ enum class Norm { post, pre };
 enum class HeadKind { mlp, linear };
 enum class DatasetName { mnist, fashion_mnist, cifar10, cifar100, tinyimagenet };
 enum class FeatureSource { resnet34, file };
-enum class LmSamplingName { packed, per_document };
+enum class LmSamplingName { packed, per_document, official };
 
 template <> struct EnumNames<TaskKind> {
   static constexpr std::array<std::pair<std::string_view, TaskKind>, 4> values{{{"synthetic", TaskKind::synthetic},
@@ -60,8 +60,10 @@ template <> struct EnumNames<FeatureSource> {
       {{"resnet34", FeatureSource::resnet34}, {"file", FeatureSource::file}}};
 };
 template <> struct EnumNames<LmSamplingName> {
-  static constexpr std::array<std::pair<std::string_view, LmSamplingName>, 2> values{
-      {{"packed", LmSamplingName::packed}, {"per_document", LmSamplingName::per_document}}};
+  static constexpr std::array<std::pair<std::string_view, LmSamplingName>, 3> values{
+      {{"packed", LmSamplingName::packed},
+       {"per_document", LmSamplingName::per_document},
+       {"official", LmSamplingName::official}}};
 };
 
 // ---- task sections ------------------------------------------------------------------------
@@ -111,6 +113,7 @@ struct DataRoot {
 struct ImageData : DataRoot {
   DatasetName dataset{};
   int holdout = 0;
+  int image_size = 0;  // resized (bilinear) to image_size x image_size; 0 = the dataset's size
   bool operator==(const ImageData&) const = default;
   static const Schema<ImageData>& schema();
 };
@@ -121,6 +124,7 @@ struct VisionData : ImageData {
   int crop_padding = 0;  // random-crop augmentation after zero padding; 0 = off
   bool flip = false;     // random horizontal flips
   int workers = 2;       // loader threads decoding and augmenting ahead of the training step
+  int pad_to = 0;        // zero-padded at the right and bottom to pad_to x pad_to; 0 = off
   bool operator==(const VisionData&) const = default;
   static const Schema<VisionData>& schema();
 };
@@ -136,12 +140,13 @@ struct AnomalyData : ImageData {
 };
 // Language models: token data, tokenized from text under data.root or prepared beforehand.
 struct LmData {
-  std::vector<std::string> text;  // text / JSONL files (plain, .gz, .zst) under data.root
-  std::string tokens;             // or a folder from `qkvlab data prepare` (absolute or under data.root)
-  std::string tokenizer;          // GPT-2 encoder.json + vocab.bpe (absolute or under data.root)
-  double val_fraction = 0;        // the last fraction of the token stream is the validation split
-  LmSamplingName sampling{};      // packed windows, or one document per sample (the official code)
-  bool loss_on_padding = false;   // per_document: count the end-of-text padding in the loss
+  std::vector<std::string> text;      // text / JSONL files (plain, .gz, .zst) under data.root
+  std::vector<std::string> val_text;  // the validation split's files, apart from `text`
+  std::string tokens;                 // or a folder from `qkvlab data prepare` (absolute or under data.root)
+  std::string tokenizer;              // GPT-2 encoder.json + vocab.bpe (absolute or under data.root)
+  double val_fraction = 0;            // without val_text: the last fraction of the token stream validates
+  LmSamplingName sampling{};          // packed windows, one padded document per sample, or the official code's
+  bool loss_on_padding = false;       // per_document: count the end-of-text padding in the loss
   bool operator==(const LmData&) const = default;
   static const Schema<LmData>& schema();
 };
@@ -170,6 +175,7 @@ struct EncoderModel : ModelBase {
 };
 struct VitModel : ModelBase {
   int patch = 0;
+  bool pad_to_patch = false;  // zero-pad the images up to the next multiple of the patch
   Activation activation{};
   int pos2d_channels = 0;
   bool operator==(const VitModel&) const = default;
@@ -217,6 +223,19 @@ struct VisionConfig {
   static const Schema<VisionConfig>& schema();
 };
 
+// The side of a dataset's images in its standard format (MNIST 28, CIFAR 32, TinyImageNet 64).
+int64_t native_image_side(DatasetName d);
+// What the ViT of a vision config sees of images stored height x width: resized to
+// data.image_size, then zero-padded at the right and bottom to data.pad_to and, with
+// model.pad_to_patch, to the next multiple of model.patch.
+struct ImageGeometry {
+  int64_t height = 0, width = 0;                // after resizing
+  int64_t padded_height = 0, padded_width = 0;  // the ViT's input
+};
+// A data.pad_to below the image size, or a model.patch that does not divide the padded size,
+// fails through `at` (a config being parsed) or as a ValueError naming the key (at == nullptr).
+ImageGeometry vision_geometry(const VisionConfig& c, int64_t height, int64_t width, const Located* at = nullptr);
+
 struct AnomalyConfig {
   static constexpr TaskKind kKind = TaskKind::anomaly;
   std::string name;
@@ -238,7 +257,7 @@ struct LmConfig {
   DataRoot data;
   LmData lm;
   GptModel model;
-  OptimConfig optim;
+  LmOptim optim;
   StepSchedule schedule;
   StepTrain train;
   SweepConfig sweep;

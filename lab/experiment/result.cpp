@@ -1,5 +1,6 @@
 #include "lab/experiment/result.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -63,6 +64,9 @@ nlohmann::json to_json(const ResultRow& r) {
               {"data_wait_fraction", c->data_wait_fraction},
               {"epochs", curve_json(c->epochs)},
               {"skipped_steps", c->skipped_steps}});
+    j.update({{"protocol", std::string(enum_name(c->protocol))},
+              {"tested_epoch", c->tested_epoch},
+              {"validations", curve_json(c->validations)}});
   }
   if (const LmResult* l = r.lm()) {
     if (!r.diverged)
@@ -77,9 +81,18 @@ nlohmann::json to_json(const ResultRow& r) {
               {"kv_cache_bytes_per_token_bf16", l->kv_cache_bytes_per_token_bf16},
               {"kv_cache_reduction", l->kv_cache_reduction},
               {"evals", curve_json(l->evals)}});
+    if (l->model)
+      j["model"] = {{"layers", l->model->layers}, {"d_model", l->model->d_model}, {"heads", l->model->heads},
+                    {"ffn", l->model->ffn},       {"context", l->model->context}, {"vocab", l->model->vocab}};
+    if (l->train_loss) j["train_loss"] = *l->train_loss;
   }
   if (r.images) j.update({{"train_examples", r.images->train_examples}, {"test_examples", r.images->test_examples}});
   if (r.sets) j.update({{"dataset", r.sets->dataset}, {"features", r.sets->features}, {"chance", r.sets->chance}});
+  if (r.sets && r.sets->image_size) j["resnet_image_size"] = *r.sets->image_size;
+  if (r.sets && r.sets->pretrained) j["resnet_pretrained"] = *r.sets->pretrained;
+  if (r.precision)
+    j["precision"] = {{"requested", loops::precision_name(r.precision->requested)},
+                      {"used", loops::precision_name(r.precision->used)}};
   return j;
 }
 
@@ -97,6 +110,9 @@ void check_counts(const ResultRow& r, const std::string& where) {
   if (const ClassificationResult* c = r.classification()) {
     check_at_least(c->steps, 0, where, "steps");
     check_at_least(c->skipped_steps, 0, where, "skipped_steps");
+    for (size_t i = 0; i < c->validations.size(); ++i)
+      check<IOError>(c->validations[i].epoch > (i ? c->validations[i - 1].epoch : 0.0), where, ": validations[", i,
+                     "]: field 'epoch' is ", c->validations[i].epoch, ", expected an epoch after the one before");
     int64_t last = 0;
     for (size_t i = 0; i < c->epochs.size(); ++i) {
       check<IOError>(c->epochs[i].epoch > last, where, ": epochs[", i, "]: field 'epoch' is ", c->epochs[i].epoch,
@@ -116,6 +132,14 @@ void check_counts(const ResultRow& r, const std::string& where) {
       check<IOError>(l->evals[i].step > last, where, ": evals[", i, "]: field 'step' is ", l->evals[i].step,
                      ", expected a step after ", last);
       last = l->evals[i].step;
+    }
+    if (const auto& m = l->model) {
+      check_at_least(m->layers, 1, where, "model.layers");
+      check_at_least(m->d_model, 1, where, "model.d_model");
+      check_at_least(m->heads, 1, where, "model.heads");
+      check_at_least(m->ffn, 1, where, "model.ffn");
+      check_at_least(m->context, 1, where, "model.context");
+      check_at_least(m->vocab, 1, where, "model.vocab");
     }
   }
   if (r.images) {
@@ -168,6 +192,13 @@ ResultRow result_from_json(const nlohmann::json& j, const std::string& where) {
                          f.integer("kv_cache_bytes_per_token_bf16"),
                          f.number("kv_cache_reduction"),
                          curve<loops::EvalRecord>(f, "evals")};
+    LmResult& l = std::get<LmResult>(r.metrics);
+    if (j.contains("model")) {  // older rows have no shape
+      const JsonFields m(f.object("model"), cat(where, ": model"));
+      l.model = LmShape{m.integer("layers"), m.integer("d_model"), m.integer("heads"),
+                        m.integer("ffn"),    m.integer("context"), m.integer("vocab")};
+    }
+    l.train_loss = f.optional_number("train_loss");
   } else {
     r.metrics = ClassificationResult{final_metric("test_accuracy"),
                                      final_metric("test_loss"),
@@ -179,9 +210,39 @@ ResultRow result_from_json(const nlohmann::json& j, const std::string& where) {
                                      f.number("data_wait_fraction"),
                                      curve<loops::EpochRecord>(f, "epochs"),
                                      f.optional_integer("skipped_steps").value_or(0)};  // older rows: none
+    ClassificationResult& c = std::get<ClassificationResult>(r.metrics);
+    if (j.contains("protocol")) {  // older rows: holdout_best
+      const std::string protocol = f.text("protocol");
+      const auto p = enum_from_name<Protocol>(protocol);
+      check<IOError>(p.has_value(), where, ": field 'protocol' is '", protocol, "', expected ",
+                     Codec<Protocol>::type());
+      c.protocol = *p;
+    }
+    c.tested_epoch = f.optional_number("tested_epoch").value_or(double(c.best_epoch));
+    if (j.contains("validations")) c.validations = curve<loops::ValRecord>(f, "validations");
   }
   if (r.kind == TaskKind::vision) r.images = ImageCounts{f.integer("train_examples"), f.integer("test_examples")};
-  if (r.kind == TaskKind::anomaly) r.sets = SetSource{f.text("dataset"), f.text("features"), f.number("chance")};
+  if (r.kind == TaskKind::anomaly) {
+    r.sets = SetSource{f.text("dataset"), f.text("features"), f.number("chance")};
+    r.sets->image_size = f.optional_integer("resnet_image_size");  // older rows: none
+    if (r.sets->image_size) check_at_least(*r.sets->image_size, 0, where, "resnet_image_size");
+    if (j.contains("resnet_pretrained")) {
+      check<IOError>(j.at("resnet_pretrained").is_boolean(), where,
+                     ": field 'resnet_pretrained' is not true or false, expected whether the ResNet34 was pretrained");
+      r.sets->pretrained = j.at("resnet_pretrained").get<bool>();
+    }
+  }
+  if (j.contains("precision")) {  // older rows: none
+    const JsonFields p(f.object("precision"), cat(where, ": precision"));
+    auto precision = [&](const char* key) {
+      const std::string name = p.text(key);
+      const auto v = enum_from_name<loops::Precision>(name);
+      check<IOError>(v.has_value(), where, ": field 'precision.", key, "' is '", name, "', expected ",
+                     Codec<loops::Precision>::type());
+      return *v;
+    };
+    r.precision = loops::PrecisionChoice{precision("requested"), precision("used")};
+  }
   check_counts(r, where);
   return r;
 }
@@ -190,6 +251,23 @@ ResultRow read_result_file(const std::filesystem::path& file) {
   std::error_code ec;
   check<IOError>(std::filesystem::exists(file, ec), file.string(), ": no result (the run has not finished)");
   return result_from_json(read_json_file(file, "a run's result.json", kMaxResultBytes), file.string());
+}
+
+std::optional<double> last_interval_train_loss(const std::vector<loops::MetricsRecord>& records) {
+  const auto evals = loops::records_of<loops::EvalRecord>(records);
+  if (evals.empty()) return std::nullopt;
+  const int64_t from = evals.size() > 1 ? evals[evals.size() - 2].step : 0, to = evals.back().step;
+  double sum = 0;
+  int64_t steps = 0, prev = 0;
+  for (const auto& s : loops::records_of<loops::LmStepRecord>(records)) {
+    if (s.step > from && s.step <= to && std::isfinite(s.loss)) {
+      sum += s.loss * double(s.step - std::max(prev, from));
+      steps += s.step - std::max(prev, from);
+    }
+    prev = s.step;
+  }
+  if (steps <= 0) return std::nullopt;
+  return sum / double(steps);
 }
 
 std::string summary(const ResultRow& r) {

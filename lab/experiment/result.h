@@ -33,7 +33,19 @@ struct ClassificationResult {
   double seconds = 0, steps_per_second = 0, data_wait_fraction = 0;
   std::vector<loops::EpochRecord> epochs;
   int64_t skipped_steps = 0;  // steps not applied for a non-finite loss or gradient norm
+  // train.protocol; all_last has no validation: best_val_accuracy and the epochs' validation
+  // fields are NaN (null in the file), best_epoch is the last. Older rows: holdout_best.
+  Protocol protocol = Protocol::holdout_best;
+  double tested_epoch = 0;  // fractional epoch of the tested weights (older rows: best_epoch)
+  // Every validation (train.evals_per_epoch per epoch); older rows: none.
+  std::vector<loops::ValRecord> validations = {};
   bool operator==(const ClassificationResult&) const = default;
+};
+
+// The shape of a language model, which tells the 300M and 1.2B runs of the paper from others.
+struct LmShape {
+  int64_t layers = 0, d_model = 0, heads = 0, ffn = 0, context = 0, vocab = 0;
+  bool operator==(const LmShape&) const = default;
 };
 
 struct LmResult {
@@ -43,6 +55,9 @@ struct LmResult {
   int64_t kv_cache_bytes_per_token_bf16 = 0;
   double kv_cache_reduction = 0;  // vs QKV with the same heads
   std::vector<loops::EvalRecord> evals;
+  // Absent in rows written before they were recorded. train_loss: last_interval_train_loss.
+  std::optional<LmShape> model = std::nullopt;
+  std::optional<double> train_loss = std::nullopt;
   bool operator==(const LmResult&) const = default;
 };
 
@@ -55,6 +70,10 @@ struct ImageCounts {
 struct SetSource {
   std::string dataset, features;
   double chance = 0;
+  // Absent in rows written before they were recorded: the side in pixels of the images the
+  // ResNet34 encoded (0: features from a file) and whether its weights came from a file.
+  std::optional<int64_t> image_size = std::nullopt;
+  std::optional<bool> pretrained = std::nullopt;
   bool operator==(const SetSource&) const = default;
 };
 
@@ -71,6 +90,9 @@ struct ResultRow {
   std::optional<ImageCounts> images;          // vision
   std::optional<SetSource> sets;              // anomaly
   std::optional<loops::Divergence> diverged;  // set: the run stopped as diverged (epoch 0 for lm)
+  // train.precision requested and the precision the run computed in ("precision": {"requested",
+  // "used"}); absent in rows written before the setting existed.
+  std::optional<loops::PrecisionChoice> precision;
 
   const ClassificationResult* classification() const { return std::get_if<ClassificationResult>(&metrics); }
   const LmResult* lm() const { return std::get_if<LmResult>(&metrics); }
@@ -85,6 +107,11 @@ nlohmann::json to_json(const ResultRow& row);
 ResultRow result_from_json(const nlohmann::json& j, const std::string& where);
 // A result.json file; IOError naming the file (and field) when it is missing or damaged.
 ResultRow read_result_file(const std::filesystem::path& file);
+// The mean training loss over the last validation interval: the lm_step records after the
+// validation before the last one, up to the last, each weighted by the steps it covers. None
+// without a validation or without an lm_step record in that interval.
+std::optional<double> last_interval_train_loss(const std::vector<loops::MetricsRecord>& records);
+
 // One line for the console: "test accuracy 0.9812", "val ppl 187.21" or "diverged at step 12: ...".
 std::string summary(const ResultRow& row);
 

@@ -105,6 +105,18 @@ const Schema<OptimConfig>& OptimConfig::schema() {
   return s;
 }
 
+const Schema<LmOptim>& LmOptim::schema() {
+  using T = LmOptim;
+  static const Schema<T> s{
+      fields(inherit<T>(OptimConfig::schema()),
+             {
+                 field("decay", &T::decay, optim::DecayRule::matrices,
+                       "what weight decay applies to: matrices (and embeddings; not biases or LayerNorm) or all "
+                       "parameters"),
+             })};
+  return s;
+}
+
 const Schema<ScheduleBase>& ScheduleBase::schema() {
   using T = ScheduleBase;
   static const Schema<T> s{{
@@ -150,6 +162,9 @@ const Schema<LoopConfig>& LoopConfig::schema() {
             "a step whose loss or gradient norm is NaN or inf is not applied: skip it, or stop the run as diverged"),
       field("max_consecutive_skips", &T::max_consecutive_skips, 10, at_least(0),
             "more non-finite steps in a row than this stop the run as diverged; 0 = the first one does"),
+      field("precision", &T::precision, loops::Precision::fp32,
+            "compute precision; bf16 (autocast) is not computed by any backend yet: such a run says so and "
+            "computes in fp32"),
   }};
   return s;
 }
@@ -157,8 +172,17 @@ const Schema<LoopConfig>& LoopConfig::schema() {
 const Schema<EpochTrain>& EpochTrain::schema() {
   using T = EpochTrain;
   static const Schema<T> s{
-      fields<T>({field("epochs", &T::epochs, 2, in_range(1, 1 << 20), "passes over the training set")},
-                inherit<T>(LoopConfig::schema()))};
+      fields<T>({field("epochs", &T::epochs, 2, in_range(1, 1 << 20), "passes over the training set"),
+                 field("protocol", &T::protocol, Protocol::holdout_best,
+                       "holdout_best: validate on a held-out split, test the best weights; all_last: train on "
+                       "all training data, test the weights after the last epoch"),
+                 field("evals_per_epoch", &T::evals_per_epoch, 1, in_range(1, 1 << 16),
+                       "validations per epoch, evenly spaced in batches; the best of all is tested")},
+                inherit<T>(LoopConfig::schema())),
+      [](const T& t, const Located& at) {
+        if (t.protocol == Protocol::all_last && t.evals_per_epoch != 1)
+          at.fail("evals_per_epoch", t.evals_per_epoch, "1 when train.protocol is all_last (no validation)");
+      }};
   return s;
 }
 

@@ -12,19 +12,36 @@
 #include "lab/experiment/schema.h"
 #include "nn/variant.h"
 #include "train/loops/nonfinite.h"
+#include "train/loops/precision.h"
+#include "train/optim/optimizer.h"
 
 namespace qkv::experiment {
 
 enum class OptimName { adam, adamw, sgd };
 enum class ScheduleName { cosine, multistep, constant };
+// How the epoch loop picks the tested weights: the best validation on a split held out of the
+// training set, or the whole training set and the weights after the last epoch.
+enum class Protocol { holdout_best, all_last };
 
 template <> struct EnumNames<OptimName> {
   static constexpr std::array<std::pair<std::string_view, OptimName>, 3> values{
       {{"adam", OptimName::adam}, {"adamw", OptimName::adamw}, {"sgd", OptimName::sgd}}};
 };
+template <> struct EnumNames<optim::DecayRule> {
+  static constexpr std::array<std::pair<std::string_view, optim::DecayRule>, 2> values{
+      {{"matrices", optim::DecayRule::matrices}, {"all", optim::DecayRule::all}}};
+};
+template <> struct EnumNames<loops::Precision> {
+  static constexpr std::array<std::pair<std::string_view, loops::Precision>, 2> values{
+      {{"fp32", loops::Precision::fp32}, {"bf16", loops::Precision::bf16}}};
+};
 template <> struct EnumNames<loops::OnNonfinite> {
   static constexpr std::array<std::pair<std::string_view, loops::OnNonfinite>, 2> values{
       {{"skip", loops::OnNonfinite::skip}, {"stop", loops::OnNonfinite::stop}}};
+};
+template <> struct EnumNames<Protocol> {
+  static constexpr std::array<std::pair<std::string_view, Protocol>, 2> values{
+      {{"holdout_best", Protocol::holdout_best}, {"all_last", Protocol::all_last}}};
 };
 template <> struct EnumNames<ScheduleName> {
   static constexpr std::array<std::pair<std::string_view, ScheduleName>, 3> values{
@@ -36,6 +53,14 @@ struct OptimConfig {
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, momentum = 0, clip = 0;
   bool operator==(const OptimConfig&) const = default;
   static const Schema<OptimConfig>& schema();
+};
+
+// The language-model loop's AdamW: which parameters weight decay applies to (the other families
+// decay every parameter their optimizer holds).
+struct LmOptim : OptimConfig {
+  optim::DecayRule decay{};
+  bool operator==(const LmOptim&) const = default;
+  static const Schema<LmOptim>& schema();
 };
 
 // Warmup and floor, shared by both schedules.
@@ -70,12 +95,15 @@ struct LoopConfig {
   int log_every = 0;
   loops::OnNonfinite on_nonfinite{};  // a step with a NaN or inf loss or gradient norm: skip it, or stop
   int max_consecutive_skips = 0;      // more non-finite steps in a row stop the run as diverged
+  loops::Precision precision{};       // requested; loops::choose_precision says what a run gets
   bool operator==(const LoopConfig&) const = default;
   static const Schema<LoopConfig>& schema();
 };
 // The epoch loop of the classification families.
 struct EpochTrain : LoopConfig {
   int epochs = 0;
+  Protocol protocol{};
+  int evals_per_epoch = 0;  // validations per epoch, evenly spaced; the best of all is tested
   bool operator==(const EpochTrain&) const = default;
   static const Schema<EpochTrain>& schema();
 };

@@ -1,9 +1,15 @@
-// bench_decode: build, prefill, greedy decode, and the allocator's and the cache's byte counts.
-// Each step's next tokens go to the host (as a sampler checking for end-of-text would), which
-// also makes the timings wait for the device.
+// bench_decode: build, prefill, greedy decode, and the allocator's, the kernel's and the cache's
+// byte counts. Each step's next tokens go to the host (as a sampler checking for end-of-text
+// would), which also makes the timings wait for the device.
 #include "lab/infer/decode_bench.h"
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "autograd/grad_mode.h"
 #include "tensor/allocator.h"
@@ -19,7 +25,58 @@ Tensor next_tokens(const Tensor& logits) {
   const int64_t T = logits.size(1);
   return argmax(logits.narrow(1, T - 1, 1), -1).to(kCPU);
 }
+
+// Returns the blocks an earlier model left in the allocators' caches (and glibc's free heap) to
+// the system, so that the peaks measured next count this model only.
+void release_cached_memory(const Device& device) {
+  empty_cache(device);
+  if (device != kCPU) empty_cache(kCPU);
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 }  // namespace
+
+std::optional<int64_t> peak_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (!line.starts_with("VmHWM:")) continue;
+    std::istringstream s(line.substr(6));
+    int64_t kb = -1;
+    std::string unit;
+    if (s >> kb >> unit && kb >= 0 && unit == "kB") return kb * 1024;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5";  // 5: reset the peak resident set size to the current one (Linux 4.0+)
+  f.flush();
+  return bool(f);
+}
+
+DecodePrecision parse_decode_precision(const std::string& s) {
+  if (s == "fp32" || s == "f32" || s == "float32") return DecodePrecision::fp32;
+  if (s == "bf16" || s == "bfloat16") return DecodePrecision::bf16;
+  throw ValueError(cat("--precision '", s, "': expected bf16 or fp32"));
+}
+
+DecodeDtypes decode_dtypes(DecodePrecision p) {
+  DecodeDtypes d;
+  if (p == DecodePrecision::fp32) {
+    d.note = "fp32: weights, arithmetic and KV cache in float32";
+    return d;
+  }
+  d.cache = DType::bf16;
+  d.note =
+      "bf16 requested: the KV cache is stored in bfloat16; weights and arithmetic ran in fp32 (qkvlab's kernels "
+      "compute in float32 only), so this is not the paper's all-bf16 setting";
+  return d;
+}
 
 DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t context, int64_t prompt,
                                int64_t new_tokens, DType cache_dtype, const Device& device) {
@@ -29,6 +86,7 @@ DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t co
                     new_tokens, " new tokens must fit the cache's ", context, " positions, at most the model's ",
                     c.context);
   NoGradGuard no_grad;
+  release_cached_memory(device);
   Generator gen(0);
   nn::GPT model(c, &gen);
   model.to(device);
@@ -36,9 +94,12 @@ DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t co
   Tensor ids = cast(uniform({batch, prompt}, 0, double(c.vocab), DType::f64, &gen), DType::i64).to(device);
 
   reset_peak_memory(device);
-  nn::KVCache cache = model.make_cache(batch, context, cache_dtype);
   DecodeBenchResult r;
+  r.rss_since_start = !reset_peak_rss();
+  nn::KVCache cache = model.make_cache(batch, context, cache_dtype);
   r.cache_bytes = cache.bytes();
+  r.cache_dtype = cache.dtype();
+  r.weight_dtype = model.parameters().front().dtype();
 
   auto t0 = Clock::now();
   Tensor next = next_tokens(model.forward_cached(ids, cache));
@@ -49,6 +110,7 @@ DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t co
   const double decode_s = seconds_since(t0);
   r.decode_tokens_per_s = new_tokens > 0 ? double(batch * new_tokens) / decode_s : 0.0;
   r.peak_bytes = int64_t(memory_stats(device).peak);
+  r.peak_rss_bytes = peak_rss_bytes();
   return r;
 }
 

@@ -1,8 +1,11 @@
 // Decoding benchmark of the language model (nn::GPT over an nn::KVCache): prefill time, greedy
-// decoding throughput, the cache's bytes and the device allocator's peak, for the inference
-// side of the study (K=V variants halve the cache, GQA/MQA shrink it further).
+// decoding throughput, the cache's bytes, the device allocator's peak and the process's peak
+// resident memory, for the inference side of the study (K=V variants halve the cache, GQA/MQA
+// shrink it further).
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "nn/models/gpt.h"
 
@@ -13,14 +16,37 @@ struct DecodeBenchResult {
   double decode_tokens_per_s = 0;  // tokens generated per second, summed over the batch
   int64_t cache_bytes = 0;         // KVCache::bytes()
   int64_t peak_bytes = 0;          // the device allocator's peak: weights, cache, activations
+  // The process's peak resident set (VmHWM) over the same span; none where /proc cannot tell.
+  // rss_since_start: the kernel would not reset the peak, so it counts from the process's start.
+  std::optional<int64_t> peak_rss_bytes;
+  bool rss_since_start = false;
+  DType cache_dtype = DType::f32, weight_dtype = DType::f32;  // the storage actually used
 };
 
 // Builds the GPT on `device` (random N(0, 0.02) weights), prefills `prompt` tokens for `batch`
 // sequences into a KV cache of `context` positions stored as `cache_dtype`, then decodes
 // `new_tokens` tokens one at a time (greedy), under no_grad, in eval mode. Peak bytes from the
-// device allocator (its peak is reset once the model is built), cache bytes from
-// KVCache::bytes(). Needs prompt >= 1 and prompt + new_tokens <= context <= c.context.
+// device allocator and peak RSS from the kernel, both reset once the model is built (cached
+// allocator blocks are returned first, so an earlier model's memory does not count); cache
+// bytes from KVCache::bytes(). Weights are float32. Needs prompt >= 1 and
+// prompt + new_tokens <= context <= c.context.
 DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t context, int64_t prompt,
                                int64_t new_tokens, DType cache_dtype, const Device& device = kCPU);
+
+// `--precision`: fp32, or bf16 as far as the backend goes. The KV cache can be stored in
+// bfloat16 on every device; weights and arithmetic stay float32 (the kernels compute in
+// float32/float64 only), which `note` says.
+enum class DecodePrecision { fp32, bf16 };
+struct DecodeDtypes {
+  DType cache = DType::f32, weights = DType::f32;
+  std::string note;  // what ran, in words
+};
+DecodePrecision parse_decode_precision(const std::string& s);  // ValueError naming --precision
+DecodeDtypes decode_dtypes(DecodePrecision p);
+
+// The process's peak resident set in bytes (VmHWM of /proc/self/status); none where unreadable.
+std::optional<int64_t> peak_rss_bytes();
+// Resets that peak to the current resident set (/proc/self/clear_refs); false where refused.
+bool reset_peak_rss();
 
 }  // namespace qkv::infer

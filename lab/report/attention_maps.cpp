@@ -6,7 +6,7 @@
 
 #include "lab/experiment/models.h"
 #include "lab/experiment/sweep.h"
-#include "lab/report/canvas.h"
+#include "lab/report/plot.h"
 #include "lab/report/table.h"
 #include "train/data/synthetic.h"
 
@@ -37,7 +37,7 @@ Tensor attention_map(const fs::path& dir) {
 
 }  // namespace
 
-int write_attention_maps(const fs::path& out, const fs::path& png, const PaperTable* paper) {
+int write_attention_maps(const fs::path& out, const fs::path& stem, const PaperTable* paper) {
   const std::vector<ResultRow> results = collect_results(out).rows;
   // The first finished run with a checkpoint per (task, variant), in table order.
   const Table order = build_table(results, paper);
@@ -49,21 +49,19 @@ int write_attention_maps(const fs::path& out, const fs::path& png, const PaperTa
     if (chosen.count(key) || !fs::exists(dir / "checkpoint.safetensors") || !fs::exists(dir / "config.yaml")) continue;
     chosen[key] = dir;
   }
-  if (chosen.empty()) return 0;
-  const int cell = 128, gap = 16, top = 40, scale = 2;
-  int left = 0;
-  for (const auto& t : order.tasks) left = std::max(left, Canvas::text_width(t, scale) + 12);
-  const int W = left + int(order.variants.size()) * (cell + gap) + 40, H = top + int(order.tasks.size()) * (cell + gap);
-  Canvas canvas(W, H);
-  canvas.text(4, 4, "last layer, head 0 attention on one test example (rows: queries, columns: keys)", {60, 60, 60}, 1);
-  for (size_t v = 0; v < order.variants.size(); ++v)
-    canvas.text(left + int(v) * (cell + gap), top - 18, order.variants[v], {0, 0, 0}, scale);
+  if (chosen.empty() || order.variants.empty()) return 0;
+  // One row of panels per task, one column per variant; a missing run leaves its place empty.
+  Figure fig{"last layer, head 0 attention on one test example (rows: queries, columns: keys)",
+             int(order.variants.size()),
+             {},
+             {}};
   int drawn = 0;
-  for (size_t t = 0; t < order.tasks.size(); ++t) {
-    const int y0 = top + int(t) * (cell + gap);
-    canvas.text(4, y0 + cell / 2 - 6, order.tasks[t], {0, 0, 0}, scale);
-    for (size_t v = 0; v < order.variants.size(); ++v) {
-      auto it = chosen.find({order.tasks[t], order.variants[v]});
+  for (const auto& task : order.tasks) {
+    const int before = drawn;
+    for (const auto& variant : order.variants) {
+      HeatmapPanel& panel = fig.heatmaps.emplace_back();
+      panel.title = task + ": " + variant;
+      auto it = chosen.find({task, variant});
       if (it == chosen.end()) continue;
       Tensor map;
       try {
@@ -72,19 +70,19 @@ int write_attention_maps(const fs::path& out, const fs::path& png, const PaperTa
         std::fprintf(stderr, "attention maps: skipped %s: %s\n", it->second.string().c_str(), e.what());
         continue;
       }
-      const int64_t n = map.size(0);
       const std::vector<float> p = map.to_vector<float>();
-      const float peak = std::max(*std::max_element(p.begin(), p.end()), 1e-6f);
-      const int x0 = left + int(v) * (cell + gap);
-      for (int py = 0; py < cell; ++py)
-        for (int px = 0; px < cell; ++px) {
-          const int64_t i = py * n / cell, j = px * n / cell;
-          canvas.set(x0 + px, y0 + py, colormap(p[size_t(i * n + j)] / peak));
-        }
+      panel.rows = map.size(0);
+      panel.cols = map.size(1);
+      panel.values.assign(p.begin(), p.end());
+      panel.x_label = "key";
+      panel.y_label = "query";
+      panel.min = 0.0;
       ++drawn;
     }
+    if (drawn == before) fig.heatmaps.resize(fig.heatmaps.size() - order.variants.size());  // no row for it
   }
-  canvas.save_png(png.string());
+  if (drawn == 0) return 0;
+  write_figure(fig, stem);
   return drawn;
 }
 

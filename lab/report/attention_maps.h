@@ -9,10 +9,12 @@
 
 namespace qkv::report {
 
-// Writes the grid to `png`, rows and columns in the paper's order when `paper` is given;
-// returns the number of maps drawn (0: nothing to draw, no file written). A run whose config
-// or checkpoint cannot be read is named on stderr and left out.
-int write_attention_maps(const std::filesystem::path& out, const std::filesystem::path& png,
+// Draws the grid with gnuplot (plot.h) to stem.png, .svg and .pdf, the probabilities in
+// stem.csv, rows and columns in the paper's order when `paper` is given; returns the number of
+// maps drawn (0: nothing to draw, no file written). A run whose config or checkpoint cannot be
+// read is named on stderr and left out. Throws write_figure's IOError when gnuplot is missing or
+// fails, after writing stem.csv.
+int write_attention_maps(const std::filesystem::path& out, const std::filesystem::path& stem,
                          const PaperTable* paper = nullptr);
 
 }  // namespace qkv::report

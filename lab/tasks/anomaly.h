@@ -1,22 +1,47 @@
 // The anomaly family (paper Table 2, "Anomaly"): sets of n images, n-1 from one class and one
 // from another at a random position; a permutation-equivariant set transformer of the run's
 // variant scores each element and is trained to pick the odd one out. Elements are features of
-// a frozen encoder: a ResNet34 (torchvision weights from a safetensors file, or random init),
-// computed once per dataset split and cached under `cache_dir`, or features read from a file.
+// a frozen encoder: a ResNet34 (torchvision weights from a safetensors file, or random init) on
+// the images resized to data.image_size, computed once per dataset split and cached under
+// `cache_dir`, or features read from a file.
 #pragma once
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "lab/experiment/run_dir.h"
+#include "nn/models/resnet.h"
 #include "train/data/image_dataset.h"
 #include "train/data/sets.h"
 
 namespace qkv::tasks {
 
-// ResNet34 features of every image of `data` (ImageNet normalization; grayscale repeated to RGB),
-// in batches, without a graph.
-data::LabelledFeatures resnet_features(const data::ImageDataset& data, const std::string& weights,
-                                       const Device& device);
+// Pooled features [N, 512] and labels of every image of `data`: each image resized bilinearly
+// (data/image_resize.h, PIL's) to image_size x image_size (0: as it is), grayscale repeated to
+// RGB, ImageNet-normalized, then `net.features` without a graph, `batch` images at a time (0:
+// as many as hold the pixels of 64 images of 224 x 224, at most 256). Progress and the time per
+// image go to stdout.
+data::LabelledFeatures resnet_features(const nn::BasicResNet& net, const data::ImageDataset& data, int64_t image_size,
+                                       const Device& device, int64_t batch = 0);
+
+// A 64-bit digest of a file's bytes, as 16 hex digits: tells weight files apart in cache names
+// even when they share a name. IOError naming the file when it cannot be read.
+std::string file_digest(const std::string& path);
+
+// The cache file of one split's ResNet34 features:
+// "<dataset>-<split>-resnet34-<size>px-<weights>.safetensors", size "native" for 0, weights
+// "random" or "<stem>-<digest>".
+std::string feature_cache_name(const std::string& dataset, const std::string& split, int64_t image_size,
+                               const std::string& weights_path, const std::string& weights_digest);
+
+// Features from `cache` when it exists (its tensors checked: IOError naming the file otherwise),
+// `metadata` then replaced by the file's; else from `compute`, which may add to `metadata`, then
+// written to `cache` atomically with it. A line saying which is printed and appended to `log`.
+data::LabelledFeatures cached_features(const std::filesystem::path& cache,
+                                       const std::function<data::LabelledFeatures()>& compute,
+                                       std::map<std::string, std::string>& metadata, std::vector<std::string>& log);
 
 experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::RunDir& dir,
                                   const std::filesystem::path& cache_dir);

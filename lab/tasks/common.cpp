@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <cstdio>
+
 #include "train/optim/sgd.h"
 
 namespace qkv::tasks {
@@ -70,6 +72,8 @@ Device prepare_device(const LoopConfig& loop) {
   const Device device(loop.device);
   check_device_usable(device, "train.device");
   if (loop.threads > 0) omp_set_num_threads(loop.threads);
+  const std::string note = loops::precision_note(loops::choose_precision(loop.precision, device));
+  if (!note.empty()) std::printf("%s\n", note.c_str());
   return device;
 }
 
@@ -91,6 +95,8 @@ loops::TrainOptions options(const EpochRun& r) {
   o.dir = r.dir.path();
   o.label = cat(r.run.config.name(), " ", r.run.id);
   o.nonfinite = nonfinite_policy(r.train);
+  o.evals_per_epoch = r.train.evals_per_epoch;
+  o.test_last = r.train.protocol == Protocol::all_last;
   return o;
 }
 
@@ -111,7 +117,21 @@ loops::TrainResult train_epochs(const EpochRun& r, const data::LabelledData& tra
   return fit(r, (train.size() + r.train.batch_size - 1) / r.train.batch_size, train, val, test);
 }
 
+namespace {
+// train.protocol of a classification family's config.
+Protocol protocol_of(const Config& c) {
+  switch (c.kind()) {
+    case TaskKind::synthetic: return c.as<SyntheticConfig>().train.protocol;
+    case TaskKind::vision: return c.as<VisionConfig>().train.protocol;
+    case TaskKind::anomaly: return c.as<AnomalyConfig>().train.protocol;
+    case TaskKind::lm: break;
+  }
+  throw ValueError(cat("classification_row: ", c.name(), " is not a classification experiment"));
+}
+}  // namespace
+
 ResultRow classification_row(const Run& run, const std::string& task, int64_t params, const loops::TrainResult& r) {
+  const Protocol protocol = protocol_of(run.config);
   ResultRow row;
   row.experiment = run.config.name();
   row.kind = run.config.kind();
@@ -121,11 +141,21 @@ ResultRow classification_row(const Run& run, const std::string& task, int64_t pa
   row.seed = run.seed;
   row.point = run.point;
   row.params = params;
-  row.metrics = ClassificationResult{
-      r.test_accuracy, r.test_loss,    r.best_val_accuracy, r.best_epoch,
-      r.steps,         r.seconds,      r.steps_per_second,  r.seconds > 0 ? r.data_wait_seconds / r.seconds : 0.0,
-      r.epochs,        r.skipped_steps};
+  row.metrics = ClassificationResult{r.test_accuracy,
+                                     r.test_loss,
+                                     r.best_val_accuracy,
+                                     r.best_epoch,
+                                     r.steps,
+                                     r.seconds,
+                                     r.steps_per_second,
+                                     r.seconds > 0 ? r.data_wait_seconds / r.seconds : 0.0,
+                                     r.epochs,
+                                     r.skipped_steps,
+                                     protocol,
+                                     r.tested_epoch,
+                                     r.validations};
   row.diverged = r.diverged;
+  row.precision = loops::choose_precision(run.config.loop().precision, Device(run.config.loop().device));
   return row;
 }
 

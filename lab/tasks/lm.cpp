@@ -1,6 +1,7 @@
 #include "lab/tasks/lm.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "lab/experiment/models.h"
 #include "lab/tasks/common.h"
@@ -19,7 +20,48 @@ fs::path under_root(const LmConfig& c, const std::string& p) {
   const fs::path path(p);
   return path.is_absolute() ? path : fs::path(c.data.root) / path;
 }
+
+data::LmSampling sampling_of(experiment::LmSamplingName s) {
+  switch (s) {
+    case experiment::LmSamplingName::packed: return data::LmSampling::packed;
+    case experiment::LmSamplingName::per_document: return data::LmSampling::per_document;
+    case experiment::LmSamplingName::official: return data::LmSampling::official;
+  }
+  throw ValueError("unknown lm.sampling");
+}
 }  // namespace
+
+std::string lm_protocol(const LmConfig& c) {
+  const int64_t T = c.model.context;
+  std::string s;
+  switch (c.lm.sampling) {
+    case experiment::LmSamplingName::packed: s = cat("packed windows of ", T + 1, " tokens, ", T, " targets"); break;
+    case experiment::LmSamplingName::per_document:
+      s = cat("per_document: a document from its end-of-text, cut to ", T + 1, " tokens, padded; ", T,
+              " targets, padding ", c.lm.loss_on_padding ? "counted" : "masked");
+      break;
+    case experiment::LmSamplingName::official:
+      s = cat("official: a document without a leading separator, cut to ", T + 1, " tokens, padded with end-of-text; ",
+              T - 1, " targets per row, padding counted");
+      break;
+  }
+  s += cat("; validation: ",
+           c.lm.val_text.empty() && c.lm.tokens.empty() ? "the last fraction of lm.text" : "the val split",
+           ", its first ", c.train.eval_batches, " batches of ", c.train.eval_batch_size, " in order every ",
+           c.train.eval_every, " steps");
+  char wd[32];
+  std::snprintf(wd, sizeof wd, "%g", c.optim.weight_decay);
+  s += cat("; AdamW weight decay ", wd, " on ", c.optim.decay == optim::DecayRule::all ? "all parameters" : "matrices");
+  if (c.train.skip_grad_norm > 0) {
+    char g[32];
+    std::snprintf(g, sizeof g, "%g", c.train.skip_grad_norm);
+    s += cat("; steps with gradient norm > ", g, " skipped");
+  }
+  const loops::PrecisionChoice p = loops::choose_precision(c.train.precision, Device(c.train.device));
+  s += cat("; precision ", loops::precision_name(p.requested));
+  if (p.used != p.requested) s += cat(" (computed in ", loops::precision_name(p.used), " for now)");
+  return s;
+}
 
 void check_lm_inputs(const LmConfig& c) {
   if (!c.lm.tokens.empty()) {
@@ -28,9 +70,10 @@ void check_lm_inputs(const LmConfig& c) {
                    " (make one with `qkvlab data prepare`, or set data.root=PATH)");
     return;
   }
-  for (const auto& t : c.lm.text)
-    check<IOError>(fs::is_regular_file(under_root(c, t)), "lm.text '", t, "': no file ", under_root(c, t).string(),
-                   "; set data.root=PATH to the folder holding it");
+  for (const auto* list : {&c.lm.text, &c.lm.val_text})
+    for (const auto& t : *list)
+      check<IOError>(fs::is_regular_file(under_root(c, t)), list == &c.lm.text ? "lm.text '" : "lm.val_text '", t,
+                     "': no file ", under_root(c, t).string(), "; set data.root=PATH to the folder holding it");
   const fs::path tok = under_root(c, c.lm.tokenizer);
   for (const char* name : {"encoder.json", "vocab.bpe"})
     check<IOError>(fs::is_regular_file(tok / name), "lm.tokenizer '", c.lm.tokenizer, "': no ", (tok / name).string(),
@@ -42,8 +85,9 @@ fs::path lm_token_folder(const LmConfig& c, const fs::path& out) {
   if (!c.lm.tokens.empty()) return under_root(c, c.lm.tokens);
   data::PrepareOptions p;
   for (const auto& t : c.lm.text) p.inputs.push_back(under_root(c, t));
+  for (const auto& t : c.lm.val_text) p.val_inputs.push_back(under_root(c, t));
   p.tokenizer = under_root(c, c.lm.tokenizer);
-  p.val_fraction = c.lm.val_fraction;
+  p.val_fraction = c.lm.val_text.empty() ? c.lm.val_fraction : 0.0;  // validation files: no fraction cut
   p.out = out / "tokens" / c.name;
   return data::prepare_once(p);
 }
@@ -56,8 +100,7 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   data::TokenBatchOptions tb;
   tb.batch = c.train.batch_size;
   tb.context = c.model.context;
-  tb.sampling =
-      c.lm.sampling == experiment::LmSamplingName::packed ? data::LmSampling::packed : data::LmSampling::per_document;
+  tb.sampling = sampling_of(c.lm.sampling);
   tb.loss_on_padding = c.lm.loss_on_padding;
   tb.seed = shuffle_seed(run);
   data::TokenBatches train(tokens, "train", tb);
@@ -75,12 +118,21 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   o.steps = c.train.steps;
   o.grad_accum = c.train.grad_accum;
   o.eval_every = c.train.eval_every;
+  // Validation reads the split from its start, in order (val does not shuffle): the same batches
+  // every time, never wrapping around into a second pass.
   o.eval_batches = std::min<int64_t>(c.train.eval_batches, val.windows_per_epoch() / std::max<int64_t>(1, tb.batch));
   check<ValueError>(o.eval_batches >= 1, "the validation split of ", tokens.string(), " holds fewer than one batch of ",
-                    tb.batch, " windows of ", c.model.context, " tokens; lower train.eval_batch_size or model.context");
+                    tb.batch, " samples of ", c.model.context, " tokens; lower train.eval_batch_size or model.context");
+  if (o.eval_batches < c.train.eval_batches)
+    std::printf("train.eval_batches: %d asked, the validation split of %s holds %lld batches of %lld; using those\n",
+                c.train.eval_batches, tokens.string().c_str(), static_cast<long long>(o.eval_batches),
+                static_cast<long long>(tb.batch));
   o.keep_checkpoints = c.train.keep_checkpoints;
   o.log_every = c.train.log_every;
   o.adam = adam_options(c.optim);
+  o.decay = c.optim.decay;
+  const loops::PrecisionChoice precision = loops::choose_precision(c.train.precision, device);
+  o.precision = precision.used;
   o.clip = c.optim.clip;
   o.skip_grad_norm = c.train.skip_grad_norm;
   o.nonfinite = nonfinite_policy(c.train);
@@ -128,7 +180,13 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
                                      cache,
                                      1.0 - double(cache) / double(cache_qkv),
                                      evals};
+  auto& lm = std::get<experiment::LmResult>(row.metrics);
+  lm.model = experiment::LmShape{config.layers,      config.d_model(), config.attention.heads,
+                                 config.ffn_width(), config.context,   config.vocab};
+  if (!r.diverged)
+    lm.train_loss = experiment::last_interval_train_loss(loops::read_metrics(loops::RunLog::metrics_file(dir.path())));
   row.diverged = r.diverged;
+  row.precision = precision;
   dir.write_result(row);
   return row;
 }

@@ -4,6 +4,7 @@
 // perplexity, parameters, throughput, MFU, KV-cache bytes per token and reduction vs QKV).
 #pragma once
 #include <filesystem>
+#include <string>
 
 #include "lab/experiment/run_dir.h"
 
@@ -16,6 +17,10 @@ void check_lm_inputs(const experiment::LmConfig& c);
 // The prepared token folder: lm.tokens resolved against data.root, or the lm.text files
 // tokenized into <out>/tokens/<experiment name>/ the first time.
 std::filesystem::path lm_token_folder(const experiment::LmConfig& c, const std::filesystem::path& out);
+
+// The data, validation, optimizer and precision protocol of an lm experiment in one line, for
+// `qkvlab run` to show (e.g. the official code's at paper scale).
+std::string lm_protocol(const experiment::LmConfig& c);
 
 // `resume`: continue from the run's newest checkpoint, when it has one.
 experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDir& dir,

@@ -10,8 +10,11 @@ namespace qkv::tasks {
 experiment::ResultRow run_vision(const experiment::Run& run, const experiment::RunDir& dir) {
   const auto& c = run.config.as<experiment::VisionConfig>();
   const Device device = prepare_device(c.train);
-  const VisionSplits data = load_vision_splits(c.data, uint64_t(c.task.data_seed));
-  const auto [mean, std] = data::channel_stats(*data.train);
+  const VisionSplits data = load_vision_splits(c);
+  const data::ImageDataset& images = *data.train;
+  // Resized to data.image_size, padded to data.pad_to or the patch: what the ViT sees.
+  const experiment::ImageGeometry g = experiment::vision_geometry(c, images.height(), images.width());
+  const auto [mean, std] = data::channel_stats(images);
 
   data::LoaderOptions train_opts;
   train_opts.batch_size = c.train.batch_size;
@@ -21,6 +24,9 @@ experiment::ResultRow run_vision(const experiment::Run& run, const experiment::R
   train_opts.std = std;
   train_opts.crop_padding = c.data.crop_padding;
   train_opts.horizontal_flip = c.data.flip;
+  train_opts.image_size = c.data.image_size;
+  train_opts.pad_height = g.padded_height;
+  train_opts.pad_width = g.padded_width;
   data::LoaderOptions eval_opts = train_opts;
   eval_opts.batch_size = c.train.eval_batch_size;
   eval_opts.shuffle = false;
@@ -30,8 +36,7 @@ experiment::ResultRow run_vision(const experiment::Run& run, const experiment::R
       test(data.test, eval_opts, device);
 
   Generator gen(uint64_t(run.seed));
-  const data::ImageDataset& images = *data.train;
-  nn::ViT model(experiment::vit_config(c, run.variant, images.height(), images.width(), images.channels(),
+  nn::ViT model(experiment::vit_config(c, run.variant, g.padded_height, g.padded_width, images.channels(),
                                        images.classes()),
                 &gen);
   model.to(device);

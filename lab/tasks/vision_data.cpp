@@ -61,11 +61,13 @@ std::shared_ptr<data::ImageDataset> load_dataset(const experiment::ImageData& d,
   throw ValueError("unknown dataset");
 }
 
-VisionSplits load_vision_splits(const experiment::VisionData& d, uint64_t seed) {
+VisionSplits load_vision_splits(const experiment::VisionConfig& c) {
+  const experiment::VisionData& d = c.data;
   std::shared_ptr<data::ImageDataset> train = load_dataset(d, data::Split::train);
   std::shared_ptr<data::ImageDataset> test = load_dataset(d, data::Split::test);
-  const int64_t holdout = std::min<int64_t>(d.holdout, train->size() / 2);
-  auto [tr, val] = data::split_holdout(train, holdout, seed);
+  const bool hold_out = c.train.protocol == experiment::Protocol::holdout_best;
+  const int64_t holdout = hold_out ? std::min<int64_t>(d.holdout, train->size() / 2) : 0;
+  auto [tr, val] = data::split_holdout(train, holdout, uint64_t(c.task.data_seed));
   return {limit(tr, d.train_limit, tr->name() + " (limited)"), val,
           limit(test, d.test_limit, test->name() + " (limited)")};
 }

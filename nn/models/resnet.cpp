@@ -2,9 +2,12 @@
 #include "nn/models/resnet.h"
 
 #include <cmath>
+#include <map>
+#include <set>
 #include <string>
 
 #include "nn/init.h"
+#include "tensor/safetensors.h"
 
 namespace qkv::nn {
 
@@ -128,5 +131,48 @@ Tensor BasicResNet::features(const Tensor& x) const {
 Tensor BasicResNet::forward(const Tensor& x) const { return fc.forward(features(x)); }
 
 ResNet34::ResNet34(int64_t num_classes, Generator* gen) : BasicResNet({3, 4, 6, 3}, num_classes, gen) {}
+
+namespace {
+bool is_batch_counter(const std::string& name) {
+  return name.ends_with(".num_batches_tracked") || name == "num_batches_tracked";
+}
+
+// "a, b, c and 4 more"
+std::string name_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) s += cat(i ? ", " : "", "'", names[i], "'");
+  if (names.size() > 5) s += cat(" and ", names.size() - 5, " more");
+  return s;
+}
+}  // namespace
+
+void load_torchvision_weights(BasicResNet& net, const std::string& path) {
+  const std::map<std::string, Tensor> file = safetensors::load(path);
+  const char* hint = " (expected torchvision's resnet state_dict names, as scripts/convert_resnet34.py writes them)";
+  std::map<std::string, Tensor> slots;  // handles on the model's storage
+  std::set<std::string> counters;       // the model's num_batches_tracked: allowed, not loaded
+  for (auto& [name, t] : net.named_parameters()) slots.emplace(name, t);
+  for (auto& [name, t] : net.named_buffers())
+    if (is_batch_counter(name)) counters.insert(name);
+    else slots.emplace(name, t);
+  std::vector<std::string> missing, unexpected;
+  for (const auto& [name, t] : file)
+    if (!slots.count(name) && !counters.count(name)) unexpected.push_back(name);
+  check<IOError>(unexpected.empty(), path, ": unexpected tensor(s) ", name_list(unexpected), hint);
+  for (const auto& [name, slot] : slots) {
+    auto it = file.find(name);
+    if (it == file.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    check<IOError>(it->second.shape() == slot.shape(), path, ": tensor '", name, "' has shape ",
+                   shape_str(it->second.shape()), ", expected ", shape_str(slot.shape()));
+    check<IOError>(it->second.dtype() == DType::f32, path, ": tensor '", name, "' is ", dtype_name(it->second.dtype()),
+                   ", expected float32");
+  }
+  check<IOError>(missing.empty(), path, ": missing ", missing.size(), " tensor(s): ", name_list(missing), hint);
+  NoGradGuard no_grad;
+  for (auto& [name, slot] : slots) slot.copy_(file.at(name));
+}
 
 }  // namespace qkv::nn

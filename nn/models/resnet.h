@@ -11,6 +11,7 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nn/layers.h"
@@ -92,5 +93,11 @@ class ResNet34 : public BasicResNet {
  public:
   explicit ResNet34(int64_t num_classes = 1000, Generator* gen = nullptr);
 };
+
+// Loads a torchvision state dict saved as safetensors (scripts/convert_resnet34.py) into `net`:
+// exactly the model's names and shapes, float32. The bn*.num_batches_tracked counters may be
+// present or not and are ignored (only training reads them). IOError naming the file and the
+// keys for missing, unexpected, misshaped or non-float32 tensors.
+void load_torchvision_weights(BasicResNet& net, const std::string& path);
 
 }  // namespace qkv::nn

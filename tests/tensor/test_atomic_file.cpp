@@ -66,6 +66,23 @@ TEST_CASE("atomic files: remove_temp_files clears leftovers of other processes, 
   CHECK(remove_temp_files(dir.path / "missing", true).empty());
 }
 
+TEST_CASE("atomic files: the next write of a file removes what a killed writer of it left, not a live one's") {
+  test::TempDir dir("dead writers");
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  ::waitpid(child, nullptr, 0);  // a pid that no longer runs
+  const std::string dead = cat(".table4.md.tmp.", child, ".0badf00d"),
+                    other = cat(".table2.md.tmp.", child, ".0badf00d");
+  const std::string live = cat(".table4.md.tmp.", ::getppid(), ".12345678");
+  for (const auto& f : {dead, other, live}) test::write_file(dir.path / f, "partial");
+  write_file_atomically((dir.path / "table4.md").string(), [](std::ostream& os) { os << "new"; });
+  CHECK(test::read_file(dir.path / "table4.md") == "new");
+  CHECK_FALSE(fs::exists(dir.path / dead));
+  CHECK(fs::exists(dir.path / other));  // another file's leftover: its own next write clears it
+  CHECK(fs::exists(dir.path / live));   // a running process may still be writing it
+}
+
 TEST_CASE("folder lock: exclusive while held, naming the holder, and free again once released") {
   test::TempDir dir("lock");
   const fs::path run = dir.path / "exp" / "run";

@@ -4,9 +4,11 @@
 // permutation keyed by (seed, epoch). The example at position p is augmented with the draws of
 // Philox block p of the stream keyed by (seed, epoch, "augment"): word 0 picks the crop row
 // offset, word 1 the column offset (both uniform in [0, 2*pad]), word 2's top bit the flip. The
-// crop is taken from the image padded with zero pixels (before normalization, as torchvision's
-// RandomCrop), and the flip mirrors the cropped image. So a batch's content depends only on
-// (seed, epoch, k), never on which thread made it or when.
+// image is first resized (image_size), the crop is taken from it padded with zero pixels (before
+// normalization, as torchvision's RandomCrop), and the flip mirrors the cropped image. Padding to
+// pad_height x pad_width comes last, at the right and bottom, with 0 after normalization (our
+// choice: the study's re-runs pad CIFAR to 35x35 for patch 7 without saying where or with what).
+// So a batch's content depends only on (seed, epoch, k), never on which thread made it or when.
 //
 // Workers claim batch numbers in order from a shared counter, but only while the claimed batch
 // is fewer than `prefetch` ahead of the one next() returns; finished batches wait in a map
@@ -22,6 +24,7 @@
 #include <numeric>
 
 #include "tensor/philox.h"
+#include "train/data/image_resize.h"
 #include "train/data/shuffle.h"
 
 namespace qkv::data {
@@ -37,6 +40,11 @@ void check_options(const ImageDataset& data, const LoaderOptions& o) {
   check<ValueError>(o.workers >= 0, "ImageLoader: workers must be non-negative, got ", o.workers);
   check<ValueError>(o.prefetch >= 1, "ImageLoader: prefetch must be at least 1, got ", o.prefetch);
   check<ValueError>(o.crop_padding >= 0, "ImageLoader: crop_padding must be non-negative, got ", o.crop_padding);
+  check<ValueError>(o.image_size >= 0, "ImageLoader: image_size must be non-negative, got ", o.image_size);
+  const int64_t h = o.image_size > 0 ? o.image_size : data.height(), w = o.image_size > 0 ? o.image_size : data.width();
+  check<ValueError>((o.pad_height == 0 || o.pad_height >= h) && (o.pad_width == 0 || o.pad_width >= w),
+                    "ImageLoader: padding to ", o.pad_height, "x", o.pad_width, " would cut the ", h, "x", w,
+                    " images of ", data.name());
   check<ValueError>(o.mean.empty() || int64_t(o.mean.size()) == c, "ImageLoader: mean has ", o.mean.size(),
                     " values, expected one per channel (", c, ") or none");
   check<ValueError>(o.std.empty() || int64_t(o.std.size()) == c, "ImageLoader: std has ", o.std.size(),
@@ -64,6 +72,11 @@ struct Slot {
   std::exception_ptr error;
 };
 
+// A thread's buffers: the image as stored, and resized.
+struct Scratch {
+  std::vector<uint8_t> stored, resized;
+};
+
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -72,15 +85,19 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 struct ImageLoader::Impl {
   std::shared_ptr<const ImageDataset> data;
   LoaderOptions opt;
-  int64_t n, h, w, c, batches;
+  int64_t n, c, batches;
+  int64_t sh, sw;  // the images as stored
+  int64_t h, w;    // resized: what is cropped, flipped and normalized
+  int64_t oh, ow;  // the batches' images: the resized ones padded
+  bool resize;
   std::vector<float> lut;
 
   // The current epoch (set by start_epoch on the caller's thread, read-only while workers run).
   int64_t epoch = -1;
   std::vector<int64_t> order;
   uint64_t augment_key = 0;
-  int64_t next_out = 0;          // the batch next() returns next
-  std::vector<uint8_t> scratch;  // workers == 0: the caller's decode buffer
+  int64_t next_out = 0;  // the batch next() returns next
+  Scratch scratch;       // workers == 0: the caller's buffers
   double waited = 0;
 
   // Shared with the workers, under `mu`.
@@ -94,10 +111,16 @@ struct ImageLoader::Impl {
   Impl(std::shared_ptr<const ImageDataset> d, LoaderOptions o) : data(std::move(d)), opt(std::move(o)) {
     check<ValueError>(data != nullptr, "ImageLoader: no dataset");
     check_options(*data, opt);
-    n = data->size(), h = data->height(), w = data->width(), c = data->channels();
+    n = data->size(), sh = data->height(), sw = data->width(), c = data->channels();
+    h = opt.image_size > 0 ? opt.image_size : sh, w = opt.image_size > 0 ? opt.image_size : sw;
+    resize = h != sh || w != sw;
+    oh = std::max(h, opt.pad_height), ow = std::max(w, opt.pad_width);
     batches = opt.drop_last ? n / opt.batch_size : (n + opt.batch_size - 1) / opt.batch_size;
     lut = normalization_table(c, opt);
-    scratch.resize(size_t(h * w * c));
+    scratch = make_scratch();
+  }
+  Scratch make_scratch() const {
+    return {std::vector<uint8_t>(size_t(sh * sw * c)), std::vector<uint8_t>(size_t(h * w * c))};
   }
   ~Impl() { stop_workers(); }
 
@@ -109,13 +132,16 @@ struct ImageLoader::Impl {
             opt.horizontal_flip && (r.v[2] >> 31) != 0};
   }
 
-  // Writes the HWC `pixels`, cropped and flipped as `a` says and normalized, to `out` as [C, H, W].
+  // Writes the h x w HWC `pixels`, cropped and flipped as `a` says and normalized, to `out` as
+  // [C, oh, ow], zero past the image.
   void transform(const uint8_t* pixels, const Augment& a, float* out) const {
     const int64_t pad = opt.crop_padding;
     for (int64_t ch = 0; ch < c; ++ch) {
       const float* table = lut.data() + ch * 256;
-      for (int64_t y = 0; y < h; ++y) {
-        float* dst = out + (ch * h + y) * w;
+      for (int64_t y = 0; y < oh; ++y) {
+        float* dst = out + (ch * oh + y) * ow;
+        std::fill(dst + (y < h ? w : 0), dst + ow, 0.0f);
+        if (y >= h) continue;
         const int64_t sy = y + a.oy - pad;
         if (sy < 0 || sy >= h) {
           std::fill(dst, dst + w, table[0]);
@@ -131,17 +157,18 @@ struct ImageLoader::Impl {
   }
 
   // Batch k of the current epoch; false when `stop` interrupted it.
-  bool make_batch(int64_t k, ImageBatch& out, std::vector<uint8_t>& buf) const {
+  bool make_batch(int64_t k, ImageBatch& out, Scratch& buf) const {
     const int64_t first = k * opt.batch_size, b = std::min(opt.batch_size, n - first);
-    Tensor images = empty({b, c, h, w}, DType::f32), labels = empty({b}, DType::i64);
+    Tensor images = empty({b, c, oh, ow}, DType::f32), labels = empty({b}, DType::i64);
     float* img = images.data<float>();
     int64_t* lab = labels.data<int64_t>();
     for (int64_t j = 0; j < b; ++j) {
       if (stop.load(std::memory_order_relaxed)) return false;
       const int64_t index = order[size_t(first + j)];
-      data->read(index, buf.data());
+      data->read(index, buf.stored.data());
       lab[j] = data->label(index);
-      transform(buf.data(), draw(first + j), img + j * c * h * w);
+      if (resize) resize_bilinear(buf.stored.data(), sh, sw, c, h, w, buf.resized.data());
+      transform(resize ? buf.resized.data() : buf.stored.data(), draw(first + j), img + j * c * oh * ow);
     }
     out = {std::move(images), std::move(labels)};
     return true;
@@ -156,7 +183,7 @@ struct ImageLoader::Impl {
   }
 
   void worker_loop() {
-    std::vector<uint8_t> buf(size_t(h * w * c));
+    Scratch buf = make_scratch();
     for (int64_t k; (k = claim()) >= 0;) {
       Slot slot;
       try {
@@ -244,6 +271,8 @@ ImageLoader::ImageLoader(std::shared_ptr<const ImageDataset> data, LoaderOptions
 ImageLoader::~ImageLoader() = default;
 
 int64_t ImageLoader::batches_per_epoch() const { return impl_->batches; }
+int64_t ImageLoader::height() const { return impl_->oh; }
+int64_t ImageLoader::width() const { return impl_->ow; }
 void ImageLoader::start_epoch(int64_t epoch) { impl_->start_epoch(epoch); }
 bool ImageLoader::next(ImageBatch& batch) { return impl_->next(batch); }
 double ImageLoader::wait_seconds() const { return impl_->waited; }

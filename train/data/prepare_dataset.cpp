@@ -1,9 +1,10 @@
 // prepare_dataset: text sources -> GPT-2 tokens -> train/val token shards + dataset.json, and
 // read_dataset_info for the readers.
 //
-// The token stream is first written to a temporary file in the output folder (2 bytes a token),
-// because the train/val cut depends on the total, known only at the end; a second pass copies it
-// into the shards. Memory stays bounded by one batch of text pieces whatever the corpus size.
+// The token stream (training inputs, then validation inputs) is first written to a temporary file
+// in the output folder (2 bytes a token), because the train/val cut depends on the total, known
+// only at the end; a second pass copies it into the shards. Memory stays bounded by one batch of text pieces whatever
+// the corpus size.
 #include "train/data/prepare_dataset.h"
 
 #include <unistd.h>
@@ -168,15 +169,21 @@ bool already_prepared(const PrepareOptions& o) {
     if (!j.is_object() || j.at("tokenizer").at("path") != absolute_name(o.tokenizer) ||
         j.at("val_fraction").get<double>() != o.val_fraction || j.at("shard_tokens").get<int64_t>() != o.shard_tokens)
       return false;
-    const nlohmann::json& inputs = j.at("inputs");
-    if (!inputs.is_array() || inputs.size() != o.inputs.size()) return false;
-    for (size_t i = 0; i < o.inputs.size(); ++i) {
-      const fs::path& p = o.inputs[i];
-      if (!fs::is_regular_file(p) || inputs[i].at("path") != absolute_name(p) ||
-          inputs[i].at("bytes").get<int64_t>() != int64_t(fs::file_size(p)) ||
-          inputs[i].at("mtime_ns").get<int64_t>() != mtime_ns(p))
-        return false;
-    }
+    auto same_files = [](const nlohmann::json& recorded, const std::vector<fs::path>& files) {
+      if (!recorded.is_array() || recorded.size() != files.size()) return false;
+      for (size_t i = 0; i < files.size(); ++i) {
+        const fs::path& p = files[i];
+        if (!fs::is_regular_file(p) || recorded[i].at("path") != absolute_name(p) ||
+            recorded[i].at("bytes").get<int64_t>() != int64_t(fs::file_size(p)) ||
+            recorded[i].at("mtime_ns").get<int64_t>() != mtime_ns(p))
+          return false;
+      }
+      return true;
+    };
+    // Folders prepared before validation inputs existed record none.
+    if (!same_files(j.at("inputs"), o.inputs) ||
+        !same_files(j.contains("val_inputs") ? j.at("val_inputs") : nlohmann::json::array(), o.val_inputs))
+      return false;
     for (const auto& [name, split] : j.at("splits").items())
       for (const auto& shard : split.at("shards")) {
         const fs::path f = o.out / shard.at("file").get<std::string>();
@@ -206,12 +213,19 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
   check<ValueError>(o.val_fraction >= 0 && o.val_fraction < 1, "data prepare: --val-fraction ", o.val_fraction,
                     " must lie in [0, 1)");
   check<ValueError>(o.shard_tokens >= 1, "data prepare: --shard-tokens must be at least 1, got ", o.shard_tokens);
+  check<ValueError>(o.val_inputs.empty() || o.val_fraction == 0, "data prepare: --val-fraction ", o.val_fraction,
+                    " with --val files: the val split is either those files or a fraction cut, not both");
   int64_t total_bytes = 0;
-  for (const fs::path& p : o.inputs) {
-    check<IOError>(fs::exists(p), p.string(), ": input file not found");
-    check<IOError>(fs::is_regular_file(p), p.string(), ": not a regular file (name the files, not their folder)");
-    total_bytes += int64_t(fs::file_size(p));
-  }
+  std::set<std::string> train_files;
+  for (const fs::path& p : o.inputs) train_files.insert(absolute_name(p));
+  for (const auto* list : {&o.inputs, &o.val_inputs})
+    for (const fs::path& p : *list) {
+      check<IOError>(fs::exists(p), p.string(), ": input file not found");
+      check<IOError>(fs::is_regular_file(p), p.string(), ": not a regular file (name the files, not their folder)");
+      check<ValueError>(list == &o.inputs || !train_files.count(absolute_name(p)), "data prepare: ", p.string(),
+                        " is both a training input and a --val input");
+      total_bytes += int64_t(fs::file_size(p));
+    }
   const Gpt2Tokenizer tok = Gpt2Tokenizer::load(o.tokenizer);
   check<ValueError>(tok.vocab_size() <= kTokenShardMaxVocab, "data prepare: the tokenizer's ", tok.vocab_size(),
                     " tokens do not fit the shards' uint16 tokens");
@@ -228,11 +242,14 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
   PrepareResult result;
   PrepareProgress progress(log, o.progress, total_bytes);
   StreamFile stream(temp_file_for(o.out / "tokens"));
-  nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
-  int64_t bytes_before = 0;
+  nlohmann::ordered_json inputs = nlohmann::ordered_json::array(), val_inputs = nlohmann::ordered_json::array();
+  int64_t bytes_before = 0, train_stream = 0;  // train_stream: tokens of the training inputs
   std::vector<TextPiece> pieces;
   std::vector<std::vector<int32_t>> ids;
-  for (const fs::path& path : o.inputs) {
+  for (size_t f = 0; f < o.inputs.size() + o.val_inputs.size(); ++f) {
+    const bool is_val = f >= o.inputs.size();
+    const fs::path& path = is_val ? o.val_inputs[f - o.inputs.size()] : o.inputs[f];
+    if (is_val && f == o.inputs.size()) train_stream = stream.count();
     DocumentReader reader(path);
     const int64_t tokens_before = stream.count();
     auto flush = [&] {
@@ -258,22 +275,28 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
     bytes_before += bytes;
     result.documents += reader.documents();
     const TextSourceKind kind = reader.kind();
-    inputs.push_back({{"path", absolute_name(path)},
-                      {"mtime_ns", mtime_ns(path)},
-                      {"format", text_format_name(kind.format)},
-                      {"compression", compression_name(kind.compression)},
-                      {"bytes", bytes},
-                      {"documents", reader.documents()},
-                      {"tokens", tokens}});
-    progress.line(cat("data prepare: ", path.string(), ": ", with_commas(reader.documents()), " document(s), ",
-                      with_commas(tokens), " tokens"));
+    (is_val ? val_inputs : inputs)
+        .push_back({{"path", absolute_name(path)},
+                    {"mtime_ns", mtime_ns(path)},
+                    {"format", text_format_name(kind.format)},
+                    {"compression", compression_name(kind.compression)},
+                    {"bytes", bytes},
+                    {"documents", reader.documents()},
+                    {"tokens", tokens}});
+    progress.line(cat("data prepare: ", path.string(), is_val ? " (val)" : "", ": ", with_commas(reader.documents()),
+                      " document(s), ", with_commas(tokens), " tokens"));
   }
   result.bytes = total_bytes;
 
-  // The cut: the last val_fraction of the stream is validation.
+  // The cut: after the training inputs when there are validation inputs, else the last
+  // val_fraction of the stream is validation.
   const int64_t total = stream.count();
-  const int64_t val_tokens = std::min<int64_t>(total, std::llround(double(total) * o.val_fraction));
-  const int64_t train_tokens = total - val_tokens;
+  const int64_t train_tokens = o.val_inputs.empty()
+                                   ? total - std::min<int64_t>(total, std::llround(double(total) * o.val_fraction))
+                                   : train_stream;
+  if (!o.val_inputs.empty())
+    check<ValueError>(train_tokens < total, "data prepare: the ", o.val_inputs.size(),
+                      " --val file(s) hold no documents (the first is ", o.val_inputs[0].string(), ")");
   stream.rewind();
   TokenShardWriter train(o.out / "train", tok.vocab_size(), o.shard_tokens);
   TokenShardWriter val(o.out / "val", tok.vocab_size(), o.shard_tokens);
@@ -298,6 +321,7 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
       {"tokenizer",
        {{"kind", "gpt2"}, {"path", absolute_name(o.tokenizer)}, {"vocab_size", tok.vocab_size()}, {"eot", tok.eot()}}},
       {"inputs", inputs},
+      {"val_inputs", val_inputs},
       {"documents", result.documents},
       {"tokens", total},
       {"val_fraction", o.val_fraction},
@@ -323,10 +347,12 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
   char size[64];
   std::snprintf(size, sizeof size, "%.1f MB of text in %.1f s (%.1f MB/s)", double(result.text_bytes) / 1e6,
                 result.seconds, double(result.text_bytes) / 1e6 / std::max(result.seconds, 1e-9));
-  progress.line(cat("data prepare: ", o.inputs.size(), " input(s), ", with_commas(result.documents), " document(s), ",
-                    size, " -> ", with_commas(total), " tokens: train ", with_commas(result.train.tokens), " in ",
-                    result.train.shards.size(), " shard(s), val ", with_commas(result.val.tokens), " in ",
-                    result.val.shards.size(), " shard(s); ", (o.out / "dataset.json").string()));
+  progress.line(cat("data prepare: ", o.inputs.size(), " input(s)",
+                    o.val_inputs.empty() ? std::string() : cat(" + ", o.val_inputs.size(), " val input(s)"), ", ",
+                    with_commas(result.documents), " document(s), ", size, " -> ", with_commas(total),
+                    " tokens: train ", with_commas(result.train.tokens), " in ", result.train.shards.size(),
+                    " shard(s), val ", with_commas(result.val.tokens), " in ", result.val.shards.size(), " shard(s); ",
+                    (o.out / "dataset.json").string()));
   return result;
 }
 

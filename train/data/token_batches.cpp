@@ -1,5 +1,5 @@
-// TokenBatches: packed windows or padded documents from a prepared split, in a per-epoch Philox
-// order, with a cursor that resumes exactly.
+// TokenBatches: packed windows or padded documents (ours, or the official code's) from a prepared
+// split, in a per-epoch Philox order, with a cursor that resumes exactly.
 #include "train/data/token_batches.h"
 
 #include <algorithm>
@@ -11,20 +11,29 @@
 
 namespace qkv::data {
 
-namespace {}  // namespace
-
-const char* lm_sampling_name(LmSampling s) { return s == LmSampling::per_document ? "per_document" : "packed"; }
+const char* lm_sampling_name(LmSampling s) {
+  switch (s) {
+    case LmSampling::packed: return "packed";
+    case LmSampling::per_document: return "per_document";
+    case LmSampling::official: return "official";
+  }
+  return "?";
+}
 
 LmSampling parse_lm_sampling(const std::string& s) {
-  if (s == "packed") return LmSampling::packed;
-  if (s == "per_document") return LmSampling::per_document;
-  throw ValueError(cat("LM sampling '", s, "': expected packed or per_document"));
+  for (LmSampling m : {LmSampling::packed, LmSampling::per_document, LmSampling::official})
+    if (s == lm_sampling_name(m)) return m;
+  throw ValueError(cat("LM sampling '", s, "': expected packed, per_document or official"));
 }
 
 TokenBatches::TokenBatches(const std::filesystem::path& dataset_dir, const std::string& split, TokenBatchOptions o)
     : options_(o) {
   check<ValueError>(o.batch >= 1, "TokenBatches: batch must be at least 1, got ", o.batch);
   check<ValueError>(o.context >= 1, "TokenBatches: context must be at least 1, got ", o.context);
+  check<ValueError>(o.sampling != LmSampling::official || o.context >= 2,
+                    "TokenBatches: official sampling predicts context - 1 tokens per row, so context must be at "
+                    "least 2, got ",
+                    o.context);
   const DatasetInfo info = read_dataset_info(dataset_dir);
   const PreparedSplit& s = info.split(split);
   eot_ = info.eot;
@@ -93,18 +102,34 @@ int64_t TokenBatches::sample_at(TokenCursor c) {
 void TokenBatches::fill_sample(int64_t sample, int64_t* in, int64_t* tgt) {
   const int64_t T = options_.context;
   int64_t* s = scratch_.data();
-  int64_t real = T + 1;  // tokens of the sample that are data, not padding
   if (options_.sampling == LmSampling::packed) {
     copy_tokens(sample * T, T + 1, s);
-  } else {
-    const int64_t begin = doc_start_[size_t(sample)], len = doc_start_[size_t(sample) + 1] - begin;
-    const int64_t take = std::min(len, T + 1);
-    copy_tokens(begin, take, s);
-    std::fill(s + take, s + T + 1, int64_t(eot_));  // the document's end, then padding
-    real = std::min(len + 1, T + 1);
+    std::memcpy(in, s, size_t(T) * sizeof(int64_t));
+    std::memcpy(tgt, s + 1, size_t(T) * sizeof(int64_t));
+    return;
   }
+  int64_t begin = doc_start_[size_t(sample)];
+  const int64_t end = doc_start_[size_t(sample) + 1];
+  if (options_.sampling == LmSampling::official) {  // the document without its separator
+    if (begin < end) {
+      int64_t first = 0;
+      copy_tokens(begin, 1, &first);
+      begin += first == eot_;
+    }
+    const int64_t take = std::min(end - begin, T + 1);
+    copy_tokens(begin, take, s);
+    std::fill(s + take, s + T + 1, int64_t(eot_));
+    std::memcpy(in, s, size_t(T) * sizeof(int64_t));
+    std::memcpy(tgt, s + 1, size_t(T - 1) * sizeof(int64_t));  // labels = inputs shifted; padding counted
+    tgt[T - 1] = kIgnoreTarget;                                // the last input has no label
+    return;
+  }
+  const int64_t len = end - begin, take = std::min(len, T + 1);
+  copy_tokens(begin, take, s);
+  std::fill(s + take, s + T + 1, int64_t(eot_));  // the document's end, then padding
   std::memcpy(in, s, size_t(T) * sizeof(int64_t));
   std::memcpy(tgt, s + 1, size_t(T) * sizeof(int64_t));
+  const int64_t real = std::min(len + 1, T + 1);  // tokens of the sample that are data, not padding
   if (!options_.loss_on_padding)
     for (int64_t j = std::max<int64_t>(real - 1, 0); j < T; ++j) tgt[j] = kIgnoreTarget;
 }

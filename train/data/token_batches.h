@@ -2,16 +2,24 @@
 // its token shards, see prepare_dataset.h): deterministic, resumable [B, T] int64 batches of
 // inputs and next-token targets.
 //
-// Two ways to cut the split into samples:
+// Three ways to cut the split into samples:
 // - packed: the split's token stream (its shards concatenated) is cut into non-overlapping
 //   windows of context+1 tokens at stride context (window w covers tokens [w*T, w*T + T]); inputs
 //   are a window's first T tokens, targets its last T. A trailing remainder shorter than a window
 //   is not served.
 // - per_document: each document is one sample. A document starts at an end-of-text token (the
-//   split's first one may start mid-document, where the train/val cut fell) and runs to the next.
+//   split's first one may start mid-document, where a fraction cut fell) and runs to the next.
 //   The sample is the document followed by one end-of-text (its end), cut to context+1 tokens and
-//   right-padded with end-of-text; targets past the document's end are -100 (cross_entropy's
+//   right-padded with end-of-text; T targets, those past the document's end -100 (cross_entropy's
 //   ignore index) unless loss_on_padding.
+// - official: per_document exactly as the study's official code samples it, to reproduce its
+//   perplexities. The document without its leading end-of-text, cut to context+1 tokens and
+//   right-padded with end-of-text; inputs are its first T tokens and the labels are those inputs
+//   shifted by one inside the loss, so T-1 targets per row (the last position is -100, and the
+//   (T+1)-th token is never used), the padding counted in the loss. It differs from
+//   per_document in three ways at once (the first token, the target count, the padding), so it
+//   is a mode of its own rather than flags that could combine into something neither code does;
+//   loss_on_padding does not apply to it.
 //
 // Order: with shuffle, epoch e serves the samples in a Philox permutation keyed by (seed, e);
 // without, in file order. next() wraps into the next epoch (reshuffled) by itself, also in the
@@ -28,16 +36,16 @@
 
 namespace qkv::data {
 
-enum class LmSampling { packed, per_document };
+enum class LmSampling { packed, per_document, official };
 
-// "packed" / "per_document"; parse_lm_sampling throws ValueError naming the accepted values.
+// "packed" / "per_document" / "official"; parse_lm_sampling throws ValueError naming the accepted values.
 const char* lm_sampling_name(LmSampling s);
 LmSampling parse_lm_sampling(const std::string& s);
 
 struct TokenBatchOptions {
   int64_t batch = 8, context = 64;
   LmSampling sampling = LmSampling::packed;
-  bool loss_on_padding = false;
+  bool loss_on_padding = false;  // per_document only
   uint64_t seed = 0;
   bool shuffle = true;
 };
@@ -53,10 +61,12 @@ class TokenBatches {
  public:
   // Reads dataset_dir/dataset.json and maps the split's shards. IOError for a missing or corrupt
   // dataset.json or shard (or one whose token count disagrees with dataset.json); ValueError for
-  // an unknown split, a batch or context below 1, or a split too short for one sample.
+  // an unknown split, a batch or context below 1 (2 for official), or a split too short for one
+  // sample.
   TokenBatches(const std::filesystem::path& dataset_dir, const std::string& split, TokenBatchOptions o);
 
-  // inputs [B, T] int64, targets [B, T] int64 (inputs shifted by one; -100 at padding), on the CPU.
+  // inputs [B, T] int64, targets [B, T] int64 (the next tokens; -100 where nothing is predicted),
+  // on the CPU.
   void next(Tensor& inputs, Tensor& targets);
 
   TokenCursor cursor() const { return cursor_; }

@@ -73,18 +73,66 @@ EvalResult evaluate(nn::Module& model, const Forward& forward, const LabelledDat
   return evaluate(model, forward, batches);
 }
 
-TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer, const LRSchedule& schedule,
-                BatchSource& train, BatchSource& val, BatchSource& test, const TrainOptions& o) {
+namespace {
+
+void check_inputs(BatchSource& train, BatchSource& val, BatchSource& test, const TrainOptions& o) {
+  check<ValueError>(o.epochs >= 1, "fit: epochs must be positive");
+  if (o.test_last) {
+    check<ValueError>(train.examples() > 0 && test.examples() > 0, "fit: train and test sets must be non-empty");
+    return;
+  }
   check<ValueError>(train.examples() > 0 && val.examples() > 0 && test.examples() > 0,
                     "fit: train, validation and test sets must be non-empty");
-  check<ValueError>(o.epochs >= 1, "fit: epochs must be positive");
-  const int64_t total = train.batches_per_epoch() * o.epochs;
+  check<ValueError>(o.evals_per_epoch >= 1 && o.evals_per_epoch <= train.batches_per_epoch(),
+                    "fit: train.evals_per_epoch is ", o.evals_per_epoch, ", expected 1 to the ",
+                    train.batches_per_epoch(), " training batches of an epoch");
+}
+
+// "2" for a whole epoch, "1.25" otherwise.
+std::string epoch_text(double epoch) { return cat(epoch); }
+
+}  // namespace
+
+TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer, const LRSchedule& schedule,
+                BatchSource& train, BatchSource& val, BatchSource& test, const TrainOptions& o) {
+  check_inputs(train, val, test, o);
+  const int64_t per_epoch = train.batches_per_epoch(), total = per_epoch * o.epochs;
   RunLog log({o.dir, o.label, total, o.log_every, std::nullopt});
   Progress& progress = log.progress();
   const std::string checkpoint = o.dir.empty() ? "" : (o.dir / "checkpoint.safetensors").string();
   TrainResult result;
   std::map<std::string, Tensor> best_weights;
-  result.best_val_accuracy = -1;
+  result.best_val_accuracy = o.test_last ? NAN : -1;
+  auto keep_weights = [&](int64_t epoch, double at) {
+    result.best_epoch = epoch;
+    result.tested_epoch = at;
+    if (!checkpoint.empty()) model.save(checkpoint, {{"epoch", std::to_string(epoch)}});
+    else
+      for (auto& [name, t] : model.state_dict()) best_weights[name] = t.clone();
+  };
+  // One validation after `batch` batches of `epoch`; false when its loss is not finite (diverged).
+  EvalResult last_val{NAN, NAN};
+  auto validate = [&](int64_t epoch, int64_t batch, int64_t step) {
+    const double at = double(epoch - 1) + double(batch) / double(per_epoch);
+    last_val = evaluate(model, forward, val);
+    const ValRecord record{at, step, last_val.loss, last_val.accuracy};
+    log.record(record);
+    // Weights gone non-finite through finite steps (e.g. an overflow): the validation is logged,
+    // but not part of the result's curve.
+    if (!std::isfinite(last_val.loss)) {
+      result.diverged =
+          Divergence{step, epoch,
+                     cat("non-finite validation loss (", describe_value(last_val.loss), ") at epoch ", epoch_text(at))};
+      progress.message(cat("epoch ", epoch_text(at), ": run stopped as diverged: ", result.diverged->reason));
+      return false;
+    }
+    result.validations.push_back(record);
+    if (last_val.accuracy > result.best_val_accuracy) {
+      result.best_val_accuracy = last_val.accuracy;
+      keep_weights(epoch, at);
+    }
+    return true;
+  };
   const auto start = std::chrono::steady_clock::now();
   const double wait_before = train.wait_seconds();
   NonfiniteGuard guard(o.nonfinite);
@@ -93,7 +141,7 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
     model.train();
     train.start_epoch(epoch - 1);
     double epoch_loss = 0;
-    int64_t epoch_examples = 0;
+    int64_t epoch_examples = 0, batch = 0, evals = 0;
     Tensor inputs, targets;
     while (train.next(inputs, targets)) {
       const double lr = schedule.lr_at(step);
@@ -119,54 +167,57 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
         epoch_examples += inputs.size(0);
       }
       ++step;
+      ++batch;
       if (action == StepAction::skip) {
         ++result.skipped_steps;
         guard.skipped(log, step, epoch, loss, norm);
       }
       progress.update(step, loss, lr);
       if (step % o.log_every == 0) log.record(StepRecord{epoch, step, loss, lr, norm, progress.steps_per_second()});
+      // Validation k of the epoch follows batch ceil(k * per_epoch / evals_per_epoch).
+      if (!o.test_last && batch * o.evals_per_epoch / per_epoch > evals) {
+        ++evals;
+        if (!validate(epoch, batch, step)) break;
+      }
     }
     if (result.diverged) break;
-    EvalResult v = evaluate(model, forward, val);
-    const EpochRecord record{epoch, epoch_loss / double(std::max<int64_t>(epoch_examples, 1)), v.loss, v.accuracy};
+    const EpochRecord record{epoch, epoch_loss / double(std::max<int64_t>(epoch_examples, 1)), last_val.loss,
+                             last_val.accuracy};
     log.record(record);
-    // Weights gone non-finite through finite steps (e.g. an overflow): the epoch is logged, but
-    // not part of the result's curve.
-    if (!std::isfinite(v.loss)) {
-      result.diverged =
-          Divergence{step, epoch, cat("non-finite validation loss (", describe_value(v.loss), ") after epoch ", epoch)};
-      progress.message(cat("epoch ", epoch, ": run stopped as diverged: ", result.diverged->reason));
-      break;
-    }
     result.epochs.push_back(record);
-    if (v.accuracy > result.best_val_accuracy) {
-      result.best_val_accuracy = v.accuracy;
-      result.best_epoch = epoch;
-      if (!checkpoint.empty()) model.save(checkpoint, {{"epoch", std::to_string(epoch)}});
-      else
-        for (auto& [name, t] : model.state_dict()) best_weights[name] = t.clone();
-    }
   }
+  if (o.test_last && !result.diverged) keep_weights(o.epochs, double(o.epochs));
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.steps = step;
   result.steps_per_second = double(step) / result.seconds;
   result.data_wait_seconds = train.wait_seconds() - wait_before;
   if (result.diverged) {  // no test accuracy from weights that went non-finite
     result.test_accuracy = result.test_loss = NAN;
-    if (result.best_epoch == 0) result.best_val_accuracy = 0;  // no validation happened
+    if (!o.test_last && result.best_epoch == 0) result.best_val_accuracy = 0;  // no validation happened
     progress.finish(cat("diverged at step ", result.diverged->step, ": ", result.diverged->reason));
     return result;
   }
-  // The test set sees the best-validation weights.
-  if (!checkpoint.empty()) model.load(checkpoint);
-  else model.load_state_dict(best_weights);
+  // The test set sees the best-validation weights, or the last ones.
+  if (!o.test_last) {
+    if (!checkpoint.empty()) model.load(checkpoint);
+    else model.load_state_dict(best_weights);
+  }
   EvalResult t = evaluate(model, forward, test);
+  if (o.test_last && !std::isfinite(t.loss)) {  // nothing validated the last weights
+    result.diverged =
+        Divergence{step, o.epochs, cat("non-finite test loss (", describe_value(t.loss), ") after the last epoch")};
+    result.test_accuracy = result.test_loss = NAN;
+    progress.finish(cat("diverged: ", result.diverged->reason));
+    return result;
+  }
   result.test_accuracy = t.accuracy;
   result.test_loss = t.loss;
   log.record(TestRecord{result.best_epoch, result.best_val_accuracy, t.accuracy, t.loss, result.seconds,
                         result.data_wait_seconds});
-  progress.finish(
-      cat("best val acc ", result.best_val_accuracy, " (epoch ", result.best_epoch, "), test acc ", t.accuracy));
+  if (o.test_last) progress.finish(cat("test acc ", t.accuracy, " (the weights after epoch ", result.best_epoch, ")"));
+  else
+    progress.finish(cat("best val acc ", result.best_val_accuracy, " (epoch ", epoch_text(result.tested_epoch),
+                        "), test acc ", t.accuracy));
   return result;
 }
 

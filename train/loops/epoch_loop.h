@@ -2,11 +2,13 @@
 // [B, T, C] against targets [B, T]), per-example (vision, [B, C] against [B]) and per-set
 // (anomaly: [B, n] scores against the odd element's index) alike, since all flatten to rows of
 // logits. Epochs over a shuffled training set, an optimizer step with global-norm clipping and a
-// per-step learning-rate schedule, validation after every epoch, the best-validation weights
-// checkpointed and evaluated on the test set at the end; metrics.jsonl and train.log through
-// RunLog. A step whose loss or gradient norm is not finite is not applied (nonfinite.h): it is
-// skipped, or the run stops as diverged, as is one whose validation loss is not finite; a
-// diverged run is not evaluated on the test set.
+// per-step learning-rate schedule, and one of two protocols: validation `evals_per_epoch` times
+// per epoch (after evenly spaced batches, the last ending the epoch) with the best-validation
+// weights checkpointed and tested at the end; or no validation (test_last), the weights after
+// the last epoch checkpointed and tested. metrics.jsonl and train.log through RunLog. A step
+// whose loss or gradient norm is not finite is not applied (nonfinite.h): it is skipped, or the
+// run stops as diverged, as is one whose validation loss is not finite; a diverged run is not
+// evaluated on the test set.
 #pragma once
 #include <filesystem>
 #include <functional>
@@ -34,17 +36,21 @@ struct TrainOptions {
                                 // empty: best weights kept in memory, console only
   std::string label = "train";  // progress line prefix
   NonfinitePolicy nonfinite;    // what a NaN or inf loss or gradient norm does
+  int64_t evals_per_epoch = 1;  // validations per epoch; at most the training batches per epoch
+  bool test_last = false;       // no validation (the validation set may be empty): test the last weights
 };
 
 struct TrainResult {
-  double best_val_accuracy = 0;
-  int64_t best_epoch = 0;
+  double best_val_accuracy = 0;  // NaN with test_last (no validation)
+  int64_t best_epoch = 0;        // the epoch (1-based) whose weights were tested
+  double tested_epoch = 0;       // the same, fractional: 1.25 = a quarter into epoch 2
   double test_accuracy = 0, test_loss = 0;
   double seconds = 0, steps_per_second = 0;
-  double data_wait_seconds = 0;  // training time spent waiting for batches
-  int64_t steps = 0;             // optimizer steps done (applied or skipped)
-  int64_t skipped_steps = 0;     // steps not applied for a non-finite loss or gradient norm
-  std::vector<EpochRecord> epochs;
+  double data_wait_seconds = 0;        // training time spent waiting for batches
+  int64_t steps = 0;                   // optimizer steps done (applied or skipped)
+  int64_t skipped_steps = 0;           // steps not applied for a non-finite loss or gradient norm
+  std::vector<EpochRecord> epochs;     // validation fields NaN with test_last
+  std::vector<ValRecord> validations;  // every validation, in order
   // Set when the run stopped early; then there is no test evaluation and test_* are NaN.
   std::optional<Divergence> diverged;
 };

@@ -1,5 +1,6 @@
 // The language-model training loop: optimizer steps over micro-batches of token windows with
-// gradient accumulation, AdamW with weight decay on matrices only, a per-step learning-rate
+// gradient accumulation, AdamW with weight decay on matrices (or on every parameter, as the
+// official code does: LmTrainOptions::decay), a per-step learning-rate
 // schedule, global-norm clipping, skipping a step whose gradient norm exceeds a threshold,
 // validation loss and perplexity every eval_every steps, tokens/s and MFU. A step whose loss or
 // gradient norm is not finite is not applied (nonfinite.h): it is skipped, or the run stops as
@@ -19,6 +20,7 @@
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/metrics.h"
 #include "train/loops/nonfinite.h"
+#include "train/loops/precision.h"
 #include "train/optim/adam.h"
 #include "train/optim/schedule.h"
 
@@ -31,7 +33,9 @@ struct LmTrainOptions {
   int64_t eval_batches = 10;
   int64_t keep_checkpoints = 2;
   int64_t log_every = 10;
-  optim::AdamOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};  // weight decay applies to matrices and embeddings
+  optim::AdamOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
+  optim::DecayRule decay = optim::DecayRule::matrices;  // which parameters adam.weight_decay applies to
+  Precision precision = Precision::fp32;                // compute precision (precision.h): fp32 only so far
   double clip = 1.0;                                    // 0: no clipping
   double skip_grad_norm = 0;                            // 0: never skip
   NonfinitePolicy nonfinite;                            // what a NaN or inf loss or gradient norm does
@@ -52,8 +56,9 @@ struct LmTrainResult {
   std::vector<int64_t> logged_tokens;  // of this call, per logged tokens/s: the tokens it counts
 };
 
-// Mean cross-entropy over `batches` batches from the start of `data` (order fixed), in eval
-// mode (no dropout); the model is left in eval mode.
+// Mean cross-entropy over the first `batches` batches of `data` (seeks to its start, so every
+// call reads the same batches when `data` does not shuffle), in eval mode (no dropout); the
+// model is left in eval mode.
 double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches);
 
 // `gen` is the generator the model's dropout draws from; its counter is checkpointed.

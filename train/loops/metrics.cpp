@@ -23,6 +23,13 @@ struct ToJson {
             {"val_loss", r.val_loss},
             {"val_accuracy", r.val_accuracy}};
   }
+  nlohmann::json operator()(const ValRecord& r) const {
+    return {{"record", "val"},
+            {"epoch", r.epoch},
+            {"step", r.step},
+            {"val_loss", r.val_loss},
+            {"val_accuracy", r.val_accuracy}};
+  }
   nlohmann::json operator()(const TestRecord& r) const {
     return {{"record", "test"},
             {"best_epoch", r.best_epoch},
@@ -66,6 +73,8 @@ MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::strin
                       f.number("lr"),     f.number("grad_norm"), f.number("it_per_s")};
   if (kind == "epoch")
     return EpochRecord{f.integer("epoch"), f.number("train_loss"), f.number("val_loss"), f.number("val_accuracy")};
+  if (kind == "val")
+    return ValRecord{f.number("epoch"), f.integer("step"), f.number("val_loss"), f.number("val_accuracy")};
   if (kind == "test")
     return TestRecord{f.integer("best_epoch"), f.number("best_val_accuracy"), f.number("test_accuracy"),
                       f.number("test_loss"),   f.number("seconds"),           f.number("data_wait_seconds")};
@@ -80,7 +89,8 @@ MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::strin
                    "', expected skip or stop");
     return r;
   }
-  throw IOError(cat(where, ": field 'record' is '", kind, "', expected step, epoch, test, lm_step, eval or nonfinite"));
+  throw IOError(
+      cat(where, ": field 'record' is '", kind, "', expected step, epoch, test, lm_step, eval, nonfinite or val"));
 }
 
 std::vector<MetricsRecord> read_metrics(const std::filesystem::path& file) {

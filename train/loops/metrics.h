@@ -2,6 +2,8 @@
 //
 //   step     epoch loop, every log_every steps: epoch, step, loss, lr, grad_norm, it_per_s
 //   epoch    epoch loop, after each epoch: epoch, train_loss, val_loss, val_accuracy
+//   val      epoch loop, after each validation (train.evals_per_epoch per epoch): epoch
+//            (fractional: 1.25 is a quarter into the second epoch), step, val_loss, val_accuracy
 //   test     epoch loop, at the end: best_epoch, best_val_accuracy, test_accuracy, test_loss,
 //            seconds, data_wait_seconds
 //   lm_step  language-model loop, every log_every steps: step, loss (mean since the last line),
@@ -34,6 +36,12 @@ struct EpochRecord {
   double train_loss = 0, val_loss = 0, val_accuracy = 0;
   bool operator==(const EpochRecord&) const = default;
 };
+struct ValRecord {
+  double epoch = 0;  // epochs done when it ran, fractional
+  int64_t step = 0;
+  double val_loss = 0, val_accuracy = 0;
+  bool operator==(const ValRecord&) const = default;
+};
 struct TestRecord {
   int64_t best_epoch = 0;
   double best_val_accuracy = 0, test_accuracy = 0, test_loss = 0, seconds = 0, data_wait_seconds = 0;
@@ -60,7 +68,8 @@ struct NonfiniteRecord {
   bool operator==(const NonfiniteRecord&) const = default;
 };
 
-using MetricsRecord = std::variant<StepRecord, EpochRecord, TestRecord, LmStepRecord, EvalRecord, NonfiniteRecord>;
+using MetricsRecord =
+    std::variant<StepRecord, EpochRecord, TestRecord, LmStepRecord, EvalRecord, NonfiniteRecord, ValRecord>;
 
 nlohmann::json to_json(const MetricsRecord& r);
 // IOError naming `where` and the field for a missing, mistyped or unknown record.

@@ -13,9 +13,12 @@
 
 namespace qkv::optim {
 
-std::vector<ParamGroup> weight_decay_groups(const NamedTensors& params, double weight_decay) {
+const char* decay_rule_name(DecayRule r) { return r == DecayRule::all ? "all" : "matrices"; }
+
+std::vector<ParamGroup> weight_decay_groups(const NamedTensors& params, double weight_decay, DecayRule rule) {
   ParamGroup decayed{{}, weight_decay}, plain{{}, 0.0};
-  for (const auto& entry : params) (entry.second.dim() >= 2 ? decayed : plain).params.push_back(entry);
+  for (const auto& entry : params)
+    (rule == DecayRule::all || entry.second.dim() >= 2 ? decayed : plain).params.push_back(entry);
   std::vector<ParamGroup> groups;
   for (ParamGroup* g : {&decayed, &plain})
     if (!g->params.empty()) groups.push_back(std::move(*g));

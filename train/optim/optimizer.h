@@ -23,11 +23,18 @@ struct ParamGroup {
   std::optional<double> weight_decay;
 };
 
-// GPT practice (nanoGPT, minGPT): tensors with at least 2 dims (matrices, embeddings) decay with
-// `weight_decay`, the others (biases, LayerNorm weights and biases) get weight decay 0. Returns
-// the decayed group, then the other one; an empty group is left out. Order within a group is
-// the order of `params`.
-std::vector<ParamGroup> weight_decay_groups(const NamedTensors& params, double weight_decay);
+// Which parameters weight decay applies to.
+// - matrices: GPT practice (nanoGPT, minGPT): tensors with at least 2 dims (matrices, embeddings)
+//   decay with `weight_decay`, the others (biases, LayerNorm weights and biases) get 0.
+// - all: every parameter decays, as a plain torch.optim.AdamW(model.parameters()) does (the
+//   study's official language-model code).
+enum class DecayRule { matrices, all };
+const char* decay_rule_name(DecayRule r);  // "matrices" / "all"
+
+// The groups of `rule`: the decayed group, then the other one; an empty group is left out.
+// Order within a group is the order of `params`.
+std::vector<ParamGroup> weight_decay_groups(const NamedTensors& params, double weight_decay,
+                                            DecayRule rule = DecayRule::matrices);
 
 class Optimizer {
  public:

@@ -62,7 +62,7 @@ TEST_CASE("config: every shipped synthetic experiment loads at both scales") {
     CHECK(base.runs.size() == 6);
 
     const Experiment paper = load_experiment(path, "paper");
-    CHECK(paper.runs.size() == 3 * 2 * 2 * 3 * 6 * 3);
+    CHECK(paper.runs.size() == 3 * 2 * 2 * 3 * 2 * 6 * 3);  // d_model, layers, heads, length, lr
     const SyntheticConfig& c = synthetic(paper.config);
     CHECK(c.task.train_size == 50000);
     CHECK(c.task.val_size == 1000);
@@ -111,17 +111,19 @@ TEST_CASE("config: every shipped synthetic experiment loads at both scales") {
 
 TEST_CASE("config: the paper sweep runs in a fixed order with stable ids") {
   const Experiment ex = load_experiment(kSynthetic + "swap.yaml", "paper");
-  REQUIRE(ex.runs.size() == 648);
-  // Keys sorted (d_model, heads, layers, length), the last one fastest; then variants, then seeds.
-  CHECK(ex.runs[0].id == "d_model=32,heads=2,layers=2,length=16/QKV/seed0");
-  CHECK(ex.runs[1].id == "d_model=32,heads=2,layers=2,length=16/QKV/seed1");
-  CHECK(ex.runs[3].id == "d_model=32,heads=2,layers=2,length=16/Q=K-V/seed0");
-  CHECK(ex.runs[18].id == "d_model=32,heads=2,layers=2,length=64/QKV/seed0");
-  CHECK(ex.runs[54].id == "d_model=32,heads=2,layers=4,length=16/QKV/seed0");
-  CHECK(ex.runs.back().id == "d_model=256,heads=4,layers=4,length=128/(Q=K=V)+/seed2");
+  REQUIRE(ex.runs.size() == 1296);
+  // Keys sorted (model.d_model, model.heads, model.layers, optim.lr, task.length), the last one
+  // fastest; then variants, then seeds.
+  CHECK(ex.runs[0].id == "d_model=32,heads=2,layers=2,lr=1.0e-3,length=16/QKV/seed0");
+  CHECK(ex.runs[1].id == "d_model=32,heads=2,layers=2,lr=1.0e-3,length=16/QKV/seed1");
+  CHECK(ex.runs[3].id == "d_model=32,heads=2,layers=2,lr=1.0e-3,length=16/Q=K-V/seed0");
+  CHECK(ex.runs[18].id == "d_model=32,heads=2,layers=2,lr=1.0e-3,length=64/QKV/seed0");
+  CHECK(ex.runs[54].id == "d_model=32,heads=2,layers=2,lr=1.0e-4,length=16/QKV/seed0");
+  CHECK(ex.runs[108].id == "d_model=32,heads=2,layers=4,lr=1.0e-3,length=16/QKV/seed0");
+  CHECK(ex.runs.back().id == "d_model=256,heads=4,layers=4,lr=1.0e-4,length=128/(Q=K=V)+/seed2");
   std::set<std::string> ids;
   for (const Run& r : ex.runs) ids.insert(r.id);
-  CHECK(ids.size() == 648);
+  CHECK(ids.size() == 1296);
 
   const Run& last = ex.runs.back();
   const SyntheticConfig& lc = synthetic(last.config);

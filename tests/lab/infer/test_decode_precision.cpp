@@ -1,0 +1,58 @@
+// bench decode's precision and report: --precision bf16 stores the KV cache in bfloat16 and says
+// that weights stayed float32 (the result records what ran), the peak RSS is measured, and the
+// Q-K=V-vs-QKV ratios stand beside the paper's ranges from experiments/paper/decode.yaml.
+#include <doctest/doctest.h>
+
+#include "lab/infer/decode_bench.h"
+#include "lab/report/decode_report.h"
+#include "tests/support/error_checks.h"
+#include "tests/support/test_support.h"
+
+using namespace qkv;
+
+TEST_CASE("lm decode bench: --precision bf16 stores the cache in bf16, weights stay fp32, and says so") {
+  CHECK(infer::parse_decode_precision("fp32") == infer::DecodePrecision::fp32);
+  CHECK_THROWS_WITH_AS(infer::parse_decode_precision("fp8"), doctest::Contains("--precision 'fp8'"), ValueError);
+  const infer::DecodeDtypes bf16 = infer::decode_dtypes(infer::DecodePrecision::bf16);
+  CHECK(bf16.cache == DType::bf16);
+  CHECK(bf16.weights == DType::f32);
+  test::check_contains(bf16.note, {"bfloat16", "ran in fp32"});
+  CHECK(infer::decode_dtypes(infer::DecodePrecision::fp32).cache == DType::f32);
+
+  nn::GPTConfig c;
+  c.vocab = 61;
+  c.context = 16;
+  c.layers = 1;
+  c.dropout = 0.0;
+  c.attention.d_model = 16;
+  c.attention.heads = 2;
+  const auto r = infer::bench_decode(c, 1, 16, 4, 3, bf16.cache);
+  CHECK(r.cache_dtype == DType::bf16);
+  CHECK(r.weight_dtype == DType::f32);
+  CHECK(r.cache_bytes == nn::KVCache::bytes_per_token(c.attention, c.layers, DType::bf16) * 16);
+  REQUIRE(r.peak_rss_bytes.has_value());  // Linux: /proc/self/status
+  CHECK(*r.peak_rss_bytes >= r.cache_bytes);
+  CHECK(*infer::peak_rss_bytes() >= *r.peak_rss_bytes);  // a high-water mark only rises
+}
+
+TEST_CASE("lm decode report: Q-K=V vs QKV ratios beside the paper's measured ranges") {
+  const report::PaperDecode paper =
+      report::load_paper_decode(std::string(QKV_SOURCE_DIR) + "/experiments/paper/decode.yaml");
+  CHECK(paper.variant == "Q-K=V");
+  CHECK(paper.peak_memory_change.first == doctest::Approx(-0.069));
+  CHECK(paper.tokens_per_s_change.second == doctest::Approx(0.053));
+  const std::vector<report::DecodeRow> rows = {{"QKV", 5.0, 100.0, 4000, 10000, 200000, false},
+                                               {"Q-K=V", 4.0, 110.0, 2000, 9000, 190000, false}};
+  const std::string row = report::decode_row(rows[1]);
+  test::check_contains(row, {"| Q-K=V | 4.0 | 110.0 | 2,000 | 9,000 | 190,000 |"});
+  const std::string cmp = report::decode_comparison(rows, &paper);
+  test::check_contains(cmp, {"Q-K=V vs QKV", "1.2B on an A100, bf16",
+                             "| peak memory (allocator) | -10.0% | -6.9% to -6.5% |", "| peak RSS | -5.0% | – |",
+                             "| decode tokens/s | +10.0% | +4.4% to +5.3% |", "| KV cache bytes | -50.0% | – |"});
+  // A sweep without the pair: said, not guessed.
+  test::check_contains(report::decode_comparison({rows[0]}, nullptr), {"no Q-K=V vs QKV ratios"});
+  test::TempDir dir;
+  const std::string bad = dir.write("d.yaml", "peak_memory_change: [0.1]\ndecode_tokens_per_s_change: [0, 1]\n");
+  test::check_contains(test::error_of<IOError>([&] { report::load_paper_decode(bad); }),
+                       {"d.yaml", "peak_memory_change", "[low, high]"});
+}
