@@ -7,6 +7,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "lab/report/number_text.h"
 #include "tensor/error.h"
 
 namespace qkv::report {
@@ -112,11 +113,6 @@ std::vector<ContextAblation> build_context_ablations(const std::vector<experimen
 }
 
 namespace {
-std::string fmt(const char* f, double x) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
 std::string ppl(double x, int runs) { return runs > 0 ? cat(fmt("%.2f", x), " (", runs, ")") : std::string("–"); }
 }  // namespace
 

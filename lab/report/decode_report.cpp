@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "lab/report/number_text.h"
 #include "tensor/error.h"
 #include "tensor/format.h"
 
@@ -44,11 +45,6 @@ PaperDecode load_paper_decode(const std::string& path) {
 }
 
 namespace {
-std::string fmt(const char* f, double x) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
 std::string percent(double x) { return fmt("%+.1f%%", 100 * x); }
 std::string rss_text(const DecodeRow& r) {
   if (!r.peak_rss_bytes) return "–";

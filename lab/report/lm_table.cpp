@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "lab/report/number_text.h"
 #include "tensor/error.h"
 #include "tensor/format.h"
 
@@ -145,11 +146,6 @@ std::vector<LmTable> build_lm_tables(const std::vector<ResultRow>& results, cons
 }
 
 namespace {
-std::string fmt(const char* f, double x) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
 std::string signed_percent(double x) { return fmt("%+.1f%%", 100 * x); }
 
 // "187.21 ± 1.02 (2)", "187.21 ± 1.02 (2, 1 diverged)" or "diverged (1)".

@@ -1,0 +1,15 @@
+// Numbers as the report tables print them.
+#pragma once
+#include <cstdio>
+#include <string>
+
+namespace qkv::report {
+
+// One double through a printf format of one conversion: fmt("%.2f", x), fmt("%+.1f%%", 100 * x).
+inline std::string fmt(const char* format, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, x);
+  return buf;
+}
+
+}  // namespace qkv::report
