@@ -78,7 +78,8 @@ TEST_CASE("lm protocol: the paper's LM files follow the official code, every set
     check_sources(kLmDir + p.file);
   }
   // The CPU-sized file keeps the defaults: packed windows, decay on matrices, fp32.
-  const LmConfig& s = load_experiment(kLmDir + "shakespeare.yaml", "smoke").config.as<LmConfig>();
+  const Experiment shakespeare = load_experiment(kLmDir + "shakespeare.yaml", "smoke");
+  const LmConfig& s = shakespeare.config.as<LmConfig>();
   CHECK(s.lm.sampling == LmSamplingName::packed);
   CHECK(s.optim.decay == optim::DecayRule::matrices);
   CHECK(s.train.precision == loops::Precision::fp32);
