@@ -49,14 +49,10 @@ std::string lm_protocol(const LmConfig& c) {
            c.lm.val_text.empty() && c.lm.tokens.empty() ? "the last fraction of lm.text" : "the val split",
            ", its first ", c.train.eval_batches, " batches of ", c.train.eval_batch_size, " in order every ",
            c.train.eval_every, " steps");
-  char wd[32];
-  std::snprintf(wd, sizeof wd, "%g", c.optim.weight_decay);
-  s += cat("; AdamW weight decay ", wd, " on ", c.optim.decay == optim::DecayRule::all ? "all parameters" : "matrices");
-  if (c.train.skip_grad_norm > 0) {
-    char g[32];
-    std::snprintf(g, sizeof g, "%g", c.train.skip_grad_norm);
-    s += cat("; steps with gradient norm > ", g, " skipped");
-  }
+  // cat() prints doubles as %g does: "0.1", "100".
+  s += cat("; AdamW weight decay ", c.optim.weight_decay, " on ",
+           c.optim.decay == optim::DecayRule::all ? "all parameters" : "matrices");
+  if (c.train.skip_grad_norm > 0) s += cat("; steps with gradient norm > ", c.train.skip_grad_norm, " skipped");
   const loops::PrecisionChoice p = loops::choose_precision(c.train.precision, Device(c.train.device));
   s += cat("; precision ", loops::precision_name(p.requested));
   if (p.used != p.requested) s += cat(" (computed in ", loops::precision_name(p.used), " for now)");

@@ -88,9 +88,6 @@ void check_inputs(BatchSource& train, BatchSource& val, BatchSource& test, const
                     train.batches_per_epoch(), " training batches of an epoch");
 }
 
-// "2" for a whole epoch, "1.25" otherwise.
-std::string epoch_text(double epoch) { return cat(epoch); }
-
 }  // namespace
 
 TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer, const LRSchedule& schedule,
@@ -122,8 +119,8 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
     if (!std::isfinite(last_val.loss)) {
       result.diverged =
           Divergence{step, epoch,
-                     cat("non-finite validation loss (", describe_value(last_val.loss), ") at epoch ", epoch_text(at))};
-      progress.message(cat("epoch ", epoch_text(at), ": run stopped as diverged: ", result.diverged->reason));
+                     cat("non-finite validation loss (", describe_value(last_val.loss), ") at epoch ", at)};
+      progress.message(cat("epoch ", at, ": run stopped as diverged: ", result.diverged->reason));
       return false;
     }
     result.validations.push_back(record);
@@ -216,8 +213,8 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
                         result.data_wait_seconds});
   if (o.test_last) progress.finish(cat("test acc ", t.accuracy, " (the weights after epoch ", result.best_epoch, ")"));
   else
-    progress.finish(cat("best val acc ", result.best_val_accuracy, " (epoch ", epoch_text(result.tested_epoch),
-                        "), test acc ", t.accuracy));
+    progress.finish(
+        cat("best val acc ", result.best_val_accuracy, " (epoch ", result.tested_epoch, "), test acc ", t.accuracy));
   return result;
 }
 
