@@ -31,10 +31,10 @@ struct AnalyzeOptions {
 // The run's prepared token folder: --token-data, else lm.tokens, else the one `qkvlab run`
 // tokenized lm.text into beside the experiment's folder (prepared again, as a run would, when
 // it is gone).
-fs::path token_folder(const report::LmRunFiles& f, const experiment::LmConfig& c, const std::string& token_data) {
+fs::path token_folder(const experiment::LmRunFiles& f, const experiment::LmConfig& c, const std::string& token_data) {
   if (!token_data.empty()) return token_data;
   if (!c.lm.tokens.empty()) return tasks::lm_token_folder(c, {});  // lm.tokens under data.root
-  const auto root = report::run_output_root(f);
+  const auto root = experiment::run_output_root(f);
   check<IOError>(root.has_value(), "analyze: ", f.folder.string(), " does not end in <experiment>/<run id> = ", c.name,
                  "/", f.run.id, " (a moved run?), so its token data cannot be found; give --token-data ",
                  "DIR, the prepared folder it was trained on (<out>/tokens/", c.name, ")");
@@ -44,7 +44,7 @@ fs::path token_folder(const report::LmRunFiles& f, const experiment::LmConfig& c
 }
 
 report::KvAnalysis analyze_run(const std::string& folder, const AnalyzeOptions& o, const Device& device) {
-  const report::LmRunFiles f = report::open_lm_run(folder);
+  const experiment::LmRunFiles f = experiment::open_lm_run(folder, "analyze");
   experiment::LmConfig c = f.config;
   if (!o.data_root.empty()) c.data.root = o.data_root;
   const fs::path tokens = token_folder(f, c, o.token_data);

@@ -6,13 +6,13 @@
 
 #include "lab/cli/commands.h"
 #include "lab/cli/device_option.h"
+#include "lab/experiment/lm_run.h"
 #include "lab/experiment/models.h"
 #include "lab/experiment/result.h"
 #include "lab/experiment/sweep.h"
 #include "lab/infer/generate.h"
 #include "tensor/error.h"
 #include "train/data/bpe.h"
-#include "train/loops/lm_checkpoint.h"
 
 namespace qkv::cli {
 
@@ -27,19 +27,9 @@ struct GenerateOptions {
 };
 
 void generate_text(const GenerateOptions& o) {
-  const fs::path run(o.run), config_path = run / "config.yaml";
-  check<IOError>(fs::exists(config_path), "generate: ", o.run,
-                 " is not a run folder (no config.yaml); give a folder "
-                 "like runs/lm/shakespeare/QKV/seed0");
-  const experiment::Run r =
-      experiment::single_run(experiment::load_config_file(config_path.string()), config_path.string());
-  check<ValueError>(r.config.kind() == experiment::TaskKind::lm, "generate: ", config_path.string(), " is a ",
-                    experiment::enum_name(r.config.kind()), " run, not a language model");
-  experiment::LmConfig c = r.config.as<experiment::LmConfig>();
-  const auto checkpoint = loops::latest_checkpoint(run);
-  check<IOError>(checkpoint.has_value(), "generate: ", o.run,
-                 " has no checkpoint yet (checkpoints/ is written at "
-                 "every validation)");
+  const experiment::LmRunFiles f = experiment::open_lm_run(o.run, "generate");
+  const experiment::Run& r = f.run;
+  experiment::LmConfig c = f.config;
   if (!o.data_root.empty()) c.data.root = o.data_root;
   fs::path tok = o.tokenizer.empty() ? fs::path(c.lm.tokenizer) : fs::path(o.tokenizer);
   if (o.tokenizer.empty() && tok.is_relative()) tok = fs::path(c.data.root) / tok;
@@ -48,8 +38,8 @@ void generate_text(const GenerateOptions& o) {
   const Device device = usable_device(o.device, "generate");
   Generator gen(0);
   nn::GPT model(experiment::gpt_config(c, r.variant), &gen);
-  model.load(checkpoint->string());
-  infer::check_finite_weights(model, checkpoint->string());  // on the host, before the move
+  model.load(f.checkpoint.string());
+  infer::check_finite_weights(model, f.checkpoint.string());  // on the host, before the move
   model.to(device);
   model.eval();
   std::vector<int64_t> prompt;
@@ -66,10 +56,10 @@ void generate_text(const GenerateOptions& o) {
   if (o.tokens > room)
     std::fprintf(stderr, "generate: %lld tokens requested, %lld fit in the context after the prompt\n",
                  static_cast<long long>(o.tokens), static_cast<long long>(room));
-  std::fprintf(stderr, "%s, checkpoint %s\n", o.run.c_str(), checkpoint->filename().string().c_str());
-  if (fs::exists(run / "result.json")) {
+  std::fprintf(stderr, "%s, checkpoint %s\n", o.run.c_str(), f.checkpoint.filename().string().c_str());
+  if (fs::exists(f.folder / "result.json")) {
     try {
-      if (const auto d = experiment::read_result_file(run / "result.json").diverged)
+      if (const auto d = experiment::read_result_file(f.folder / "result.json").diverged)
         std::fprintf(stderr, "note: the run diverged at step %lld (%s); its newest checkpoint is from before\n",
                      static_cast<long long>(d->step), d->reason.c_str());
     } catch (const IOError&) {}  // a damaged result does not stop generation from the checkpoint

@@ -7,13 +7,10 @@
 #include <map>
 
 #include "autograd/grad_mode.h"
-#include "lab/experiment/codec.h"
-#include "lab/experiment/config.h"
 #include "nn/variant.h"
 #include "tensor/atomic_file.h"
 #include "tensor/format.h"
 #include "train/data/token_batches.h"
-#include "train/loops/lm_checkpoint.h"
 
 namespace qkv::report {
 
@@ -169,41 +166,6 @@ KvAnalysis analyze_gpt(const nn::GPT& model, const std::vector<Tensor>& batches)
     out.layers.push_back(layer);
   }
   return out;
-}
-
-LmRunFiles open_lm_run(const fs::path& folder) {
-  const std::string name = folder.string();
-  const char* example = "; give a run folder of `qkvlab run`, such as runs/lm/shakespeare/QKV/seed0";
-  check<IOError>(fs::is_directory(folder), "analyze: ", name, " is not a folder", example);
-  const fs::path config = folder / "config.yaml";
-  check<IOError>(fs::is_regular_file(config), "analyze: ", name, " is not a run folder (no config.yaml)", example);
-  const experiment::Config c = experiment::load_config_file(config.string());
-  check<ValueError>(c.kind() == experiment::TaskKind::lm, "analyze: ", name, " is a ", experiment::enum_name(c.kind()),
-                    " run (task.kind in ", config.string(),
-                    "); only language-model runs (task.kind lm, the GPT) are analysed");
-  LmRunFiles r;
-  r.folder = folder;
-  r.run = experiment::single_run(c, config.string());
-  r.config = c.as<experiment::LmConfig>();
-  const auto checkpoint = loops::latest_checkpoint(folder);
-  check<IOError>(checkpoint.has_value(), "analyze: ", name,
-                 " has no checkpoint (expected checkpoints/step_N.safetensors with its .state.safetensors, "
-                 "written at every validation of a language-model run)");
-  r.checkpoint = *checkpoint;
-  return r;
-}
-
-std::optional<fs::path> run_output_root(const LmRunFiles& r) {
-  fs::path p = fs::absolute(r.folder).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();  // a trailing '/'
-  const fs::path id(r.run.id);
-  std::vector<fs::path> parts(id.begin(), id.end());
-  parts.insert(parts.begin(), fs::path(r.config.name));
-  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-    if (p.filename() != *it) return std::nullopt;  // moved or renamed: not <out>/<experiment>/<run id>
-    p = p.parent_path();
-  }
-  return p;
 }
 
 std::vector<Tensor> validation_batches(const fs::path& token_folder, const std::string& split, int64_t context,

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/experiment/lm_run.h"
 #include "lab/experiment/sweep.h"
 #include "lab/report/plot.h"
 #include "nn/models/gpt.h"
@@ -64,19 +65,6 @@ struct KvAnalysis {
 // Feeds `batches` (token ids [B, T], T <= context) through `model` without grad, in eval mode
 // as it is, and measures every layer. ValueError for no batches.
 KvAnalysis analyze_gpt(const nn::GPT& model, const std::vector<Tensor>& batches);
-
-// A language-model run folder of `qkvlab run`: its resolved config and newest checkpoint.
-struct LmRunFiles {
-  std::filesystem::path folder, checkpoint;
-  experiment::Run run;
-  experiment::LmConfig config;
-};
-// IOError naming the folder for one that is not a run (no config.yaml) or has no checkpoint;
-// ValueError for a run of another family (only language models are analysed).
-LmRunFiles open_lm_run(const std::filesystem::path& folder);
-// The `out` folder the run was written under, <out>/<experiment>/<run id>; nullopt when the
-// folder's path does not end in the experiment's name and the run id (a moved run).
-std::optional<std::filesystem::path> run_output_root(const LmRunFiles& r);
 
 // The first `tokens` tokens of the split `split` of a prepared token folder, in order, as
 // packed windows of `context` tokens (the last window cut short), `batch` windows per tensor.

@@ -17,6 +17,9 @@
 
 using namespace qkv;
 using namespace qkv::report;
+using experiment::LmRunFiles;
+using experiment::open_lm_run;
+using experiment::run_output_root;
 using nn::Role;
 
 namespace {
@@ -197,11 +200,12 @@ TEST_CASE("kv analysis: a language-model run folder read end to end") {
                                               "model.layers=2", "sweep.variants=[Q-K=V]"});
   const experiment::Run& run = e.runs.at(0);
   const experiment::RunDir dir(out.path, run);
-  CHECK(error_of([&] { open_lm_run(dir.path()); }).find(dir.path().string()) != std::string::npos);  // no folder
+  CHECK(error_of([&] { open_lm_run(dir.path(), "analyze"); }).find(dir.path().string()) !=
+        std::string::npos);  // no folder
   std::filesystem::create_directories(dir.path());
-  CHECK(error_of([&] { open_lm_run(dir.path()); }).find("no config.yaml") != std::string::npos);
+  CHECK(error_of([&] { open_lm_run(dir.path(), "analyze"); }).find("no config.yaml") != std::string::npos);
   dir.start(run.config);
-  const std::string no_checkpoint = error_of([&] { open_lm_run(dir.path()); });
+  const std::string no_checkpoint = error_of([&] { open_lm_run(dir.path(), "analyze"); });
   CHECK(no_checkpoint.find("no checkpoint") != std::string::npos);
   CHECK(no_checkpoint.find(dir.path().string()) != std::string::npos);
 
@@ -210,13 +214,13 @@ TEST_CASE("kv analysis: a language-model run folder read end to end") {
   loops::LmLoopState state;
   state.step = 7;
   loops::save_lm_checkpoint(trained, {}, state, dir.path(), 1);
-  const LmRunFiles f = open_lm_run(dir.path());
+  const LmRunFiles f = open_lm_run(dir.path(), "analyze");
   CHECK(f.checkpoint.filename().string().find("step_00000007") == 0);
   REQUIRE(run_output_root(f).has_value());
   CHECK(std::filesystem::equivalent(*run_output_root(f), out.path));
   const auto moved = out.path / "moved";  // not <out>/<experiment>/<run id>: its tokens are not found
   std::filesystem::copy(dir.path(), moved, std::filesystem::copy_options::recursive);
-  CHECK_FALSE(run_output_root(open_lm_run(moved)).has_value());
+  CHECK_FALSE(run_output_root(open_lm_run(moved, "analyze")).has_value());
 
   std::vector<int32_t> val;
   for (int32_t i = 0; i < 300; ++i) val.push_back(i % 60);
@@ -264,7 +268,7 @@ TEST_CASE("kv analysis: a run of another family is refused and named") {
   const auto e = experiment::load_experiment(std::string(QKV_SOURCE_DIR) + "/experiments/synthetic/sort.yaml");
   const experiment::RunDir dir(out.path, e.runs.at(0));
   dir.start(e.runs.at(0).config);
-  const std::string msg = error_of([&] { open_lm_run(dir.path()); });
+  const std::string msg = error_of([&] { open_lm_run(dir.path(), "analyze"); });
   CHECK(msg.find("synthetic") != std::string::npos);
   CHECK(msg.find("only language-model runs") != std::string::npos);
   CHECK(msg.find(dir.path().string()) != std::string::npos);
