@@ -10,14 +10,15 @@
 
 namespace {
 
-// The first tab-separated field of each line, when it is a plain file name (at most 64).
+// The first tab-separated field of each line, when it is a plain file name the file system can
+// hold (at most 64 of them, each under NAME_MAX); other names stay missing files for the reader.
 std::vector<std::string> image_names(std::string_view annotations) {
   std::vector<std::string> names;
   std::istringstream in{std::string(annotations)};
   for (std::string line; std::getline(in, line) && names.size() < 64;) {
     std::string name = line.substr(0, line.find('\t'));
     while (!name.empty() && (name.back() == ' ' || name.back() == '\r')) name.pop_back();
-    if (!name.empty() && name != "." && name != ".." && name.find_first_of("/ ") == std::string::npos &&
+    if (!name.empty() && name.size() <= 200 && name != "." && name != ".." && name.find_first_of("/ ") == std::string::npos &&
         name.find('\0') == std::string::npos)
       names.push_back(name);
   }
