@@ -18,8 +18,8 @@ std::vector<std::string> image_names(std::string_view annotations) {
   for (std::string line; std::getline(in, line) && names.size() < 64;) {
     std::string name = line.substr(0, line.find('\t'));
     while (!name.empty() && (name.back() == ' ' || name.back() == '\r')) name.pop_back();
-    if (!name.empty() && name.size() <= 200 && name != "." && name != ".." && name.find_first_of("/ ") == std::string::npos &&
-        name.find('\0') == std::string::npos)
+    if (!name.empty() && name.size() <= 200 && name != "." && name != ".." &&
+        name.find_first_of("/ ") == std::string::npos && name.find('\0') == std::string::npos)
       names.push_back(name);
   }
   return names;

@@ -76,7 +76,8 @@ double effective_rank(const Tensor& matrix) {
                                                                                                    matrix.size(1));
   // Singular values as square roots of the smaller Gram matrix's eigenvalues: in double this is
   // far more precise than the entropy needs, and a fraction of an SVD's compile time.
-  const Eigen::MatrixXd gram = m.rows() >= m.cols() ? Eigen::MatrixXd(m.transpose() * m) : Eigen::MatrixXd(m * m.transpose());
+  const Eigen::MatrixXd gram =
+      m.rows() >= m.cols() ? Eigen::MatrixXd(m.transpose() * m) : Eigen::MatrixXd(m * m.transpose());
   const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(gram, Eigen::EigenvaluesOnly);
   std::vector<double> s;
   for (double lambda : eig.eigenvalues()) s.push_back(std::sqrt(std::max(lambda, 0.0)));
