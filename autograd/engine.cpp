@@ -2,6 +2,7 @@
 // gradients that reach each node, and runs the nodes' rules with grad mode off.
 #include <unordered_map>
 
+#include "autograd/grad_hooks.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -59,6 +60,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     Tensor& acc = *m.grad;
     acc = acc + g;
   }
+  run_post_accumulate_grad_hook(leaf.get());
   return {};
 }
 

@@ -19,6 +19,7 @@ packages=(
   python3-torchvision                    # ResNet-34 parity test against torchvision
   libpcre2-dev libzstd-dev python3-regex zstd  # GPT-2 BPE regex, .zst corpora, BPE reference test
   clang libclang-rt-14-dev libomp-dev llvm    # fuzzing (scripts/fuzz.sh): libFuzzer + ASan, OpenMP, llvm-symbolizer
+  openmpi-bin libopenmpi-dev              # data-parallel training across CPU processes (mpirun) and the NCCL bootstrap
 )
 
 missing=()

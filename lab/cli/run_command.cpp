@@ -1,18 +1,28 @@
 // qkvlab run FILE... [--scale NAME] [--out DIR] [--dry-run] [--resume | --restart] [key=value ...]
+//               [--nproc N] [--dist-timeout SECONDS] [--dist-backend auto|mpi|nccl]
 // Runs experiment files (or suite files listing them): every run of each sweep, skipping runs
 // whose folder already holds a result, so an interrupted suite continues where it stopped;
 // then prints the table of everything under the output folder. Each run's folder is locked while
 // it runs; an unfinished run's checkpoints are continued (--resume) or discarded (--restart),
 // never dropped silently.
+//
+// Data-parallel: started by mpirun/srun (or --nproc, which runs mpirun), every rank loads the same
+// files and trains its shard of every run together with the others; rank 0 alone decides which
+// runs to train, holds the folder lock and writes; the other ranks print nothing on stdout. An
+// error on any rank stops every rank.
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include "lab/cli/commands.h"
+#include "lab/cli/mpi_launch.h"
 #include "lab/experiment/experiment.h"
 #include "lab/experiment/node.h"
 #include "lab/tasks/lm.h"
 #include "lab/tasks/run_task.h"
 #include "tensor/error.h"
+#include "train/dist/consistency.h"
 
 namespace qkv::cli {
 namespace {
@@ -24,6 +34,8 @@ struct RunOptions {
   bool dry_run = false;
   bool resume = false;
   bool restart = false;
+  int nproc = 0;  // > 0: relaunch under mpirun with this many ranks
+  dist::Options dist;
 };
 
 bool is_suite(const std::string& path) {
@@ -35,8 +47,14 @@ bool is_suite(const std::string& path) {
   }
 }
 
-void run(const RunOptions& o) {
-  std::vector<std::string> files, overrides;
+// What rank 0 tells the others about one run: train it, skip it (complete), or the error that
+// stopped rank 0 (e.g. unfinished checkpoints without --resume or --restart).
+constexpr const char* kTrain = "train";
+constexpr const char* kSkip = "skip";
+
+// The experiment files named on the command line, suites expanded.
+std::vector<std::string> experiment_files(const RunOptions& o, std::vector<std::string>& overrides) {
+  std::vector<std::string> files;
   for (const std::string& a : o.args) (a.find('=') != std::string::npos ? overrides : files).push_back(a);
   check<ValueError>(!files.empty(), "run: no experiment file given (e.g. qkvlab run experiments/synthetic/suite.yaml)");
   std::vector<std::string> experiments;
@@ -47,6 +65,13 @@ void run(const RunOptions& o) {
     }
     for (const std::string& e : experiment::load_suite(f).experiments) experiments.push_back(e);
   }
+  return experiments;
+}
+
+void run(const RunOptions& o, const std::vector<std::string>& experiments, const std::vector<std::string>& overrides,
+         dist::Communicator& comm) {
+  const bool writer = comm.rank() == 0;
+  dist::Communicator* job = comm.size() > 1 ? &comm : nullptr;
   // Load and validate everything before training anything.
   std::vector<experiment::Experiment> loaded;
   std::vector<std::string> missing_data;
@@ -65,7 +90,9 @@ void run(const RunOptions& o) {
       const bool complete = dir.complete();
       done += complete;
       // Refused before anything trains: an unfinished run's checkpoints with neither flag.
-      if (!complete && !o.dry_run && !o.resume && !o.restart) dir.settle_checkpoints(false, false, stdout);
+      if (writer && !complete && !o.dry_run && !o.resume && !o.restart) dir.settle_checkpoints(false, false, stdout);
+      if (job)
+        dist::check_identical(comm, dist::digest(experiment::to_yaml(r.config)), cat("resolved config of ", r.id));
     }
   }
   std::printf("qkvlab run: %zu experiment(s), %zu run(s), %zu already complete, output in %s\n", loaded.size(), total,
@@ -87,19 +114,53 @@ void run(const RunOptions& o) {
     for (const auto& r : e.runs) {
       ++index;
       experiment::RunDir dir(o.out, r);
-      if (dir.complete()) continue;
-      const FolderLock lock = dir.lock();  // another process running it: an error naming that process
-      if (dir.complete()) continue;        // it finished between the check and the lock
-      std::printf("[%zu/%zu] %s %s\n", index, total, e.config.name().c_str(), r.id.c_str());
-      for (const auto& f : dir.remove_temporaries())
-        std::printf("  removed %s, a temporary file an interrupted run left\n", f.string().c_str());
-      dir.settle_checkpoints(o.resume, o.restart, stdout);
-      dir.start(r.config);
-      const experiment::ResultRow result = tasks::run_task(r, dir, o.out, o.resume);
+      std::optional<FolderLock> lock;
+      std::string decision = kSkip;
+      if (writer) {
+        try {
+          if (!dir.complete()) {
+            lock.emplace(dir.lock());  // another process running it: an error naming that process
+            if (!dir.complete()) {     // it may have finished between the check and the lock
+              std::printf("[%zu/%zu] %s %s\n", index, total, e.config.name().c_str(), r.id.c_str());
+              for (const auto& f : dir.remove_temporaries())
+                std::printf("  removed %s, a temporary file an interrupted run left\n", f.string().c_str());
+              dir.settle_checkpoints(o.resume, o.restart, stdout);
+              dir.start(r.config);
+              decision = kTrain;
+            }
+          }
+        } catch (const Error& err) {
+          if (!job) throw;
+          decision = err.what();
+        }
+      }
+      if (job) decision = comm.broadcast(decision, 0, cat("rank 0's decision on ", r.id));
+      if (decision == kSkip) continue;
+      if (decision != kTrain) throw ValueError(decision);
+      const experiment::ResultRow result = tasks::run_task(r, dir, o.out, o.resume, job);
       std::printf("[%zu/%zu] %s %s: %s\n", index, total, e.config.name().c_str(), r.id.c_str(),
                   experiment::summary(result).c_str());
     }
-  print_tables(o.out, std::cout);
+  if (writer) print_tables(o.out, std::cout);
+}
+
+void run(const RunOptions& o) {
+  if (o.nproc > 0 && !dist::launched_by_mpi()) relaunch_with_mpirun(o.nproc);
+  std::vector<std::string> overrides;
+  const std::vector<std::string> experiments = experiment_files(o, overrides);
+  bool cuda = false;  // picks nccl for --dist-backend auto
+  for (const std::string& path : experiments)
+    cuda = cuda || Device(experiment::load_experiment(path, o.scale, overrides).config.loop().device).is_cuda();
+  const std::unique_ptr<dist::Communicator> comm = dist::connect(o.dist, cuda);
+  if (comm->size() == 1) return run(o, experiments, overrides, *comm);
+  if (comm->rank() != 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
+    comm->abort("cannot redirect stdout to /dev/null");
+  try {
+    run(o, experiments, overrides, *comm);
+    comm->barrier("the end of the job");
+  } catch (const std::exception& e) {
+    comm->abort(cat("error: ", e.what()));  // stops every rank, never a hang
+  }
 }
 
 }  // namespace
@@ -116,6 +177,17 @@ void add_run_command(CLI::App& app) {
       cmd->add_flag("--resume", o->resume, "continue unfinished language-model runs from their newest checkpoint");
   cmd->add_flag("--restart", o->restart, "delete the checkpoints of unfinished runs and start them over")
       ->excludes(resume);
+  cmd->add_option("--nproc", o->nproc,
+                  "data-parallel on this machine: run this command under `mpirun -np N` (printed); for several "
+                  "nodes or Slurm call mpirun/srun yourself")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--dist-timeout", o->dist.timeout_seconds,
+                  "data-parallel: seconds a collective may wait for the other ranks before the job stops with an "
+                  "error naming it (default 300)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--dist-backend", o->dist.backend,
+                  "data-parallel back end: auto (nccl for CUDA runs, mpi otherwise), mpi or nccl")
+      ->check(CLI::IsMember({"auto", "single", "mpi", "nccl"}));
   cmd->callback([o] { run(*o); });
 }
 

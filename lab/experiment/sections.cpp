@@ -153,7 +153,8 @@ const Schema<StepSchedule>& StepSchedule::schema() {
 const Schema<LoopConfig>& LoopConfig::schema() {
   using T = LoopConfig;
   static const Schema<T> s{{
-      field("batch_size", &T::batch_size, 128, in_range(1, 1 << 20), "training batch size"),
+      field("batch_size", &T::batch_size, 128, in_range(1, 1 << 20),
+            "training batch size, of the whole job: data-parallel ranks each take their share"),
       field("device", &T::device, "cpu", device_name(), "where to train"),
       field("threads", &T::threads, 0, in_range(0, 4096), "CPU threads; 0 = all cores"),
       field("log_every", &T::log_every, 50, at_least(1), "steps between loss lines"),
@@ -165,6 +166,8 @@ const Schema<LoopConfig>& LoopConfig::schema() {
       field("precision", &T::precision, loops::Precision::fp32,
             "compute precision; bf16 (autocast) is not computed by any backend yet: such a run says so and "
             "computes in fp32"),
+      field("bucket_mb", &T::bucket_mb, 25.0, greater_than(0.0),
+            "data-parallel runs: MiB of gradients per all-reduce, started while the backward pass runs"),
   }};
   return s;
 }

@@ -96,6 +96,7 @@ struct LoopConfig {
   loops::OnNonfinite on_nonfinite{};  // a step with a NaN or inf loss or gradient norm: skip it, or stop
   int max_consecutive_skips = 0;      // more non-finite steps in a row stop the run as diverged
   loops::Precision precision{};       // requested; loops::choose_precision says what a run gets
+  double bucket_mb = 0;               // data-parallel gradient all-reduce bucket, MiB
   bool operator==(const LoopConfig&) const = default;
   static const Schema<LoopConfig>& schema();
 };

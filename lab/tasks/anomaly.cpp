@@ -101,7 +101,8 @@ std::string feature_cache_name(const std::string& dataset, const std::string& sp
 }
 
 data::LabelledFeatures cached_features(const fs::path& cache, const std::function<data::LabelledFeatures()>& compute,
-                                       std::map<std::string, std::string>& metadata, std::vector<std::string>& log) {
+                                       std::map<std::string, std::string>& metadata, std::vector<std::string>& log,
+                                       bool write) {
   std::string note;
   data::LabelledFeatures f;
   if (fs::exists(cache)) {
@@ -119,6 +120,9 @@ data::LabelledFeatures cached_features(const fs::path& cache, const std::functio
                    dtype_name(f.labels.dtype()), ", expected [", f.features.size(0), "] int64", fix);
     metadata = stored;
     note = cat("features: reused the cache ", cache.string());
+  } else if (!write) {
+    f = compute();
+    note = "features: computed (rank 0 caches them)";
   } else {
     f = compute();
     fs::create_directories(cache.parent_path());
@@ -139,7 +143,8 @@ struct SplitFeatures {
 
 // Features of one split: from the file, or ResNet34 features cached under cache_dir.
 SplitFeatures split_features(const AnomalyConfig& c, data::Split split, const fs::path& cache_dir,
-                             const std::string& digest, const Device& device, std::vector<std::string>& log) {
+                             const std::string& digest, const Device& device, std::vector<std::string>& log,
+                             bool write) {
   const std::string part = split == data::Split::train ? "train" : "test";
   if (c.data.features == experiment::FeatureSource::file) {
     auto t = safetensors::load(c.data.features_file);
@@ -165,7 +170,7 @@ SplitFeatures split_features(const AnomalyConfig& c, data::Split split, const fs
     net.to(device);
     return resnet_features(net, *images, c.data.image_size, device);
   };
-  return {cached_features(cache, compute, meta, log), pixels};
+  return {cached_features(cache, compute, meta, log, write), pixels};
 }
 
 // Appends the feature notes to the run's train.log (the loop starts that file afresh).
@@ -177,10 +182,11 @@ void append_to_log(const fs::path& run_dir, const std::vector<std::string>& line
 
 }  // namespace
 
-experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::RunDir& dir,
-                                  const fs::path& cache_dir) {
+experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::RunDir& dir, const fs::path& cache_dir,
+                                  dist::Communicator* comm) {
   const auto& c = run.config.as<AnomalyConfig>();
-  const Device device = prepare_device(c.train);
+  const Device device = prepare_device(c.train, comm);
+  const bool writer = writes_results(comm);
   const bool resnet = c.data.features == experiment::FeatureSource::resnet34;
   const std::string& weights = c.data.resnet_weights;
   check<IOError>(!resnet || weights.empty() || fs::is_regular_file(weights), "data.resnet_weights '", weights,
@@ -188,8 +194,8 @@ experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::
                  "scripts/convert_resnet34.py)");
   const std::string digest = resnet && !weights.empty() ? file_digest(weights) : "";
   std::vector<std::string> notes;
-  SplitFeatures train_split = split_features(c, data::Split::train, cache_dir, digest, device, notes);
-  SplitFeatures test_split = split_features(c, data::Split::test, cache_dir, digest, device, notes);
+  SplitFeatures train_split = split_features(c, data::Split::train, cache_dir, digest, device, notes, writer);
+  SplitFeatures test_split = split_features(c, data::Split::test, cache_dir, digest, device, notes, writer);
   data::LabelledFeatures& train = train_split.f;
   data::LabelledFeatures& test = test_split.f;
   // Standardize each feature with the training statistics.
@@ -212,10 +218,12 @@ experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::
   Generator gen(uint64_t(run.seed));
   nn::SetTransformer model(experiment::set_transformer_config(c, run.variant, train.features.size(1)), &gen);
   model.to(device);
+  dropout_per_rank(gen, comm);
   auto on = [&](const data::SetData& s) { return data::LabelledData{s.features.to(device), s.targets.to(device)}; };
-  const loops::TrainResult r =
-      train_epochs({run, dir, model, [&](const Tensor& x) { return model.forward(x); }, c.optim, c.schedule, c.train},
-                   on(tr), on(va), on(te));
+  const loops::TrainResult r = train_epochs({run, dir, model, [&](const Tensor& x) { return model.forward(x); },
+                                             c.optim, c.schedule, c.train, comm},
+                                            on(tr), on(va), on(te));
+  if (!writer) return classification_row(run, "anomaly", model.num_parameters(), r);
   append_to_log(dir.path(), notes);
   experiment::ResultRow row = classification_row(run, "anomaly", model.num_parameters(), r);
   row.sets = experiment::SetSource{std::string(experiment::enum_name(c.data.dataset)),

@@ -15,6 +15,7 @@
 #include "nn/models/resnet.h"
 #include "train/data/image_dataset.h"
 #include "train/data/sets.h"
+#include "train/dist/communicator.h"
 
 namespace qkv::tasks {
 
@@ -38,12 +39,14 @@ std::string feature_cache_name(const std::string& dataset, const std::string& sp
 
 // Features from `cache` when it exists (its tensors checked: IOError naming the file otherwise),
 // `metadata` then replaced by the file's; else from `compute`, which may add to `metadata`, then
-// written to `cache` atomically with it. A line saying which is printed and appended to `log`.
+// written to `cache` atomically with it (unless `write` is false: data-parallel ranks other than
+// 0 compute without writing). A line saying which is printed and appended to `log`.
 data::LabelledFeatures cached_features(const std::filesystem::path& cache,
                                        const std::function<data::LabelledFeatures()>& compute,
-                                       std::map<std::string, std::string>& metadata, std::vector<std::string>& log);
+                                       std::map<std::string, std::string>& metadata, std::vector<std::string>& log,
+                                       bool write = true);
 
 experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::RunDir& dir,
-                                  const std::filesystem::path& cache_dir);
+                                  const std::filesystem::path& cache_dir, dist::Communicator* comm = nullptr);
 
 }  // namespace qkv::tasks

@@ -2,8 +2,10 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 
+#include "train/dist/consistency.h"
 #include "train/optim/sgd.h"
 
 namespace qkv::tasks {
@@ -68,13 +70,27 @@ optim::ScheduleSpec schedule_spec(const StepSchedule& s, double lr, int64_t step
   return base_spec(s.name, s, lr, steps);
 }
 
-Device prepare_device(const LoopConfig& loop) {
-  const Device device(loop.device);
+Device prepare_device(const LoopConfig& loop, dist::Communicator* comm) {
+  Device device(loop.device);
+  const bool parallel = comm && comm->size() > 1;
+  if (parallel && device.is_cuda()) device = Device(DeviceType::cuda, comm->local_rank());  // one GPU per rank
   check_device_usable(device, "train.device");
   if (loop.threads > 0) omp_set_num_threads(loop.threads);
+  else if (parallel && comm->local_size() > 1)  // ranks on one node share its cores
+    omp_set_num_threads(std::max(1, omp_get_num_procs() / comm->local_size()));
   const std::string note = loops::precision_note(loops::choose_precision(loop.precision, device));
   if (!note.empty()) std::printf("%s\n", note.c_str());
   return device;
+}
+
+bool writes_results(dist::Communicator* comm) { return !comm || comm->rank() == 0; }
+
+data::Shard shard_of(dist::Communicator* comm) {
+  return comm ? data::Shard{comm->rank(), comm->size()} : data::Shard{};
+}
+
+void dropout_per_rank(Generator& gen, dist::Communicator* comm) {
+  if (comm) gen.set_state(dist::for_rank(gen.state(), comm->rank()));
 }
 
 uint64_t shuffle_seed(const Run& run) { return uint64_t(run.seed) + 0x9e3779b97f4a7c15ull; }
@@ -97,6 +113,8 @@ loops::TrainOptions options(const EpochRun& r) {
   o.nonfinite = nonfinite_policy(r.train);
   o.evals_per_epoch = r.train.evals_per_epoch;
   o.test_last = r.train.protocol == Protocol::all_last;
+  o.comm = r.comm;
+  o.bucket_mb = r.train.bucket_mb;
   return o;
 }
 

@@ -6,6 +6,7 @@
 
 #include "lab/experiment/run_dir.h"
 #include "lab/experiment/sweep.h"
+#include "tensor/random.h"
 #include "train/loops/epoch_loop.h"
 #include "train/optim/adam.h"
 #include "train/optim/optimizer.h"
@@ -20,8 +21,14 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const experiment::OptimConfig& 
 optim::ScheduleSpec schedule_spec(const experiment::EpochSchedule& s, double lr, int64_t steps_per_epoch,
                                   int64_t epochs);
 optim::ScheduleSpec schedule_spec(const experiment::StepSchedule& s, double lr, int64_t steps);
-// Sets the CPU thread count (train.threads) and checks train.device is usable; returns it.
-Device prepare_device(const experiment::LoopConfig& loop);
+// Sets the CPU thread count (train.threads; by default the cores shared among this node's ranks)
+// and checks train.device is usable; returns it (data-parallel: cuda becomes cuda:<local rank>).
+Device prepare_device(const experiment::LoopConfig& loop, dist::Communicator* comm = nullptr);
+// Data-parallel helpers; `comm` null means one process.
+bool writes_results(dist::Communicator* comm);  // rank 0 alone writes files
+data::Shard shard_of(dist::Communicator* comm);
+// After the weights are drawn (alike on every rank): dropout draws from this rank's own stream.
+void dropout_per_rank(Generator& gen, dist::Communicator* comm);
 // The Philox stream of a run's data order: apart from the stream its weights are drawn from.
 uint64_t shuffle_seed(const experiment::Run& run);
 // train.on_nonfinite and train.max_consecutive_skips, for either loop.
@@ -37,6 +44,7 @@ struct EpochRun {
   const experiment::OptimConfig& optim;
   const experiment::EpochSchedule& schedule;
   const experiment::EpochTrain& train;
+  dist::Communicator* comm = nullptr;  // data-parallel job, or null
 };
 loops::TrainResult train_epochs(const EpochRun& r, data::BatchSource& train, data::BatchSource& val,
                                 data::BatchSource& test);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "lab/experiment/run_dir.h"
+#include "train/dist/communicator.h"
 
 namespace qkv::tasks {
 
@@ -24,6 +25,6 @@ std::string lm_protocol(const experiment::LmConfig& c);
 
 // `resume`: continue from the run's newest checkpoint, when it has one.
 experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDir& dir,
-                             const std::filesystem::path& out, bool resume);
+                             const std::filesystem::path& out, bool resume, dist::Communicator* comm = nullptr);
 
 }  // namespace qkv::tasks

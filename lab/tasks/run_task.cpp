@@ -12,13 +12,13 @@ namespace qkv::tasks {
 using experiment::TaskKind;
 
 experiment::ResultRow run_task(const experiment::Run& run, const experiment::RunDir& dir,
-                               const std::filesystem::path& out, bool resume) {
+                               const std::filesystem::path& out, bool resume, dist::Communicator* comm) {
   const AllocationPurpose purpose(cat("running ", run.config.name(), "/", run.id));
   switch (run.config.kind()) {
-    case TaskKind::synthetic: return run_synthetic(run, dir);
-    case TaskKind::vision: return run_vision(run, dir);
-    case TaskKind::anomaly: return run_anomaly(run, dir, out / "features");
-    case TaskKind::lm: return run_lm(run, dir, out, resume);
+    case TaskKind::synthetic: return run_synthetic(run, dir, comm);
+    case TaskKind::vision: return run_vision(run, dir, comm);
+    case TaskKind::anomaly: return run_anomaly(run, dir, out / "features", comm);
+    case TaskKind::lm: return run_lm(run, dir, out, resume, comm);
   }
   throw ValueError("unknown task kind");
 }

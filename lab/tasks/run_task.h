@@ -5,12 +5,15 @@
 #include <filesystem>
 
 #include "lab/experiment/run_dir.h"
+#include "train/dist/communicator.h"
 
 namespace qkv::tasks {
 
 // `resume`: a language-model run continues from its newest checkpoint (other families restart).
+// `comm`: the data-parallel job (null: one process); rank 0 alone writes to the run folder.
 experiment::ResultRow run_task(const experiment::Run& run, const experiment::RunDir& dir,
-                               const std::filesystem::path& out, bool resume = false);
+                               const std::filesystem::path& out, bool resume = false,
+                               dist::Communicator* comm = nullptr);
 
 // IOError naming the key and the path looked for when a dataset, the token data or the
 // tokenizer a config needs is missing (a features file is checked when it is read).

@@ -7,9 +7,9 @@
 
 namespace qkv::tasks {
 
-experiment::ResultRow run_vision(const experiment::Run& run, const experiment::RunDir& dir) {
+experiment::ResultRow run_vision(const experiment::Run& run, const experiment::RunDir& dir, dist::Communicator* comm) {
   const auto& c = run.config.as<experiment::VisionConfig>();
-  const Device device = prepare_device(c.train);
+  const Device device = prepare_device(c.train, comm);
   const VisionSplits data = load_vision_splits(c);
   const data::ImageDataset& images = *data.train;
   // Resized to data.image_size, padded to data.pad_to or the patch: what the ViT sees.
@@ -27,6 +27,7 @@ experiment::ResultRow run_vision(const experiment::Run& run, const experiment::R
   train_opts.image_size = c.data.image_size;
   train_opts.pad_height = g.padded_height;
   train_opts.pad_width = g.padded_width;
+  train_opts.shard = shard_of(comm);
   data::LoaderOptions eval_opts = train_opts;
   eval_opts.batch_size = c.train.eval_batch_size;
   eval_opts.shuffle = false;
@@ -40,13 +41,14 @@ experiment::ResultRow run_vision(const experiment::Run& run, const experiment::R
                                        images.classes()),
                 &gen);
   model.to(device);
-  const loops::TrainResult r =
-      train_epochs({run, dir, model, [&](const Tensor& x) { return model.forward(x); }, c.optim, c.schedule, c.train},
-                   train, val, test);
+  dropout_per_rank(gen, comm);
+  const loops::TrainResult r = train_epochs({run, dir, model, [&](const Tensor& x) { return model.forward(x); },
+                                             c.optim, c.schedule, c.train, comm},
+                                            train, val, test);
   experiment::ResultRow row =
       classification_row(run, std::string(experiment::enum_name(c.data.dataset)), model.num_parameters(), r);
   row.images = experiment::ImageCounts{data.train->size(), data.test->size()};
-  dir.write_result(row);
+  if (writes_results(comm)) dir.write_result(row);
   return row;
 }
 

@@ -6,8 +6,8 @@
 #include "train/data/shuffle.h"
 
 namespace qkv::data {
-TensorBatches::TensorBatches(LabelledData data, int64_t batch_size, bool shuffle, uint64_t seed)
-    : data_(std::move(data)), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
+TensorBatches::TensorBatches(LabelledData data, int64_t batch_size, bool shuffle, uint64_t seed, Shard shard)
+    : data_(std::move(data)), batch_size_(batch_size), shuffle_(shuffle), seed_(seed), shard_(shard) {
   check<ValueError>(batch_size >= 1, "batches: batch size must be positive, got ", batch_size);
 }
 
@@ -22,13 +22,14 @@ void TensorBatches::start_epoch(int64_t epoch) {
 bool TensorBatches::next(Tensor& inputs, Tensor& targets) {
   if (cursor_ >= data_.size()) return false;
   const int64_t e = std::min(data_.size(), cursor_ + batch_size_);
+  const auto [first, end] = shard_rows(e - cursor_, shard_);
   if (shuffle_) {
-    const Tensor idx = order_.slice(0, cursor_, e);
+    const Tensor idx = order_.slice(0, cursor_ + first, cursor_ + end);
     inputs = index_select(data_.inputs, 0, idx);
     targets = index_select(data_.targets, 0, idx);
   } else {
-    inputs = data_.inputs.slice(0, cursor_, e);
-    targets = data_.targets.slice(0, cursor_, e);
+    inputs = data_.inputs.slice(0, cursor_ + first, cursor_ + end);
+    targets = data_.targets.slice(0, cursor_ + first, cursor_ + end);
   }
   cursor_ = e;
   return true;

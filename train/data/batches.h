@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "tensor/tensor.h"
+#include "train/data/shard.h"
 
 namespace qkv::data {
 
@@ -26,10 +27,12 @@ class BatchSource {
   virtual double wait_seconds() const { return 0; }        // time spent waiting for data
 };
 
-// Batches of a LabelledData, in order or in epoch_order(n, seed, epoch) (shuffle.h).
+// Batches of a LabelledData, in order or in epoch_order(n, seed, epoch) (shuffle.h); with a
+// shard, this rank's rows of each batch (shard.h; a rank's share of a short last batch may be
+// empty: next() then serves zero rows).
 class TensorBatches : public BatchSource {
  public:
-  TensorBatches(LabelledData data, int64_t batch_size, bool shuffle, uint64_t seed = 0);
+  TensorBatches(LabelledData data, int64_t batch_size, bool shuffle, uint64_t seed = 0, Shard shard = {});
   int64_t batches_per_epoch() const override;
   int64_t examples() const override { return data_.size(); }
   void start_epoch(int64_t epoch) override;
@@ -40,6 +43,7 @@ class TensorBatches : public BatchSource {
   int64_t batch_size_;
   bool shuffle_;
   uint64_t seed_;
+  Shard shard_;
   Tensor order_;
   int64_t cursor_ = 0;
 };

@@ -158,7 +158,9 @@ struct ImageLoader::Impl {
 
   // Batch k of the current epoch; false when `stop` interrupted it.
   bool make_batch(int64_t k, ImageBatch& out, Scratch& buf) const {
-    const int64_t first = k * opt.batch_size, b = std::min(opt.batch_size, n - first);
+    // This rank's rows of the batch (shard.h); draws keyed by the global position.
+    const auto [lo, hi] = shard_rows(std::min(opt.batch_size, n - k * opt.batch_size), opt.shard);
+    const int64_t first = k * opt.batch_size + lo, b = hi - lo;
     Tensor images = empty({b, c, oh, ow}, DType::f32), labels = empty({b}, DType::i64);
     float* img = images.data<float>();
     int64_t* lab = labels.data<int64_t>();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "train/data/image_dataset.h"
+#include "train/data/shard.h"
 
 namespace qkv::data {
 
@@ -30,6 +31,7 @@ struct LoaderOptions {
   // The batches' height and width: the image in the top-left corner, the rest 0 (in normalized
   // values); 0: the image's own. Not below the (resized) image.
   int64_t pad_height = 0, pad_width = 0;
+  Shard shard;  // data-parallel: this rank's rows of every batch (shard.h)
 };
 
 struct ImageBatch {

@@ -136,12 +136,13 @@ void TokenBatches::fill_sample(int64_t sample, int64_t* in, int64_t* tgt) {
 
 void TokenBatches::next(Tensor& inputs, Tensor& targets) {
   const int64_t B = options_.batch, T = options_.context;
-  inputs = empty({B, T}, TensorOptions(DType::i64));
-  targets = empty({B, T}, TensorOptions(DType::i64));
+  const auto [first, end] = shard_rows(B, options_.shard);
+  inputs = empty({end - first, T}, TensorOptions(DType::i64));
+  targets = empty({end - first, T}, TensorOptions(DType::i64));
   int64_t* in = inputs.data<int64_t>();
   int64_t* tgt = targets.data<int64_t>();
   for (int64_t b = 0; b < B; ++b) {
-    fill_sample(sample_at(cursor_), in + b * T, tgt + b * T);
+    if (b >= first && b < end) fill_sample(sample_at(cursor_), in + (b - first) * T, tgt + (b - first) * T);
     if (++cursor_.index == samples_) {
       ++cursor_.epoch;
       cursor_.index = 0;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "tensor/tensor.h"
+#include "train/data/shard.h"
 #include "train/data/token_shard.h"
 
 namespace qkv::data {
@@ -48,6 +49,7 @@ struct TokenBatchOptions {
   bool loss_on_padding = false;  // per_document only
   uint64_t seed = 0;
   bool shuffle = true;
+  Shard shard;  // data-parallel: this rank's rows of every batch of `batch` rows (shard.h)
 };
 
 struct TokenCursor {
@@ -66,7 +68,7 @@ class TokenBatches {
   TokenBatches(const std::filesystem::path& dataset_dir, const std::string& split, TokenBatchOptions o);
 
   // inputs [B, T] int64, targets [B, T] int64 (the next tokens; -100 where nothing is predicted),
-  // on the CPU.
+  // on the CPU; with a shard, this rank's rows of the B (the cursor moves past all B).
   void next(Tensor& inputs, Tensor& targets);
 
   TokenCursor cursor() const { return cursor_; }

@@ -7,6 +7,8 @@
 #include <optional>
 
 #include "tensor/safetensors.h"
+#include "train/dist/consistency.h"
+#include "train/dist/reducer.h"
 #include "train/loops/host_values.h"
 #include "train/loops/preflight_step.h"
 #include "train/loops/run_log.h"
@@ -44,7 +46,7 @@ BatchStats batch_stats(const Tensor& logits, const Tensor& targets) {
 
 }  // namespace
 
-EvalResult evaluate(nn::Module& model, const Forward& forward, BatchSource& data) {
+EvalResult evaluate(nn::Module& model, const Forward& forward, BatchSource& data, dist::Communicator* comm) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
@@ -53,6 +55,7 @@ EvalResult evaluate(nn::Module& model, const Forward& forward, BatchSource& data
   data.start_epoch(0);
   Tensor inputs, targets;
   while (data.next(inputs, targets)) {
+    if (inputs.size(0) == 0) continue;  // this rank's share of a short last batch
     BatchStats s = batch_stats(forward(inputs), targets);
     if (!loss_sum) {
       loss_sum.emplace(s.loss.device());
@@ -63,9 +66,11 @@ EvalResult evaluate(nn::Module& model, const Forward& forward, BatchSource& data
     count += s.count;
   }
   model.train(was_training);
-  check<ValueError>(count > 0, "evaluate: empty dataset");
-  const std::vector<double> v = read_values({loss_sum->tensor(), correct->tensor()});
-  return {v[0] / double(count), v[1] / double(count)};
+  std::vector<double> v = loss_sum ? read_values({loss_sum->tensor(), correct->tensor()}) : std::vector<double>{0, 0};
+  v.push_back(double(count));
+  if (comm) v = comm->all_reduce(v, dist::ReduceOp::sum, "the evaluation sums");
+  check<ValueError>(v[2] > 0, "evaluate: empty dataset");
+  return {v[0] / v[2], v[1] / v[2]};
 }
 
 EvalResult evaluate(nn::Module& model, const Forward& forward, const LabelledData& data, int64_t batch_size) {
@@ -94,9 +99,19 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
                 BatchSource& train, BatchSource& val, BatchSource& test, const TrainOptions& o) {
   check_inputs(train, val, test, o);
   const int64_t per_epoch = train.batches_per_epoch(), total = per_epoch * o.epochs;
-  RunLog log({o.dir, o.label, total, o.log_every, std::nullopt});
+  dist::Communicator* comm = o.comm && o.comm->size() > 1 ? o.comm : nullptr;  // world size 1: as one process
+  const bool writer = !comm || comm->rank() == 0;  // the others keep their best weights in memory
+  const std::filesystem::path dir = writer ? o.dir : std::filesystem::path();
+  RunLog log({dir, o.label, total, o.log_every, std::nullopt});
   Progress& progress = log.progress();
-  const std::string checkpoint = o.dir.empty() ? "" : (o.dir / "checkpoint.safetensors").string();
+  const std::string checkpoint = dir.empty() ? "" : (dir / "checkpoint.safetensors").string();
+  std::optional<dist::GradReducer> reducer;
+  if (comm) {
+    dist::check_identical(*comm, dist::digest(model.state_dict()), "initial weights");
+    std::vector<Tensor> params;
+    for (const auto& [name, p] : optimizer.params()) params.push_back(p);
+    reducer.emplace(*comm, std::move(params), o.bucket_mb);
+  }
   TrainResult result;
   std::map<std::string, Tensor> best_weights;
   result.best_val_accuracy = o.test_last ? NAN : -1;
@@ -111,7 +126,7 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
   EvalResult last_val{NAN, NAN};
   auto validate = [&](int64_t epoch, int64_t batch, int64_t step) {
     const double at = double(epoch - 1) + double(batch) / double(per_epoch);
-    last_val = evaluate(model, forward, val);
+    last_val = evaluate(model, forward, val, comm);
     const ValRecord record{at, step, last_val.loss, last_val.accuracy};
     log.record(record);
     // Weights gone non-finite through finite steps (e.g. an overflow): the validation is logged,
@@ -143,15 +158,29 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
     while (train.next(inputs, targets)) {
       const double lr = schedule.lr_at(step);
       optimizer.set_lr(lr);
-      if (step == 0) preflight_step(optimizer, true, [&] { batch_loss(forward(inputs), targets).backward(); });
-      const Tensor loss_t = batch_loss(forward(inputs), targets);
+      const int64_t rows = inputs.size(0);
+      // Data-parallel: this rank's share of the batch weighs its loss, so the summed gradient
+      // is the whole batch's mean.
+      const double all_rows =
+          comm ? comm->all_reduce({double(rows)}, dist::ReduceOp::sum, cat("the batch sizes at step ", step + 1))[0]
+               : double(rows);
+      if (step == 0 && rows > 0)
+        preflight_step(optimizer, true, [&] { batch_loss(forward(inputs), targets).backward(); });
       optimizer.zero_grad();
-      loss_t.backward();
+      if (reducer) reducer->arm(step);
+      Tensor loss_t = zeros({}, TensorOptions(DType::f32, inputs.device()));
+      if (rows > 0) {
+        loss_t = batch_loss(forward(inputs), targets);
+        if (comm) loss_t = loss_t * (double(rows) / all_rows);
+        loss_t.backward();
+      }
+      if (reducer) reducer->finish();
       // The norm is measured even without clipping (+inf only measures): a NaN gradient can
       // come with a finite loss. A non-finite norm scales nothing.
       const Tensor norm_t = clip_grad_norm(optimizer.params(), o.clip > 0 ? o.clip : INFINITY);
       // The step's one host read, before the update, so that a non-finite step is not applied.
-      const std::vector<double> read = read_values({loss_t, norm_t});
+      std::vector<double> read = read_values({loss_t, norm_t});
+      if (comm) read[0] = comm->all_reduce({read[0]}, dist::ReduceOp::sum, cat("the loss at step ", step + 1))[0];
       const double loss = read[0], norm = read[1];
       const StepAction action = guard.check(loss, norm);
       if (action == StepAction::stop) {
@@ -160,8 +189,8 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
       }
       if (action == StepAction::apply) {
         optimizer.step();
-        epoch_loss += loss * double(inputs.size(0));
-        epoch_examples += inputs.size(0);
+        epoch_loss += loss * all_rows;
+        epoch_examples += int64_t(all_rows);
       }
       ++step;
       ++batch;
@@ -185,6 +214,7 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
   }
   if (o.test_last && !result.diverged) keep_weights(o.epochs, double(o.epochs));
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (reducer) progress.message(reducer->summary(result.seconds));
   result.steps = step;
   result.steps_per_second = double(step) / result.seconds;
   result.data_wait_seconds = train.wait_seconds() - wait_before;
@@ -199,7 +229,7 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
     if (!checkpoint.empty()) model.load(checkpoint);
     else model.load_state_dict(best_weights);
   }
-  EvalResult t = evaluate(model, forward, test);
+  EvalResult t = evaluate(model, forward, test, comm);
   if (o.test_last && !std::isfinite(t.loss)) {  // nothing validated the last weights
     result.diverged =
         Divergence{step, o.epochs, cat("non-finite test loss (", describe_value(t.loss), ") after the last epoch")};
@@ -221,8 +251,9 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
 TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer, const LRSchedule& schedule,
                 const LabelledData& train, const LabelledData& val, const LabelledData& test, const TrainOptions& o) {
   check<ValueError>(o.batch_size >= 1, "fit: batch_size must be positive");
-  TensorBatches tr(train, o.batch_size, true, o.shuffle_seed), va(val, o.eval_batch_size, false),
-      te(test, o.eval_batch_size, false);
+  const data::Shard shard = o.comm ? data::Shard{o.comm->rank(), o.comm->size()} : data::Shard{};
+  TensorBatches tr(train, o.batch_size, true, o.shuffle_seed, shard), va(val, o.eval_batch_size, false, 0, shard),
+      te(test, o.eval_batch_size, false, 0, shard);
   return fit(model, forward, optimizer, schedule, tr, va, te, o);
 }
 

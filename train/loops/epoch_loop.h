@@ -9,6 +9,11 @@
 // whose loss or gradient norm is not finite is not applied (nonfinite.h): it is skipped, or the
 // run stops as diverged, as is one whose validation loss is not finite; a diverged run is not
 // evaluated on the test set.
+//
+// Data-parallel: every rank runs this loop on its shard (data/shard.h) of the same batches; each
+// scales its loss by its share of the batch, the gradients are summed over the ranks while the
+// backward runs (dist/reducer.h), and every decision (skip, stop, best epoch) is taken on the
+// summed loss and norm, so all ranks stay identical.
 #pragma once
 #include <filesystem>
 #include <functional>
@@ -18,6 +23,7 @@
 
 #include "nn/module.h"
 #include "train/data/batches.h"
+#include "train/dist/communicator.h"
 #include "train/loops/metrics.h"
 #include "train/loops/nonfinite.h"
 #include "train/optim/optimizer.h"
@@ -38,6 +44,10 @@ struct TrainOptions {
   NonfinitePolicy nonfinite;    // what a NaN or inf loss or gradient norm does
   int64_t evals_per_epoch = 1;  // validations per epoch; at most the training batches per epoch
   bool test_last = false;       // no validation (the validation set may be empty): test the last weights
+  // Data-parallel (null: one process): the batch sources serve this rank's shard of every batch,
+  // gradients and metrics are summed over the ranks, and only rank 0 writes to `dir`.
+  dist::Communicator* comm = nullptr;
+  double bucket_mb = 25;  // gradient all-reduce bucket size
 };
 
 struct TrainResult {
@@ -61,8 +71,10 @@ struct EvalResult {
 
 using Forward = std::function<Tensor(const Tensor& inputs)>;  // inputs batch -> logits
 
-// Mean cross-entropy and accuracy over one pass of `data` in eval mode, without a graph.
-EvalResult evaluate(nn::Module& model, const Forward& forward, data::BatchSource& data);
+// Mean cross-entropy and accuracy over one pass of `data` in eval mode, without a graph; with
+// `comm`, over every rank's shard.
+EvalResult evaluate(nn::Module& model, const Forward& forward, data::BatchSource& data,
+                    dist::Communicator* comm = nullptr);
 EvalResult evaluate(nn::Module& model, const Forward& forward, const data::LabelledData& data, int64_t batch_size);
 
 TrainResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer,

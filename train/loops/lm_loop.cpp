@@ -3,9 +3,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "autograd/grad_mode.h"
 #include "tensor/fault_hook.h"
+#include "train/dist/consistency.h"
+#include "train/dist/reducer.h"
 #include "train/loops/host_values.h"
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/mfu.h"
@@ -21,7 +24,26 @@ using optim::LRSchedule;
 using optim::NamedTensors;
 using optim::clip_grad_norm;
 
-double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches) {
+namespace {
+// Targets a batch's mean loss is over (those not kIgnoreTarget); targets on the CPU.
+int64_t counted_targets(const Tensor& targets) {
+  const int64_t* t = targets.data<int64_t>();
+  int64_t n = 0;
+  for (int64_t i = 0; i < targets.numel(); ++i) n += t[i] != data::kIgnoreTarget;
+  return n;
+}
+
+// This rank's share of a batch's targets, which weighs its mean loss so that the sum over the
+// ranks is the whole batch's mean: 1 in a single process.
+double share_of_batch(dist::Communicator* comm, const Tensor& targets, const std::string& what) {
+  if (!comm) return 1;
+  const double mine = double(counted_targets(targets));
+  const double all = comm->all_reduce({mine}, dist::ReduceOp::sum, what)[0];
+  return all > 0 ? mine / all : 0;
+}
+}  // namespace
+
+double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches, dist::Communicator* comm) {
   NoGradGuard no_grad;
   model.eval();
   const Device device = model.wte.weight.device();
@@ -30,9 +52,13 @@ double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches) {
   for (int64_t b = 0; b < batches; ++b) {
     Tensor x, y;
     data.next(x, y);
-    sum.add(model.loss(x.to(device), y.to(device)));  // under autocast too, once bf16 exists (precision.h)
+    const double share = share_of_batch(comm, y, cat("the validation batch sizes (batch ", b + 1, ")"));
+    if (share > 0)  // under autocast too, once bf16 exists (precision.h)
+      sum.add(model.loss(x.to(device), y.to(device)), share);
   }
-  return sum.value() / double(batches);
+  double total = sum.value();
+  if (comm) total = comm->all_reduce({total}, dist::ReduceOp::sum, "the validation loss")[0];
+  return total / double(batches);
 }
 
 LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train, data::TokenBatches& val,
@@ -47,6 +73,18 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   // AdamW with decay on matrices and embeddings only (GPT practice), or on every parameter.
   const NamedTensors params = model.named_parameters();
   AdamW opt(optim::weight_decay_groups(params, o.adam.weight_decay, o.decay), o.adam);
+  dist::Communicator* comm = o.comm && o.comm->size() > 1 ? o.comm : nullptr;  // world size 1: as one process
+  const bool writer = !comm || comm->rank() == 0;
+  const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
+  check<ValueError>(train.options().batch % world == 0, "lm training: train.batch_size ", train.options().batch,
+                    " does not split evenly over ", world, " ranks (every rank takes the same rows of a batch)");
+  std::optional<dist::GradReducer> reducer;
+  if (comm) {
+    dist::check_identical(*comm, dist::digest(model.state_dict()), "initial weights");
+    std::vector<Tensor> tensors;
+    for (const auto& [name, p] : params) tensors.push_back(p);
+    reducer.emplace(*comm, std::move(tensors), o.bucket_mb);
+  }
   LmLoopState s;
   LmTrainResult result;
   std::optional<LmCheckpoint> resumed = o.resume ? load_latest_lm_checkpoint(o.dir, device) : std::nullopt;
@@ -58,13 +96,16 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     } catch (const ValueError& e) {  // e.g. a checkpoint of another optimizer or model
       throw ValueError(cat(resumed->state_file.string(), ": the optimizer state does not fit this run: ", e.what()));
     }
-    gen.set_state(s.gen);
+    gen.set_state(dist::for_rank(s.gen, rank));  // the checkpoint holds rank 0's
     train.seek(s.cursor);
     result.resumed_from = s.step;
   } else {
-    remove_checkpoints(o.dir);
+    if (writer) remove_checkpoints(o.dir);
+    gen.set_state(dist::for_rank(gen.state(), rank));  // weights drawn alike, dropout per rank
   }
-  RunLog log({o.dir, o.label, o.steps, o.log_every, resumed ? std::optional<uint64_t>(s.metrics_bytes) : std::nullopt});
+  if (comm) comm->barrier("loading the checkpoint");  // before rank 0 writes the next one
+  RunLog log({writer ? o.dir : std::filesystem::path(), o.label, o.steps, o.log_every,
+              resumed ? std::optional<uint64_t>(s.metrics_bytes) : std::nullopt});
   Progress& progress = log.progress();
   progress.resume_at(s.step);
   if (o.peak_flops > 0) progress.message(cat("MFU against a peak of ", int64_t(o.peak_flops / 1e9), " GFLOP/s"));
@@ -88,17 +129,22 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       train.next(x, y);
       T = x.size(1);
       if (done == 0 && a == 0) preflight_step(opt, true, [&] { model.loss(x.to(device), y.to(device)).backward(); });
-      // The forward a bf16 precision would run under autocast (precision.h).
-      Tensor loss = model.loss(x.to(device), y.to(device)) * (1.0 / double(o.grad_accum));
-      loss.backward();
-      loss_sum.add(loss);
-      step_tokens += x.numel();
+      const double share = share_of_batch(comm, y, cat("the batch sizes at step ", s.step + 1));
+      if (reducer && a == o.grad_accum - 1) reducer->arm(s.step);  // the last micro-batch all-reduces
+      if (share > 0) {
+        // The forward a bf16 precision would run under autocast (precision.h).
+        Tensor loss = model.loss(x.to(device), y.to(device)) * (share / double(o.grad_accum));
+        loss.backward();
+        loss_sum.add(loss);
+      }
+      step_tokens += x.numel() * world;  // the job's tokens: every rank has as many rows
     }
+    if (reducer) reducer->finish();
     tokens_timed += step_tokens;
     window.add(step_tokens);
     // The step's one host read: the loss and the gradient norm, which decides a skip.
-    const std::vector<double> read =
-        read_values({loss_sum.tensor(), clip_grad_norm(params, o.clip > 0 ? o.clip : INFINITY)});
+    std::vector<double> read = read_values({loss_sum.tensor(), clip_grad_norm(params, o.clip > 0 ? o.clip : INFINITY)});
+    if (comm) read[0] = comm->all_reduce({read[0]}, dist::ReduceOp::sum, cat("the loss at step ", s.step + 1))[0];
     const double step_loss = read[0], norm = read[1];
     const StepAction action = guard.check(step_loss, norm);
     s.nonfinite_streak = guard.streak();
@@ -124,7 +170,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       LmStepRecord r{s.step, s.skipped, s.log_loss_sum / double(s.log_count), lr, norm, tps, std::nullopt};
       std::string note = cat(int64_t(tps), " tok/s");
       if (o.peak_flops > 0) {
-        r.mfu = tps * lm_train_flops_per_token(model, T) / o.peak_flops;
+        r.mfu = tps / world * lm_train_flops_per_token(model, T) / o.peak_flops;  // per device
         char mfu[32];
         std::snprintf(mfu, sizeof mfu, " MFU %.1f%%", 100 * *r.mfu);
         note += mfu;
@@ -138,7 +184,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     fault_point("train", s.step);
     if (s.step % o.eval_every == 0 || s.step == o.steps) {
       const auto eval_start = std::chrono::steady_clock::now();
-      const double v = evaluate_lm(model, val, o.eval_batches);
+      const double v = evaluate_lm(model, val, o.eval_batches, comm);
       fault_point("eval", s.step);
       model.train();
       result.evals.push_back({s.step, v, std::exp(v)});
@@ -157,17 +203,18 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       s.gen = gen.state();
       s.cursor = train.cursor();
       s.metrics_bytes = log.metrics_bytes();
-      save_lm_checkpoint(model, opt.state_dict(), s, o.dir, o.keep_checkpoints);
+      if (writer) save_lm_checkpoint(model, opt.state_dict(), s, o.dir, o.keep_checkpoints);
       const auto eval_end = std::chrono::steady_clock::now();
       window.restart(eval_end);  // throughput counts training time only
       eval_seconds += std::chrono::duration<double>(eval_end - eval_start).count();
     }
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (reducer) progress.message(reducer->summary(result.seconds - eval_seconds));
   const double train_seconds = result.seconds - eval_seconds;
   result.tokens_per_second = train_seconds > 0 ? double(tokens_timed) / train_seconds : 0;
   if (o.peak_flops > 0 && T > 0)
-    result.mfu = result.tokens_per_second * lm_train_flops_per_token(model, T) / o.peak_flops;
+    result.mfu = result.tokens_per_second / world * lm_train_flops_per_token(model, T) / o.peak_flops;
   result.finished = !result.diverged && s.step >= o.steps;
   result.steps = s.step;
   result.skipped_steps = s.skipped;

@@ -17,6 +17,7 @@
 
 #include "nn/models/gpt.h"
 #include "train/data/token_batches.h"
+#include "train/dist/communicator.h"
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/metrics.h"
 #include "train/loops/nonfinite.h"
@@ -44,6 +45,11 @@ struct LmTrainOptions {
   bool resume = false;                                  // continue from the newest checkpoint in dir, if any
   int64_t stop_after = 0;                               // return after this many steps of this call (0: run to the end)
   std::string label = "lm";
+  // Data-parallel (null or world size 1: one process): the batch sources serve this rank's rows
+  // (data/shard.h), gradients and losses are summed over the ranks, rank 0 alone writes to `dir`
+  // (every rank reads a checkpoint to resume), and tokens/s counts the whole job.
+  dist::Communicator* comm = nullptr;
+  double bucket_mb = 25;
 };
 
 struct LmTrainResult {
@@ -58,8 +64,8 @@ struct LmTrainResult {
 
 // Mean cross-entropy over the first `batches` batches of `data` (seeks to its start, so every
 // call reads the same batches when `data` does not shuffle), in eval mode (no dropout); the
-// model is left in eval mode.
-double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches);
+// model is left in eval mode. With `comm`, each batch's mean is over every rank's rows.
+double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches, dist::Communicator* comm = nullptr);
 
 // `gen` is the generator the model's dropout draws from; its counter is checkpointed.
 LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train, data::TokenBatches& val,
