@@ -18,6 +18,9 @@
 #                     and per-epoch losses equal to 1e-4 relative (scripts/gpu_check/compare_runs.py)
 #         parity      a tiny GPT 20 steps, ResNet34 features and the synthetic encoder on cuda:0
 #                     against the CPU (gpu_parity --require-gpu)
+#         nccl        the copy smoke runs on cuda:0 through the data-parallel path with the NCCL
+#                     back end in a job of one rank, against the synthetic step's plain cuda runs
+#                     (1e-6); NCCL from the CUDA toolkit or PyTorch's nvidia-nccl package
 #         bench       copy bandwidth, GEMM and attention, qkvlab beside PyTorch on the same card
 #       and prints a summary table last. Exits non-zero when any step failed; a sanitizer that
 #       cannot use the machine's GPU (some container runtimes) is reported as unavailable.
@@ -37,6 +40,9 @@ pack() {
       grep -v -E '^/usr/local/cuda|/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
       while read -r lib; do cp -L "$lib" "$bundle/stage/lib/"; done
   done
+  # The NCCL plugin sits beside qkvlab, where it is looked for; libnccl itself (200 MiB) is the
+  # GPU machine's (the CUDA toolkit's or PyTorch's).
+  cp "$build/libqkv_dist_nccl.so" "$bundle/stage/bin/"
   strip "$bundle/stage/bin/"*
   tar -C "$bundle/stage" -czf "$bundle/bundle.tar.gz" bin lib
   rm -rf "$bundle/stage"
@@ -82,6 +88,16 @@ synthetic_runs() {
   python3 scripts/gpu_check/compare_runs.py "$logs/synthetic-cuda" "$logs/synthetic-cpu" --rtol 1e-4
 }
 
+# The data-parallel path on one GPU: a job of one rank through NCCL equals the plain run.
+nccl_world_of_one() {
+  local lib
+  lib=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null || true)
+  [ -n "$lib" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$lib"
+  "$bin/qkvlab" run experiments/synthetic/copy.yaml --scale smoke "sweep.variants=[QKV, Q-K=V, (Q=K=V)+]" \
+    "sweep.seeds=[0]" train.device=cuda:0 --dist-backend nccl --out "$logs/nccl" || return 1
+  python3 scripts/gpu_check/compare_runs.py "$logs/nccl" "$logs/synthetic-cuda" --rtol 1e-6
+}
+
 # sanitize TOOL TESTS: compute-sanitizer over op_harness cases; 3 (unavailable) where the
 # sanitizer cannot use this machine's GPU (some container runtimes refuse it).
 sanitize() {
@@ -125,6 +141,7 @@ run_check() {
   step racecheck "compute-sanitizer racecheck" sanitize racecheck "$shared"
   step synthetic "smoke runs, cuda:0 vs cpu, 1e-4" synthetic_runs
   step parity "GPT, ResNet34, encoder vs cpu" "$bin/gpu_parity" --require-gpu
+  step nccl "one-rank NCCL job vs plain, 1e-6" nccl_world_of_one
   step bench "qkvlab beside PyTorch" bench
 
   echo
@@ -148,7 +165,7 @@ case "${1:-}" in
   build)
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQKV_CUDA=ON -DQKV_NATIVE=OFF -DQKV_BUILD_BENCH=ON \
       "-DCMAKE_CUDA_ARCHITECTURES=80;90" -DCMAKE_CUDA_FLAGS=-lineinfo
-    cmake --build "$build" --target qkvlab op_harness gpu_parity bench_kernels
+    cmake --build "$build" --target qkvlab op_harness gpu_parity bench_kernels qkv_dist_nccl
     pack
     ;;
   run) run_check ;;

@@ -71,7 +71,8 @@ std::vector<std::string> experiment_files(const RunOptions& o, std::vector<std::
 void run(const RunOptions& o, const std::vector<std::string>& experiments, const std::vector<std::string>& overrides,
          dist::Communicator& comm) {
   const bool writer = comm.rank() == 0;
-  dist::Communicator* job = comm.size() > 1 ? &comm : nullptr;
+  // A back end asked for by name is used even by a job of one rank (the GPU check's NCCL run).
+  dist::Communicator* job = comm.size() > 1 || comm.backend() != "single" ? &comm : nullptr;
   // Load and validate everything before training anything.
   std::vector<experiment::Experiment> loaded;
   std::vector<std::string> missing_data;
@@ -152,7 +153,9 @@ void run(const RunOptions& o) {
   for (const std::string& path : experiments)
     cuda = cuda || Device(experiment::load_experiment(path, o.scale, overrides).config.loop().device).is_cuda();
   const std::unique_ptr<dist::Communicator> comm = dist::connect(o.dist, cuda);
-  if (comm->size() == 1) return run(o, experiments, overrides, *comm);
+  check<ValueError>(o.nproc == 0 || o.nproc == comm->size(), "run --nproc ", o.nproc, ": the launcher started ",
+                    comm->size(), " ranks; drop --nproc when starting qkvlab with mpirun or srun");
+  if (comm->size() == 1 && comm->backend() == "single") return run(o, experiments, overrides, *comm);
   if (comm->rank() != 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
     comm->abort("cannot redirect stdout to /dev/null");
   try {

@@ -2,16 +2,19 @@
 """Data-parallel training proved against one process, with `qkvlab run --nproc 2` (mpirun).
 
 Everything it needs is made in --workdir (a byte-level tokenizer and a generated text, as the
-fault suite makes them). Three checks:
+fault suite makes them). The checks:
 
 1. The synthetic encoder (copy task, 1001 training examples so that the last batch splits 21/20):
    two ranks and one process train the same model: every logged loss agrees to float tolerance,
-   and so do the best-validation weights and the test accuracy.
+   and so do the best-validation weights and the test accuracy. One process through the whole
+   data-parallel path (--dist-backend mpi, world size 1) equals the plain run bit for bit.
 2. A tiny GPT with gradient accumulation 2, on two ranks and on one: the same losses, validation
    losses and final weights to float tolerance.
 3. The same GPT with dropout on two ranks, SIGKILLed during training (the fault hook) and resumed
    with --resume on two ranks: metrics.jsonl and result.json equal the uninterrupted two-rank
-   run's bit for bit (timing fields aside).
+   run's bit for bit (timing fields aside). The GPT without dropout killed on two ranks and
+   resumed by one process ends as the one-process run, to float tolerance.
+4. Two ranks given different configs (mpirun's MPMD form) stop before training, naming rank 1.
 
 Exit status 0 when all holds, 1 otherwise (77: mpirun missing, reported as skipped).
 """
@@ -26,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fault"))
-from kill_resume import outcome, write_inputs  # noqa: E402  (the fault suite's inputs)
+from kill_resume import outcome as lm_outcome, write_inputs  # noqa: E402  (the fault suite's inputs)
 
 RTOL, ATOL = 2e-4, 2e-5
 
@@ -69,6 +72,22 @@ def must_run(qkvlab, args, **kw):
     rc, out = run(qkvlab, args, **kw)
     expect(rc == 0, f"qkvlab {' '.join(args)}: exit {rc}\n{out}")
     return out
+
+
+EPOCH_TIMING = {"steps_per_second", "it_per_s", "data_wait_fraction", "seconds", "data_wait_s"}
+
+
+def drop_timing(x):
+    if isinstance(x, dict):
+        return {k: drop_timing(v) for k, v in x.items() if k not in EPOCH_TIMING}
+    if isinstance(x, (list, tuple)):
+        return [drop_timing(v) for v in x]
+    return x
+
+
+def outcome(run):
+    """result.json and metrics.jsonl without their timing fields (the LM ones and the epoch loop's)."""
+    return drop_timing(lm_outcome(run))
 
 
 def safetensors(path):
@@ -145,6 +164,10 @@ def main():
         n = compare_losses(outcome(r1)[1], outcome(r2)[1], "encoder")
         w = compare_weights(r1 / "checkpoint.safetensors", r2 / "checkpoint.safetensors", "encoder")
         print(f"encoder: {n} losses and accuracies agree; best weights within {w:.2g}")
+        must_run(q, ["run", copy, "--out", str(work / "enc-mpi1"), "--dist-backend", "mpi", *ENCODER])
+        expect(outcome(run_folder(work / "enc-mpi1")) == outcome(r1),
+               "one process through the data-parallel path (--dist-backend mpi) differs from the plain run")
+        print("encoder: one rank through the data-parallel path equals the plain run bit for bit")
 
         # 2. The tiny GPT with gradient accumulation.
         tok, text = write_inputs(work)
@@ -170,6 +193,24 @@ def main():
         ref, resumed = outcome(run_folder(work / "ref")), outcome(run_folder(work / "killed"))
         expect(resumed == ref, f"the resumed two-rank run differs from the uninterrupted one:\n{resumed}\n{ref}")
         print("resume: a two-rank run killed at step 9 and resumed equals the uninterrupted run bit for bit")
+        rc, out = run(q, ["run", str(plain), "--out", str(work / "regrouped"), "--nproc", "2"],
+                      env_extra={"QKV_FAULT_KILL_AT": "9:train"})
+        expect(rc != 0, f"a two-rank run killed at step 9 exited 0:\n{out}")
+        must_run(q, ["run", str(plain), "--out", str(work / "regrouped"), "--resume"])
+        n = compare_losses(outcome(run_folder(work / "gpt1"))[1], outcome(run_folder(work / "regrouped"))[1],
+                           "resumed by one process")
+        print(f"resume: a two-rank run resumed by one process ends as the one-process run ({n} losses)")
+
+        # 4. Ranks that disagree on the config.
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        base = ["run", copy, "--out", str(work / "mismatch"), *ENCODER]
+        p = subprocess.run(["mpirun", "--oversubscribe", "-np", "1", str(q), *base, "optim.lr=0.002", ":", "-np", "1",
+                            str(q), *base, "optim.lr=0.003"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, env=env, timeout=120)
+        expect(p.returncode != 0 and "rank(s) 1 differ from rank 0's" in p.stdout,
+               f"ranks with different configs: exit {p.returncode}, expected an error naming rank 1:\n{p.stdout}")
+        expect(not list((work / "mismatch").rglob("metrics.jsonl")), "ranks with different configs trained")
+        print("mismatch: ranks given different configs stop before training, naming rank 1")
     except (Failure, subprocess.TimeoutExpired) as e:
         print(f"FAIL: {e}\n(work folder kept: {work})", file=sys.stderr)
         return 1

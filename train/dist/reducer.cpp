@@ -27,7 +27,6 @@ GradReducer::GradReducer(Communicator& comm, std::vector<Tensor> params, double 
   }
   for (Bucket& b : buckets_)
     b.flat = zeros({b.offsets.back()}, TensorOptions(DType::f32, params_[b.params.front()].device()));
-  if (comm_.size() == 1) return;  // nothing to reduce: finish() only fills missing gradients
   hooks_.reserve(params_.size());
   for (size_t k = 0; k < params_.size(); ++k)
     hooks_.push_back(autograd::add_post_accumulate_grad_hook(params_[k], [this, k] { on_grad_ready(k); }));
@@ -76,7 +75,6 @@ void GradReducer::finish() {
   check<ValueError>(armed_, "data-parallel gradients: finish() without arm()");
   armed_ = false;
   NoGradGuard no_grad;
-  if (comm_.size() == 1) return;
   // Buckets the backward did not complete (parameters without a gradient here): zeros, in order.
   for (; next_launch_ < buckets_.size(); ++next_launch_) launch(next_launch_);
   const auto start = std::chrono::steady_clock::now();
@@ -98,9 +96,9 @@ void GradReducer::finish() {
 std::string GradReducer::summary(double train_seconds) const {
   char line[256];
   std::snprintf(line, sizeof line,
-                "data-parallel: %d ranks (%s); gradient buckets: %lld, %.1f a step started during the backward; "
+                "data-parallel (%s, world size %d): gradient buckets: %lld, %.1f a step started during the backward; "
                 "all-reduce time not hidden by the backward %.3f s (%.1f%% of %.1f s)",
-                comm_.size(), comm_.backend().c_str(), static_cast<long long>(buckets_.size()),
+                comm_.backend().c_str(), comm_.size(), static_cast<long long>(buckets_.size()),
                 steps_ > 0 ? double(overlapped_) / double(steps_) : 0.0, exposed_seconds_,
                 train_seconds > 0 ? 100 * exposed_seconds_ / train_seconds : 0.0, train_seconds);
   return line;

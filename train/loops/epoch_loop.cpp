@@ -99,7 +99,7 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
                 BatchSource& train, BatchSource& val, BatchSource& test, const TrainOptions& o) {
   check_inputs(train, val, test, o);
   const int64_t per_epoch = train.batches_per_epoch(), total = per_epoch * o.epochs;
-  dist::Communicator* comm = o.comm && o.comm->size() > 1 ? o.comm : nullptr;  // world size 1: as one process
+  dist::Communicator* comm = o.comm;
   const bool writer = !comm || comm->rank() == 0;  // the others keep their best weights in memory
   const std::filesystem::path dir = writer ? o.dir : std::filesystem::path();
   RunLog log({dir, o.label, total, o.log_every, std::nullopt});

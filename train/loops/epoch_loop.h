@@ -44,7 +44,8 @@ struct TrainOptions {
   NonfinitePolicy nonfinite;    // what a NaN or inf loss or gradient norm does
   int64_t evals_per_epoch = 1;  // validations per epoch; at most the training batches per epoch
   bool test_last = false;       // no validation (the validation set may be empty): test the last weights
-  // Data-parallel (null: one process): the batch sources serve this rank's shard of every batch,
+  // Data-parallel (null: one process, none of it; a communicator of one rank goes through every
+  // collective all the same): the batch sources serve this rank's shard of every batch,
   // gradients and metrics are summed over the ranks, and only rank 0 writes to `dir`.
   dist::Communicator* comm = nullptr;
   double bucket_mb = 25;  // gradient all-reduce bucket size

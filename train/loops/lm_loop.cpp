@@ -73,7 +73,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   // AdamW with decay on matrices and embeddings only (GPT practice), or on every parameter.
   const NamedTensors params = model.named_parameters();
   AdamW opt(optim::weight_decay_groups(params, o.adam.weight_decay, o.decay), o.adam);
-  dist::Communicator* comm = o.comm && o.comm->size() > 1 ? o.comm : nullptr;  // world size 1: as one process
+  dist::Communicator* comm = o.comm;
   const bool writer = !comm || comm->rank() == 0;
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   check<ValueError>(train.options().batch % world == 0, "lm training: train.batch_size ", train.options().batch,

@@ -45,7 +45,8 @@ struct LmTrainOptions {
   bool resume = false;                                  // continue from the newest checkpoint in dir, if any
   int64_t stop_after = 0;                               // return after this many steps of this call (0: run to the end)
   std::string label = "lm";
-  // Data-parallel (null or world size 1: one process): the batch sources serve this rank's rows
+  // Data-parallel (null: one process; a communicator of one rank goes through every collective
+  // all the same): the batch sources serve this rank's rows
   // (data/shard.h), gradients and losses are summed over the ranks, rank 0 alone writes to `dir`
   // (every rank reads a checkpoint to resume), and tokens/s counts the whole job.
   dist::Communicator* comm = nullptr;
