@@ -1,5 +1,6 @@
 #include "train/dist/reducer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
