@@ -68,24 +68,21 @@ std::vector<std::string> experiment_files(const RunOptions& o, std::vector<std::
   return experiments;
 }
 
-void run(const RunOptions& o, const std::vector<std::string>& experiments, const std::vector<std::string>& overrides,
-         dist::Communicator& comm) {
+void run(const RunOptions& o, const std::vector<experiment::Experiment>& loaded, dist::Communicator& comm) {
   const bool writer = comm.rank() == 0;
   // A back end asked for by name is used even by a job of one rank (the GPU check's NCCL run).
   dist::Communicator* job = comm.size() > 1 || comm.backend() != "single" ? &comm : nullptr;
-  // Load and validate everything before training anything.
-  std::vector<experiment::Experiment> loaded;
+  // Validate everything before training anything.
   std::vector<std::string> missing_data;
   size_t total = 0, done = 0;
-  for (const std::string& path : experiments) {
-    loaded.push_back(experiment::load_experiment(path, o.scale, overrides));
+  for (const experiment::Experiment& e : loaded) {
     try {
-      tasks::check_inputs(loaded.back().config);  // a missing dataset stops us before anything trains
-    } catch (const Error& e) {
+      tasks::check_inputs(e.config);  // a missing dataset stops us before anything trains
+    } catch (const Error& err) {
       if (!o.dry_run) throw;
-      missing_data.push_back(e.what());  // a dry run lists the runs all the same, and says what is missing
+      missing_data.push_back(err.what());  // a dry run lists the runs all the same, and says what is missing
     }
-    for (const auto& r : loaded.back().runs) {
+    for (const auto& r : e.runs) {
       ++total;
       const experiment::RunDir dir(o.out, r);
       const bool complete = dir.complete();
@@ -148,18 +145,20 @@ void run(const RunOptions& o, const std::vector<std::string>& experiments, const
 void run(const RunOptions& o) {
   if (o.nproc > 0 && !dist::launched_by_mpi()) relaunch_with_mpirun(o.nproc);
   std::vector<std::string> overrides;
-  const std::vector<std::string> experiments = experiment_files(o, overrides);
-  bool cuda = false;  // picks nccl for --dist-backend auto
-  for (const std::string& path : experiments)
-    cuda = cuda || Device(experiment::load_experiment(path, o.scale, overrides).config.loop().device).is_cuda();
+  std::vector<experiment::Experiment> loaded;  // every file loaded before anything trains
+  bool cuda = false;                           // picks nccl for --dist-backend auto
+  for (const std::string& path : experiment_files(o, overrides)) {
+    loaded.push_back(experiment::load_experiment(path, o.scale, overrides));
+    cuda = cuda || Device(loaded.back().config.loop().device).is_cuda();
+  }
   const std::unique_ptr<dist::Communicator> comm = dist::connect(o.dist, cuda);
   check<ValueError>(o.nproc == 0 || o.nproc == comm->size(), "run --nproc ", o.nproc, ": the launcher started ",
                     comm->size(), " ranks; drop --nproc when starting qkvlab with mpirun or srun");
-  if (comm->size() == 1 && comm->backend() == "single") return run(o, experiments, overrides, *comm);
+  if (comm->size() == 1 && comm->backend() == "single") return run(o, loaded, *comm);
   if (comm->rank() != 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
     comm->abort("cannot redirect stdout to /dev/null");
   try {
-    run(o, experiments, overrides, *comm);
+    run(o, loaded, *comm);
     comm->barrier("the end of the job");
   } catch (const std::exception& e) {
     comm->abort(cat("error: ", e.what()));  // stops every rank, never a hang

@@ -186,7 +186,7 @@ experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::
                                   dist::Communicator* comm) {
   const auto& c = run.config.as<AnomalyConfig>();
   const Device device = prepare_device(c.train, comm);
-  const bool writer = writes_results(comm);
+  const bool writer = dist::is_writer(comm);
   const bool resnet = c.data.features == experiment::FeatureSource::resnet34;
   const std::string& weights = c.data.resnet_weights;
   check<IOError>(!resnet || weights.empty() || fs::is_regular_file(weights), "data.resnet_weights '", weights,

@@ -83,12 +83,6 @@ Device prepare_device(const LoopConfig& loop, dist::Communicator* comm) {
   return device;
 }
 
-bool writes_results(dist::Communicator* comm) { return !comm || comm->rank() == 0; }
-
-data::Shard shard_of(dist::Communicator* comm) {
-  return comm ? data::Shard{comm->rank(), comm->size()} : data::Shard{};
-}
-
 void dropout_per_rank(Generator& gen, dist::Communicator* comm) {
   if (comm) gen.set_state(dist::for_rank(gen.state(), comm->rank()));
 }

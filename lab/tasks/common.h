@@ -25,8 +25,6 @@ optim::ScheduleSpec schedule_spec(const experiment::StepSchedule& s, double lr, 
 // and checks train.device is usable; returns it (data-parallel: cuda becomes cuda:<local rank>).
 Device prepare_device(const experiment::LoopConfig& loop, dist::Communicator* comm = nullptr);
 // Data-parallel helpers; `comm` null means one process.
-bool writes_results(dist::Communicator* comm);  // rank 0 alone writes files
-data::Shard shard_of(dist::Communicator* comm);
 // After the weights are drawn (alike on every rank): dropout draws from this rank's own stream.
 void dropout_per_rank(Generator& gen, dist::Communicator* comm);
 // The Philox stream of a run's data order: apart from the stream its weights are drawn from.

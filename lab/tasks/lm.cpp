@@ -93,16 +93,16 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   const auto& c = run.config.as<LmConfig>();
   const Device device = prepare_device(c.train, comm);
   // Rank 0 prepares the token data (when not up to date); the others then find it ready.
-  if (!writes_results(comm)) comm->barrier("rank 0 preparing the token data");
+  if (!dist::is_writer(comm)) comm->barrier("rank 0 preparing the token data");
   const fs::path tokens = lm_token_folder(c, out);
-  if (comm && writes_results(comm)) comm->barrier("rank 0 preparing the token data");
+  if (comm && dist::is_writer(comm)) comm->barrier("rank 0 preparing the token data");
   data::TokenBatchOptions tb;
   tb.batch = c.train.batch_size;
   tb.context = c.model.context;
   tb.sampling = sampling_of(c.lm.sampling);
   tb.loss_on_padding = c.lm.loss_on_padding;
   tb.seed = shuffle_seed(run);
-  tb.shard = shard_of(comm);
+  tb.shard = dist::shard_of(comm);
   data::TokenBatches train(tokens, "train", tb);
   tb.batch = c.train.eval_batch_size;
   tb.shuffle = false;
@@ -143,7 +143,7 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   o.comm = comm;
   o.bucket_mb = c.train.bucket_mb;
   const loops::LmTrainResult r = loops::train_lm(model, gen, train, val, *schedule, o);
-  if (!writes_results(comm)) return {};  // rank 0 reads the run's files and writes its result
+  if (!dist::is_writer(comm)) return {};  // rank 0 reads the run's files and writes its result
 
   // The validation curve of the whole run, also the steps before a resume.
   // A validation that was not finite (it stopped the run) stays in metrics.jsonl, not in the curve.

@@ -26,7 +26,7 @@ experiment::ResultRow run_synthetic(const experiment::Run& run, const experiment
                                              c.optim, c.schedule, c.train, comm},
                                             on(splits.train, device), on(splits.val, device), on(splits.test, device));
   const experiment::ResultRow row = classification_row(run, data::synthetic_task_name(task), model.num_parameters(), r);
-  if (writes_results(comm)) dir.write_result(row);
+  if (dist::is_writer(comm)) dir.write_result(row);
   return row;
 }
 

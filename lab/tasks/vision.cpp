@@ -27,7 +27,7 @@ experiment::ResultRow run_vision(const experiment::Run& run, const experiment::R
   train_opts.image_size = c.data.image_size;
   train_opts.pad_height = g.padded_height;
   train_opts.pad_width = g.padded_width;
-  train_opts.shard = shard_of(comm);
+  train_opts.shard = dist::shard_of(comm);
   data::LoaderOptions eval_opts = train_opts;
   eval_opts.batch_size = c.train.eval_batch_size;
   eval_opts.shuffle = false;
@@ -48,7 +48,7 @@ experiment::ResultRow run_vision(const experiment::Run& run, const experiment::R
   experiment::ResultRow row =
       classification_row(run, std::string(experiment::enum_name(c.data.dataset)), model.num_parameters(), r);
   row.images = experiment::ImageCounts{data.train->size(), data.test->size()};
-  if (writes_results(comm)) dir.write_result(row);
+  if (dist::is_writer(comm)) dir.write_result(row);
   return row;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tensor/tensor.h"
+#include "train/data/shard.h"
 
 namespace qkv::dist {
 
@@ -60,6 +61,13 @@ class Communicator {
   // Prints "qkvlab: rank R: <message>" and stops every rank of the job (exit status 1).
   [[noreturn]] virtual void abort(const std::string& message) = 0;
 };
+
+// What a data-parallel job (null: one process) means for this process: rank 0 alone writes
+// files, and each rank takes its shard of every batch.
+inline bool is_writer(const Communicator* comm) { return !comm || comm->rank() == 0; }
+inline data::Shard shard_of(const Communicator* comm) {
+  return comm ? data::Shard{comm->rank(), comm->size()} : data::Shard{};
+}
 
 // The job's settings, read before any collective.
 struct Options {

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "train/data/shuffle.h"
+
 namespace qkv::dist {
 namespace {
 constexpr uint64_t kFnvOffset = 1469598103934665603ull, kFnvPrime = 1099511628211ull;
@@ -47,10 +49,7 @@ void check_identical(Communicator& comm, uint64_t mine, const std::string& what)
 GeneratorState for_rank(GeneratorState s, int rank) {
   if (rank == 0) return s;
   // A splitmix64 step of (seed, rank): far from every other rank's and run's seed.
-  uint64_t z = s.seed + 0x9e3779b97f4a7c15ull * uint64_t(rank + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return {z ^ (z >> 31), s.offset};
+  return {data::mix64(s.seed + 0x9e3779b97f4a7c15ull * uint64_t(rank + 1)), s.offset};
 }
 
 }  // namespace qkv::dist

@@ -97,6 +97,12 @@ void work_free(qkv_dist_work* work) {
   delete w;
 }
 
+// A blocking collective: posted to the MPI thread, waited for, its error reported.
+int run_blocking(qkv_dist_comm* comm, const std::shared_ptr<MpiTask>& t, qkv_dist_error* error) {
+  const std::string e = engine_of(comm)->run(t);
+  return e.empty() ? 0 : fail(error, e);
+}
+
 int all_gather(qkv_dist_comm* comm, const void* mine, int64_t bytes, void* all, const char* what,
                qkv_dist_error* error) {
   return guarded(error, [&] {
@@ -108,8 +114,7 @@ int all_gather(qkv_dist_comm* comm, const void* mine, int64_t bytes, void* all, 
     t->send = mine;
     t->data = all;
     t->count = bytes;
-    const std::string e = engine_of(comm)->run(t);
-    return e.empty() ? 0 : fail(error, e);
+    return run_blocking(comm, t, error);
   });
 }
 
@@ -119,16 +124,12 @@ int broadcast(qkv_dist_comm* comm, void* data, int64_t bytes, int root, const ch
     t->data = data;
     t->count = bytes;
     t->root = root;
-    const std::string e = engine_of(comm)->run(t);
-    return e.empty() ? 0 : fail(error, e);
+    return run_blocking(comm, t, error);
   });
 }
 
 int barrier(qkv_dist_comm* comm, const char* what, qkv_dist_error* error) {
-  return guarded(error, [&] {
-    const std::string e = engine_of(comm)->run(task(MpiTask::Kind::barrier, what));
-    return e.empty() ? 0 : fail(error, e);
-  });
+  return guarded(error, [&] { return run_blocking(comm, task(MpiTask::Kind::barrier, what), error); });
 }
 
 void abort_job(qkv_dist_comm* comm, const char* message) { engine_of(comm)->abort(message); }

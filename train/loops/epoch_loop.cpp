@@ -100,7 +100,7 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
   check_inputs(train, val, test, o);
   const int64_t per_epoch = train.batches_per_epoch(), total = per_epoch * o.epochs;
   dist::Communicator* comm = o.comm;
-  const bool writer = !comm || comm->rank() == 0;  // the others keep their best weights in memory
+  const bool writer = dist::is_writer(comm);  // the others keep their best weights in memory
   const std::filesystem::path dir = writer ? o.dir : std::filesystem::path();
   RunLog log({dir, o.label, total, o.log_every, std::nullopt});
   Progress& progress = log.progress();
@@ -251,7 +251,7 @@ TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer,
 TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer, const LRSchedule& schedule,
                 const LabelledData& train, const LabelledData& val, const LabelledData& test, const TrainOptions& o) {
   check<ValueError>(o.batch_size >= 1, "fit: batch_size must be positive");
-  const data::Shard shard = o.comm ? data::Shard{o.comm->rank(), o.comm->size()} : data::Shard{};
+  const data::Shard shard = dist::shard_of(o.comm);
   TensorBatches tr(train, o.batch_size, true, o.shuffle_seed, shard), va(val, o.eval_batch_size, false, 0, shard),
       te(test, o.eval_batch_size, false, 0, shard);
   return fit(model, forward, optimizer, schedule, tr, va, te, o);

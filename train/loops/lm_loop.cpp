@@ -74,10 +74,12 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   const NamedTensors params = model.named_parameters();
   AdamW opt(optim::weight_decay_groups(params, o.adam.weight_decay, o.decay), o.adam);
   dist::Communicator* comm = o.comm;
-  const bool writer = !comm || comm->rank() == 0;
+  const bool writer = dist::is_writer(comm);
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   check<ValueError>(train.options().batch % world == 0, "lm training: train.batch_size ", train.options().batch,
-                    " does not split evenly over ", world, " ranks (every rank takes the same rows of a batch)");
+                    " does not split evenly over ", world,
+                    " ranks (every rank takes the same rows of a batch): ", "make it a multiple of ", world,
+                    " or start another number of ranks");
   std::optional<dist::GradReducer> reducer;
   if (comm) {
     dist::check_identical(*comm, dist::digest(model.state_dict()), "initial weights");
