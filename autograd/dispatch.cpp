@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/preflight.h"
@@ -144,11 +145,48 @@ void run_kernel(const OpInfo& info, kernels::Kernel kernel, const Device& device
 #endif
 }
 
+// Whether the kernel for `device` computes this call in float32 around itself (the row's `lowp`
+// column): some input or output is bf16/f16 and the kernel does not take them.
+bool widens(const OpInfo& info, const Device& device, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+  if (info.lowp == kLowNative || (info.lowp == kLowCuda && device.is_cuda())) return false;
+  for (const Tensor& t : in)
+    if (t.defined() && kLowFloat.contains(t.dtype())) return true;
+  for (const Tensor& t : out)
+    if (kLowFloat.contains(t.dtype())) return true;
+  return false;
+}
+
+// Runs the kernel on float32 copies of the bf16/f16 inputs into float32 outputs, then rounds
+// those to the outputs' dtypes. Inputs that are one tensor (K=V) are widened once, so a kernel
+// that reads them once still sees one tensor.
+void run_widened(const OpInfo& info, kernels::Kernel kernel, const Device& device, std::vector<Tensor>& in,
+                 std::vector<Tensor>& out, const Attrs& attrs) {
+  std::vector<Tensor> wide_in(in.size()), wide_out(out.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = in[i];
+    if (!t.defined() || !kLowFloat.contains(t.dtype())) {
+      wide_in[i] = t;
+      continue;
+    }
+    for (size_t j = 0; j < i && !wide_in[i].defined(); ++j)
+      if (in[j].defined() && in[j].raw_data() == t.raw_data() && in[j].shape() == t.shape() &&
+          in[j].strides() == t.strides() && in[j].dtype() == t.dtype())
+        wide_in[i] = wide_in[j];
+    if (!wide_in[i].defined()) wide_in[i] = raw::to(t, DType::f32, device);
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    wide_out[i] = kLowFloat.contains(out[i].dtype()) ? empty(out[i].shape(), {DType::f32, device}) : out[i];
+  run_kernel(info, kernel, device, wide_in, wide_out, attrs);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (kLowFloat.contains(out[i].dtype())) raw::copy(out[i], wide_out[i]);
+}
+
 }  // namespace
 
 std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
   const OpInfo& info = op_info(id);
   check_inputs(info, in);
+  if (autocast_dtype()) autocast_inputs(info, in);
   const Device device = common_device(info, in, attrs);
   const DType primary = in.empty() ? attr<RandomAttrs>(attrs, info.name).dtype : in[0].dtype();
   check<DTypeError>(info.dtypes.contains(primary), info.name, ": dtype ", dtype_name(primary),
@@ -164,6 +202,7 @@ std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
   const kernels::Kernel kernel = device.is_cpu() ? info.cpu : info.cuda;
   if (tracing_ops()) note_op_call(info.id, device);  // a preflight: shapes and devices only
   else if (!kernel) throw DeviceError(cat(info.name, ": no kernel on ", device, " (`qkvlab ops` shows the table)"));
+  else if (widens(info, device, in, out)) run_widened(info, kernel, device, in, out, attrs);
   else run_kernel(info, kernel, device, in, out, attrs);
 
   if (info.writes) {

@@ -2,6 +2,7 @@
 // gradients that reach each node, and runs the nodes' rules with grad mode off.
 #include <unordered_map>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_hooks.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -110,6 +111,7 @@ void run_backward(const Tensor& root, const Tensor& root_grad, bool retain_graph
   }
 
   NoGradGuard no_grad;
+  AutocastGuard no_autocast(std::nullopt);  // each backward op takes the dtypes its forward made
   std::unordered_map<Node*, std::vector<Tensor>> pending;
   pending[start.node.get()].resize(start.node->outputs.size());
   pending[start.node.get()][size_t(start.output_nr)] = root_grad;

@@ -8,8 +8,12 @@ namespace {
 using namespace ::qkv::kernels;
 
 constexpr OpInfo kTable[] = {
-#define QKV_OP_ROW(id, in, opt, writes, out, dtypes, save, shape_rule, cpu_kernel, cuda_kernel, backward_rule) \
-  OpInfo{OpId::id, #id, in, opt, writes, out, dtypes, save, &shape_rule, &cpu_kernel, cuda_kernel, backward_rule},
+// clang-format off
+#define QKV_OP_ROW(id, in, opt, writes, out, dtypes, amp, lowp, save, shape_rule, cpu_kernel, cuda_kernel, \
+                   backward_rule)                                                                             \
+  OpInfo{OpId::id, #id, in, opt, writes, out, dtypes, amp, lowp, save, &shape_rule, &cpu_kernel, cuda_kernel,  \
+         backward_rule},
+    // clang-format on
     QKV_OPS(QKV_OP_ROW)
 #undef QKV_OP_ROW
 };
@@ -36,7 +40,8 @@ constexpr bool rows_are_well_formed() {
 }
 
 // Checked on the column's type, so writing nullptr where a function belongs does not compile.
-#define QKV_OP_CHECK(id, in, opt, writes, out, dtypes, save, shape_rule, cpu_kernel, cuda_kernel, backward_rule)  \
+#define QKV_OP_CHECK(id, in, opt, writes, out, dtypes, amp, lowp, save, shape_rule, cpu_kernel, cuda_kernel,      \
+                     backward_rule)                                                                               \
   static_assert(std::is_function_v<decltype(shape_rule)>, "op " #id ": the shape column must name a shape rule"); \
   static_assert(std::is_function_v<decltype(cpu_kernel)>, "op " #id ": the cpu column must name a CPU kernel");
 QKV_OPS(QKV_OP_CHECK)

@@ -12,6 +12,17 @@
 //             grouped op); such an op records no graph and has no backward
 //   out       number of outputs (0 only for an op that writes an input)
 //   dtypes    the dtypes accepted for input 0 (for ops without inputs: the output dtype)
+//   amp       autocast policy (autograd/autocast.h), applied while an AutocastGuard is active:
+//             kAmpLow  cast float32 inputs to the low dtype (bf16/f16): the tensor-core ops
+//             kAmpF32  cast bf16/f16 inputs to float32: exp, log, reductions, norms, softmax, loss
+//             kAmpKeep keep the inputs' dtype; mixed float dtypes are promoted to the widest
+//             kAmpNone never cast (casts, optimizer updates, generators)
+//   lowp      how the kernels take bf16/f16 inputs:
+//             kLowWiden  the dispatcher computes in float32 around the kernel (inputs widened,
+//                        outputs rounded to the row's output dtype), on every device
+//             kLowCuda   the CUDA kernel reads and writes them itself (fp32 accumulation);
+//                        the CPU widens
+//             kLowNative every kernel handles every dtype (data movement)
 //   save      what backward needs kept: inputs, outputs, both or none
 //   shape     shape rule (autograd/shape_rules.h): validates inputs, gives output shapes
 //   cpu       CPU kernel (kernels/cpu/) or a device-generic one (kernels/common.h)
@@ -20,6 +31,7 @@
 #pragma once
 #include <span>
 
+#include "autograd/autocast.h"
 #include "autograd/backward_rules.h"
 #include "autograd/shape_rules.h"
 #include "kernels/common.h"
@@ -33,60 +45,60 @@
 
 // clang-format off
 #define QKV_OPS(X) \
-  /*id                      in  opt      writes  out  dtypes      save          shape                          cpu                          cuda                                     backward */ \
-  X(add,                    2,  0,       0,      1,   kNumeric,   kSaveNone,    shape::broadcast,              cpu::add,                    QKV_CUDA_KERNEL(add),                    grad::add) \
-  X(sub,                    2,  0,       0,      1,   kNumeric,   kSaveNone,    shape::broadcast,              cpu::sub,                    QKV_CUDA_KERNEL(sub),                    grad::sub) \
-  X(mul,                    2,  0,       0,      1,   kNumeric,   kSaveInputs,  shape::broadcast,              cpu::mul,                    QKV_CUDA_KERNEL(mul),                    grad::mul) \
-  X(div,                    2,  0,       0,      1,   kFloat,     kSaveInputs,  shape::broadcast,              cpu::div,                    QKV_CUDA_KERNEL(div),                    grad::div) \
-  X(gt,                     2,  0,       0,      1,   kNumeric,   kSaveNone,    shape::compare,                cpu::gt,                     QKV_CUDA_KERNEL(gt),                     kNotDifferentiable) \
-  X(eq,                     2,  0,       0,      1,   kNumeric,   kSaveNone,    shape::compare,                cpu::eq,                     QKV_CUDA_KERNEL(eq),                     kNotDifferentiable) \
-  X(neg,                    1,  0,       0,      1,   kNumeric,   kSaveNone,    shape::same,                   cpu::neg,                    QKV_CUDA_KERNEL(neg),                    grad::neg) \
-  X(abs,                    1,  0,       0,      1,   kNumeric,   kSaveInputs,  shape::same,                   cpu::abs,                    QKV_CUDA_KERNEL(abs),                    grad::abs) \
-  X(exp,                    1,  0,       0,      1,   kFloat,     kSaveOutputs, shape::same,                   cpu::exp,                    QKV_CUDA_KERNEL(exp),                    grad::exp) \
-  X(log,                    1,  0,       0,      1,   kFloat,     kSaveInputs,  shape::same,                   cpu::log,                    QKV_CUDA_KERNEL(log),                    grad::log) \
-  X(sqrt,                   1,  0,       0,      1,   kFloat,     kSaveOutputs, shape::same,                   cpu::sqrt,                   QKV_CUDA_KERNEL(sqrt),                   grad::sqrt) \
-  X(rsqrt,                  1,  0,       0,      1,   kFloat,     kSaveOutputs, shape::same,                   cpu::rsqrt,                  QKV_CUDA_KERNEL(rsqrt),                  grad::rsqrt) \
-  X(pow,                    1,  0,       0,      1,   kFloat,     kSaveInputs,  shape::same,                   cpu::pow,                    QKV_CUDA_KERNEL(pow),                    grad::pow) \
-  X(tanh,                   1,  0,       0,      1,   kFloat,     kSaveOutputs, shape::same,                   cpu::tanh,                   QKV_CUDA_KERNEL(tanh),                   grad::tanh) \
-  X(sigmoid,                1,  0,       0,      1,   kFloat,     kSaveOutputs, shape::same,                   cpu::sigmoid,                QKV_CUDA_KERNEL(sigmoid),                grad::sigmoid) \
-  X(relu,                   1,  0,       0,      1,   kFloat,     kSaveOutputs, shape::same,                   cpu::relu,                   QKV_CUDA_KERNEL(relu),                   grad::relu) \
-  X(gelu,                   1,  0,       0,      1,   kFloat,     kSaveInputs,  shape::same,                   cpu::gelu,                   QKV_CUDA_KERNEL(gelu),                   grad::gelu) \
-  X(gelu_backward,          2,  0,       0,      1,   kFloat,     kSaveNone,    shape::same_pair,              cpu::gelu_backward,          QKV_CUDA_KERNEL(gelu_backward),          kNotDifferentiable) \
-  X(sum,                    1,  0,       0,      1,   kNumeric,   kSaveNone,    shape::reduce,                 cpu::sum,                    QKV_CUDA_KERNEL(sum),                    grad::sum) \
-  X(mean,                   1,  0,       0,      1,   kFloat,     kSaveNone,    shape::reduce,                 cpu::mean,                   QKV_CUDA_KERNEL(mean),                   grad::mean) \
-  X(amax,                   1,  0,       0,      1,   kNumeric,   kSaveBoth,    shape::reduce,                 cpu::amax,                   QKV_CUDA_KERNEL(amax),                   grad::amax) \
-  X(max,                    1,  0,       0,      2,   kNumeric,   kSaveOutputs, shape::reduce_dim,             cpu::max,                    QKV_CUDA_KERNEL(max),                    grad::max) \
-  X(matmul,                 2,  0,       0,      1,   kFloat,     kSaveInputs,  shape::matmul,                 cpu::matmul,                 QKV_CUDA_KERNEL(matmul),                 grad::matmul) \
-  X(softmax,                1,  0,       0,      1,   kFloat,     kSaveOutputs, shape::same,                   cpu::softmax,                QKV_CUDA_KERNEL(softmax),                grad::softmax) \
-  X(log_softmax,            1,  0,       0,      1,   kFloat,     kSaveOutputs, shape::same,                   cpu::log_softmax,            QKV_CUDA_KERNEL(log_softmax),            grad::log_softmax) \
-  X(layer_norm,             3,  0b110,   0,      3,   kFloat,     kSaveBoth,    shape::layer_norm,             cpu::layer_norm,             QKV_CUDA_KERNEL(layer_norm),             grad::layer_norm) \
-  X(layer_norm_backward,    5,  0b100,   0,      3,   kFloat,     kSaveNone,    shape::layer_norm_backward,    cpu::layer_norm_backward,    QKV_CUDA_KERNEL(layer_norm_backward),    kNotDifferentiable) \
-  X(embedding,              2,  0,       0,      1,   kFloat,     kSaveInputs,  shape::embedding,              cpu::embedding,              QKV_CUDA_KERNEL(embedding),              grad::embedding) \
-  X(cross_entropy,          2,  0,       0,      2,   kFloat,     kSaveBoth,    shape::cross_entropy,          cpu::cross_entropy,          QKV_CUDA_KERNEL(cross_entropy),          grad::cross_entropy) \
-  X(cross_entropy_backward, 4,  0,       0,      1,   kFloat,     kSaveNone,    shape::cross_entropy_backward, cpu::cross_entropy_backward, QKV_CUDA_KERNEL(cross_entropy_backward), kNotDifferentiable) \
-  X(dropout,                1,  0,       0,      1,   kFloat,     kSaveNone,    shape::same,                   cpu::dropout,                QKV_CUDA_KERNEL(dropout),                grad::dropout) \
-  X(attention,              4,  0b1000,  0,      2,   kFloat,     kSaveBoth,    shape::attention,              cpu::attention,              QKV_CUDA_KERNEL(attention),              grad::attention) \
-  X(attention_backward,     7,  0b10000, 0,      4,   kFloat,     kSaveNone,    shape::attention_backward,     cpu::attention_backward,     QKV_CUDA_KERNEL(attention_backward),     kNotDifferentiable) \
-  X(conv2d,                 3,  0b100,   0,      1,   kFloat,     kSaveInputs,  shape::conv2d,                 cpu::conv2d,                 QKV_CUDA_KERNEL(conv2d),                 grad::conv2d) \
-  X(conv2d_backward,        3,  0,       0,      3,   kFloat,     kSaveNone,    shape::conv2d_backward,        cpu::conv2d_backward,        QKV_CUDA_KERNEL(conv2d_backward),        kNotDifferentiable) \
-  X(batch_norm,             5,  0b11000, 0,      1,   kFloat,     kSaveInputs,  shape::batch_norm,             cpu::batch_norm,             QKV_CUDA_KERNEL(batch_norm),             grad::batch_norm) \
-  X(max_pool2d,             1,  0,       0,      2,   kFloat,     kSaveOutputs, shape::max_pool2d,             cpu::max_pool2d,             QKV_CUDA_KERNEL(max_pool2d),             grad::max_pool2d) \
-  X(adaptive_avg_pool2d,    1,  0,       0,      1,   kFloat,     kSaveNone,    shape::adaptive_avg_pool2d,    cpu::adaptive_avg_pool2d,    QKV_CUDA_KERNEL(adaptive_avg_pool2d),    grad::adaptive_avg_pool2d) \
-  X(concat,                 -1, 0,       0,      1,   kAllDTypes, kSaveNone,    shape::concat,                 common::concat,              &common::concat,                         grad::concat) \
-  X(index_select,           2,  0,       0,      1,   kAllDTypes, kSaveInputs,  shape::index_select,           cpu::index_select,           QKV_CUDA_KERNEL(index_select),           grad::index_select) \
-  X(index_add,              3,  0,       0,      1,   kNumeric,   kSaveInputs,  shape::index_add,              cpu::index_add,              QKV_CUDA_KERNEL(index_add),              grad::index_add) \
-  X(gather,                 2,  0,       0,      1,   kNumeric,   kSaveInputs,  shape::gather,                 cpu::gather,                 QKV_CUDA_KERNEL(gather),                 grad::gather) \
-  X(scatter_add,            3,  0,       0,      1,   kNumeric,   kSaveInputs,  shape::scatter_add,            cpu::scatter_add,            QKV_CUDA_KERNEL(scatter_add),            grad::scatter_add) \
-  X(masked_fill,            2,  0,       0,      1,   kNumeric,   kSaveInputs,  shape::masked_fill,            cpu::masked_fill,            QKV_CUDA_KERNEL(masked_fill),            grad::masked_fill) \
-  X(where,                  3,  0,       0,      1,   kMask,      kSaveInputs,  shape::where,                  cpu::where,                  QKV_CUDA_KERNEL(where),                  grad::where) \
-  X(cast,                   1,  0,       0,      1,   kAllDTypes, kSaveNone,    shape::cast,                   common::cast,                &common::cast,                           grad::cast) \
-  X(copy,                   1,  0,       0,      1,   kAllDTypes, kSaveNone,    shape::same,                   common::copy,                &common::copy,                           grad::copy) \
-  X(adam_update,            -4, 0,       0b1101, 0,   kFloat,     kSaveNone,    shape::adam_update,            cpu::adam_update,            QKV_CUDA_KERNEL(adam_update),            kNotDifferentiable) \
-  X(sgd_update,             -3, 0b100,   0b101,  0,   kFloat,     kSaveNone,    shape::sgd_update,             cpu::sgd_update,             QKV_CUDA_KERNEL(sgd_update),             kNotDifferentiable) \
-  X(clip_grad_norm,         -1, 0,       0b1,    1,   kFloat,     kSaveNone,    shape::clip_grad_norm,         cpu::clip_grad_norm,         QKV_CUDA_KERNEL(clip_grad_norm),         kNotDifferentiable) \
-  X(uniform,                0,  0,       0,      1,   kFloat,     kSaveNone,    shape::random,                 cpu::uniform,                QKV_CUDA_KERNEL(uniform),                kNotDifferentiable) \
-  X(normal,                 0,  0,       0,      1,   kFloat,     kSaveNone,    shape::random,                 cpu::normal,                 QKV_CUDA_KERNEL(normal),                 kNotDifferentiable) \
-  X(bernoulli,              0,  0,       0,      1,   kFloat,     kSaveNone,    shape::random,                 cpu::bernoulli,              QKV_CUDA_KERNEL(bernoulli),              kNotDifferentiable)
+  /*id                      in  opt      writes  out  dtypes       amp       lowp        save          shape                          cpu                          cuda                                     backward */ \
+  X(add,                    2,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveNone,    shape::broadcast,              cpu::add,                    QKV_CUDA_KERNEL(add),                    grad::add) \
+  X(sub,                    2,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveNone,    shape::broadcast,              cpu::sub,                    QKV_CUDA_KERNEL(sub),                    grad::sub) \
+  X(mul,                    2,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveInputs,  shape::broadcast,              cpu::mul,                    QKV_CUDA_KERNEL(mul),                    grad::mul) \
+  X(div,                    2,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveInputs,  shape::broadcast,              cpu::div,                    QKV_CUDA_KERNEL(div),                    grad::div) \
+  X(gt,                     2,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveNone,    shape::compare,                cpu::gt,                     QKV_CUDA_KERNEL(gt),                     kNotDifferentiable) \
+  X(eq,                     2,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveNone,    shape::compare,                cpu::eq,                     QKV_CUDA_KERNEL(eq),                     kNotDifferentiable) \
+  X(neg,                    1,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveNone,    shape::same,                   cpu::neg,                    QKV_CUDA_KERNEL(neg),                    grad::neg) \
+  X(abs,                    1,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveInputs,  shape::same,                   cpu::abs,                    QKV_CUDA_KERNEL(abs),                    grad::abs) \
+  X(exp,                    1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveOutputs, shape::same,                   cpu::exp,                    QKV_CUDA_KERNEL(exp),                    grad::exp) \
+  X(log,                    1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveInputs,  shape::same,                   cpu::log,                    QKV_CUDA_KERNEL(log),                    grad::log) \
+  X(sqrt,                   1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveOutputs, shape::same,                   cpu::sqrt,                   QKV_CUDA_KERNEL(sqrt),                   grad::sqrt) \
+  X(rsqrt,                  1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveOutputs, shape::same,                   cpu::rsqrt,                  QKV_CUDA_KERNEL(rsqrt),                  grad::rsqrt) \
+  X(pow,                    1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveInputs,  shape::same,                   cpu::pow,                    QKV_CUDA_KERNEL(pow),                    grad::pow) \
+  X(tanh,                   1,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveOutputs, shape::same,                   cpu::tanh,                   QKV_CUDA_KERNEL(tanh),                   grad::tanh) \
+  X(sigmoid,                1,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveOutputs, shape::same,                   cpu::sigmoid,                QKV_CUDA_KERNEL(sigmoid),                grad::sigmoid) \
+  X(relu,                   1,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveOutputs, shape::same,                   cpu::relu,                   QKV_CUDA_KERNEL(relu),                   grad::relu) \
+  X(gelu,                   1,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveInputs,  shape::same,                   cpu::gelu,                   QKV_CUDA_KERNEL(gelu),                   grad::gelu) \
+  X(gelu_backward,          2,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveNone,    shape::same_pair,              cpu::gelu_backward,          QKV_CUDA_KERNEL(gelu_backward),          kNotDifferentiable) \
+  X(sum,                    1,  0,       0,      1,   kAnyNumeric, kAmpF32,  kLowWiden,  kSaveNone,    shape::reduce,                 cpu::sum,                    QKV_CUDA_KERNEL(sum),                    grad::sum) \
+  X(mean,                   1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveNone,    shape::reduce,                 cpu::mean,                   QKV_CUDA_KERNEL(mean),                   grad::mean) \
+  X(amax,                   1,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveBoth,    shape::reduce,                 cpu::amax,                   QKV_CUDA_KERNEL(amax),                   grad::amax) \
+  X(max,                    1,  0,       0,      2,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveOutputs, shape::reduce_dim,             cpu::max,                    QKV_CUDA_KERNEL(max),                    grad::max) \
+  X(matmul,                 2,  0,       0,      1,   kAnyFloat,   kAmpLow,  kLowCuda,   kSaveInputs,  shape::matmul,                 cpu::matmul,                 QKV_CUDA_KERNEL(matmul),                 grad::matmul) \
+  X(softmax,                1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveOutputs, shape::same,                   cpu::softmax,                QKV_CUDA_KERNEL(softmax),                grad::softmax) \
+  X(log_softmax,            1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveOutputs, shape::same,                   cpu::log_softmax,            QKV_CUDA_KERNEL(log_softmax),            grad::log_softmax) \
+  X(layer_norm,             3,  0b110,   0,      3,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveBoth,    shape::layer_norm,             cpu::layer_norm,             QKV_CUDA_KERNEL(layer_norm),             grad::layer_norm) \
+  X(layer_norm_backward,    5,  0b100,   0,      3,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveNone,    shape::layer_norm_backward,    cpu::layer_norm_backward,    QKV_CUDA_KERNEL(layer_norm_backward),    kNotDifferentiable) \
+  X(embedding,              2,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveInputs,  shape::embedding,              cpu::embedding,              QKV_CUDA_KERNEL(embedding),              grad::embedding) \
+  X(cross_entropy,          2,  0,       0,      2,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveBoth,    shape::cross_entropy,          cpu::cross_entropy,          QKV_CUDA_KERNEL(cross_entropy),          grad::cross_entropy) \
+  X(cross_entropy_backward, 4,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveNone,    shape::cross_entropy_backward, cpu::cross_entropy_backward, QKV_CUDA_KERNEL(cross_entropy_backward), kNotDifferentiable) \
+  X(dropout,                1,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveNone,    shape::same,                   cpu::dropout,                QKV_CUDA_KERNEL(dropout),                grad::dropout) \
+  X(attention,              4,  0b1000,  0,      2,   kAnyFloat,   kAmpLow,  kLowCuda,   kSaveBoth,    shape::attention,              cpu::attention,              QKV_CUDA_KERNEL(attention),              grad::attention) \
+  X(attention_backward,     7,  0b10000, 0,      4,   kAnyFloat,   kAmpNone, kLowWiden,  kSaveNone,    shape::attention_backward,     cpu::attention_backward,     QKV_CUDA_KERNEL(attention_backward),     kNotDifferentiable) \
+  X(conv2d,                 3,  0b100,   0,      1,   kAnyFloat,   kAmpLow,  kLowWiden,  kSaveInputs,  shape::conv2d,                 cpu::conv2d,                 QKV_CUDA_KERNEL(conv2d),                 grad::conv2d) \
+  X(conv2d_backward,        3,  0,       0,      3,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveNone,    shape::conv2d_backward,        cpu::conv2d_backward,        QKV_CUDA_KERNEL(conv2d_backward),        kNotDifferentiable) \
+  X(batch_norm,             5,  0b11000, 0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveInputs,  shape::batch_norm,             cpu::batch_norm,             QKV_CUDA_KERNEL(batch_norm),             grad::batch_norm) \
+  X(max_pool2d,             1,  0,       0,      2,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveOutputs, shape::max_pool2d,             cpu::max_pool2d,             QKV_CUDA_KERNEL(max_pool2d),             grad::max_pool2d) \
+  X(adaptive_avg_pool2d,    1,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveNone,    shape::adaptive_avg_pool2d,    cpu::adaptive_avg_pool2d,    QKV_CUDA_KERNEL(adaptive_avg_pool2d),    grad::adaptive_avg_pool2d) \
+  X(concat,                 -1, 0,       0,      1,   kAllDTypes,  kAmpKeep, kLowNative, kSaveNone,    shape::concat,                 common::concat,              &common::concat,                         grad::concat) \
+  X(index_select,           2,  0,       0,      1,   kAllDTypes,  kAmpKeep, kLowNative, kSaveInputs,  shape::index_select,           cpu::index_select,           QKV_CUDA_KERNEL(index_select),           grad::index_select) \
+  X(index_add,              3,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveInputs,  shape::index_add,              cpu::index_add,              QKV_CUDA_KERNEL(index_add),              grad::index_add) \
+  X(gather,                 2,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveInputs,  shape::gather,                 cpu::gather,                 QKV_CUDA_KERNEL(gather),                 grad::gather) \
+  X(scatter_add,            3,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveInputs,  shape::scatter_add,            cpu::scatter_add,            QKV_CUDA_KERNEL(scatter_add),            grad::scatter_add) \
+  X(masked_fill,            2,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveInputs,  shape::masked_fill,            cpu::masked_fill,            QKV_CUDA_KERNEL(masked_fill),            grad::masked_fill) \
+  X(where,                  3,  0,       0,      1,   kMask,       kAmpKeep, kLowWiden,  kSaveInputs,  shape::where,                  cpu::where,                  QKV_CUDA_KERNEL(where),                  grad::where) \
+  X(cast,                   1,  0,       0,      1,   kAllDTypes,  kAmpNone, kLowNative, kSaveNone,    shape::cast,                   common::cast,                &common::cast,                           grad::cast) \
+  X(copy,                   1,  0,       0,      1,   kAllDTypes,  kAmpNone, kLowNative, kSaveNone,    shape::same,                   common::copy,                &common::copy,                           grad::copy) \
+  X(adam_update,            -4, 0,       0b1101, 0,   kFloat,      kAmpNone, kLowWiden,  kSaveNone,    shape::adam_update,            cpu::adam_update,            QKV_CUDA_KERNEL(adam_update),            kNotDifferentiable) \
+  X(sgd_update,             -3, 0b100,   0b101,  0,   kFloat,      kAmpNone, kLowWiden,  kSaveNone,    shape::sgd_update,             cpu::sgd_update,             QKV_CUDA_KERNEL(sgd_update),             kNotDifferentiable) \
+  X(clip_grad_norm,         -1, 0,       0b1,    1,   kFloat,      kAmpNone, kLowWiden,  kSaveNone,    shape::clip_grad_norm,         cpu::clip_grad_norm,         QKV_CUDA_KERNEL(clip_grad_norm),         kNotDifferentiable) \
+  X(uniform,                0,  0,       0,      1,   kFloat,      kAmpNone, kLowWiden,  kSaveNone,    shape::random,                 cpu::uniform,                QKV_CUDA_KERNEL(uniform),                kNotDifferentiable) \
+  X(normal,                 0,  0,       0,      1,   kFloat,      kAmpNone, kLowWiden,  kSaveNone,    shape::random,                 cpu::normal,                 QKV_CUDA_KERNEL(normal),                 kNotDifferentiable) \
+  X(bernoulli,              0,  0,       0,      1,   kFloat,      kAmpNone, kLowWiden,  kSaveNone,    shape::random,                 cpu::bernoulli,              QKV_CUDA_KERNEL(bernoulli),              kNotDifferentiable)
 // clang-format on
 
 namespace qkv::autograd {
@@ -111,6 +123,8 @@ struct OpInfo {
   unsigned writes;    // bit i set: input i (position i of each group) is updated in place
   int outputs;
   DTypeSet dtypes;
+  AmpPolicy amp;
+  LowPrecision lowp;
   SaveMask save;
   ShapeRule shape;
   kernels::Kernel cpu;

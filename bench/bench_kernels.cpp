@@ -1,11 +1,14 @@
 // Kernel benchmark, all measured in this one process with the runs interleaved (best of N, each
 // run followed by a device synchronize) so machine noise hits every side alike:
-//   matmul     float32 square n x n GEMM through qkvlab, GFLOP/s (2 n^3 FLOPs); on the CPU beside
-//              Eigen called directly on the same buffers.
+//   matmul     square n x n GEMM through qkvlab in --dtype (float32, or bf16 with float32
+//              accumulation), GFLOP/s (2 n^3 FLOPs); on the CPU in float32 beside Eigen called
+//              directly on the same buffers.
+//   gemm       the paper's 300M GPT's GEMMs (6 x 2048 tokens, d 1024: qkv, proj, fc, fc_proj,
+//              lm_head as x W^T) in --dtype; default on CUDA only (--gemm).
 //   bandwidth  float32 [elements / 1024, 1024]: the copy baseline (parallel memcpy on the CPU,
 //              a device-to-device copy_ on a GPU), add, gelu, softmax and layer_norm, in GB/s of
 //              bytes read + written, and as a share of the copy.
-//   attention  qkvlab's fused attention op (autograd/ops.h) in float32: forward (no graph) and
+//   attention  qkvlab's fused attention op (autograd/ops.h) in --dtype: forward (no graph) and
 //              forward + backward (dq, dk, dv from a random dO), in ms and GFLOP/s, at GPT-2 small,
 //              the paper's 300M GPT, a ViT/encoder shape, K=V (k and v one tensor) and GQA-4.
 //              FLOPs: forward 4 B H T S D (two GEMMs of B H T S D multiply-adds, 2 FLOPs each),
@@ -14,11 +17,12 @@
 // bench/compare_kernels.py prints the two JSON files side by side.
 //
 //   bench_kernels [--sizes 256,512,1024,2048] [--elements N] [--reps R] [--device cpu|cuda:0]
-//                 [--attention all|none|case,case] [--batch-div K] [--json FILE]
+//                 [--dtype f32|bf16] [--gemm all|none] [--attention all|none|case,case]
+//                 [--batch-div K] [--json FILE]
 //
 // --json writes {"implementation", "device", ..., "attention_shapes": {case: shape},
 // "results": {key: number}} atomically; the keys are matmul.<n>.gflops (and
-// matmul.<n>.eigen_gflops on the CPU), bandwidth.<kernel>.gbps and
+// matmul.<n>.eigen_gflops on the CPU), gemm.<name>.gflops, bandwidth.<kernel>.gbps and
 // attention.<case>.{fwd,fwdbwd}_{ms,gflops}. Defaults: on CUDA the sizes add 4096 and the
 // attention batches are the models' own; on the CPU the attention batches are divided by 8 (the
 // ViT keeps 16 of 128) so the whole run stays near a minute on two cores.
@@ -76,16 +80,17 @@ int reps_for(double flops, int reps, const Device& dev) {
   return std::max<int>(2, int(reps * std::min(1.0, budget / flops)));
 }
 
-void bench_matmul(const std::vector<int64_t>& sizes, int reps, const Device& dev, Json& res) {
-  std::printf("\nmatmul (float32, square, best of %d)\n", reps);
-  std::printf("%8s %14s %14s %8s\n", "n", "qkvlab GF/s", dev.is_cpu() ? "Eigen GF/s" : "-", "ratio");
+void bench_matmul(const std::vector<int64_t>& sizes, int reps, const Device& dev, DType dt, Json& res) {
+  const bool eigen = dev.is_cpu() && dt == DType::f32;
+  std::printf("\nmatmul (%s, square, best of %d)\n", dtype_name(dt), reps);
+  std::printf("%8s %14s %14s %8s\n", "n", "qkvlab GF/s", eigen ? "Eigen GF/s" : "-", "ratio");
   for (int64_t n : sizes) {
     Generator g(n);
-    Tensor a = randn({n, n}, {DType::f32, dev}, &g), b = randn({n, n}, {DType::f32, dev}, &g);
+    Tensor a = randn({n, n}, {DType::f32, dev}, &g).to(dt), b = randn({n, n}, {DType::f32, dev}, &g).to(dt);
     const double flops = 2.0 * double(n) * double(n) * double(n);
     const int r = reps_for(flops, reps, dev);
     const std::string key = "matmul." + std::to_string(n) + ".";
-    if (dev.is_cpu()) {
+    if (eigen) {
       using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
       Eigen::Map<const RowMat> ma(a.data<float>(), n, n), mb(b.data<float>(), n, n);
       RowMat mc(n, n);
@@ -99,6 +104,32 @@ void bench_matmul(const std::vector<int64_t>& sizes, int reps, const Device& dev
       std::printf("%8lld %14.1f %14s %8s\n", (long long)n, flops / t[0] / 1e9, "-", "-");
       res[key + "gflops"] = flops / t[0] / 1e9;
     }
+  }
+}
+
+// The 300M GPT's GEMMs (experiments/lm/gpt-300m.yaml: batch 6 x context 2048, d 1024, MLP 4096,
+// vocab 50304 padded), each as x [M, K] times W [N, K] transposed, as nn::Linear computes them.
+// bench/torch_kernels.py holds the same table.
+struct GemmCase {
+  const char* name;
+  int64_t M, K, N;
+};
+constexpr GemmCase kGemmCases[] = {{"qkv", 12288, 1024, 3072},
+                                   {"proj", 12288, 1024, 1024},
+                                   {"fc", 12288, 1024, 4096},
+                                   {"fc_proj", 12288, 4096, 1024},
+                                   {"lm_head", 12288, 1024, 50304}};
+
+void bench_gemm(int reps, const Device& dev, DType dt, Json& res) {
+  std::printf("\ngemm (%s, the 300M GPT's shapes, x W^T, best of %d)\n", dtype_name(dt), reps);
+  std::printf("%10s %24s %14s\n", "gemm", "M x K x N", "qkvlab GF/s");
+  for (const GemmCase& c : kGemmCases) {
+    Generator g(c.N);
+    Tensor x = randn({c.M, c.K}, {DType::f32, dev}, &g).to(dt), w = randn({c.N, c.K}, {DType::f32, dev}, &g).to(dt);
+    const double flops = 2.0 * double(c.M) * double(c.K) * double(c.N);
+    auto t = best_seconds({[&] { Tensor y = matmul(x, w, false, true); }}, reps_for(flops, reps, dev), dev);
+    std::printf("%10s %24s %14.1f\n", c.name, cat(c.M, " x ", c.K, " x ", c.N).c_str(), flops / t[0] / 1e9);
+    res[cat("gemm.", c.name, ".gflops")] = flops / t[0] / 1e9;
   }
 }
 
@@ -188,16 +219,17 @@ std::string shape_str(const AttnCase& c) {
   return os.str();
 }
 
-void bench_attention(const std::vector<AttnCase>& cases, int reps, const Device& dev, Json& res, Json& shapes) {
+void bench_attention(const std::vector<AttnCase>& cases, int reps, const Device& dev, DType dt, Json& res,
+                     Json& shapes) {
   if (cases.empty()) return;
-  std::printf("\nattention (float32, fused, forward and forward+backward, best of up to %d)\n", reps);
+  std::printf("\nattention (%s, fused, forward and forward+backward, best of up to %d)\n", dtype_name(dt), reps);
   std::printf("%16s %36s %10s %10s %12s %12s\n", "case", "shape", "fwd ms", "fwd GF/s", "fwd+bwd ms", "fwd+bwd GF/s");
   for (const AttnCase& c : cases) {
     Generator g(11);
     const TensorOptions o{DType::f32, dev};
-    Tensor q = randn({c.B, c.H, c.T, c.D}, o, &g), k = randn({c.B, c.Hk, c.S, c.D}, o, &g);
-    Tensor v = c.kv_shared ? k : randn({c.B, c.Hk, c.S, c.D}, o, &g);
-    Tensor dout = randn({c.B, c.H, c.T, c.D}, o, &g);
+    Tensor q = randn({c.B, c.H, c.T, c.D}, o, &g).to(dt), k = randn({c.B, c.Hk, c.S, c.D}, o, &g).to(dt);
+    Tensor v = c.kv_shared ? k : randn({c.B, c.Hk, c.S, c.D}, o, &g).to(dt);
+    Tensor dout = randn({c.B, c.H, c.T, c.D}, o, &g).to(dt);
     q.set_requires_grad();
     k.set_requires_grad();
     if (!c.kv_shared) v.set_requires_grad();
@@ -248,12 +280,16 @@ int main(int argc, char** argv) {
   int64_t elements = int64_t(1) << 24;
   int64_t batch_div = 0;
   int reps = 10;
-  std::string device = "cpu", which = "all", json_path;
+  std::string device = "cpu", which = "all", json_path, dtype = "f32", gemm;
   app.add_option("--sizes", sizes, "square matmul sizes (default 256,512,1024,2048, and 4096 on CUDA)")->delimiter(',');
   app.add_option("--elements", elements, "elements per tensor in the bandwidth test")
       ->check(CLI::Range(int64_t(1024), int64_t(1) << 32));
   app.add_option("--reps", reps, "timed repetitions (best is reported)")->check(CLI::Range(1, 1000));
   app.add_option("--device", device, "cpu or cuda:N");
+  app.add_option("--dtype", dtype, "matmul, gemm and attention dtype: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_option("--gemm", gemm, "the 300M GPT's GEMM shapes: all or none (default all on CUDA, none on the CPU)")
+      ->check(CLI::IsMember({"all", "none"}));
   app.add_option("--attention", which, "attention cases: all, none, or a list of gpt2_small,gpt_300m,vit,...");
   app.add_option("--batch-div", batch_div, "divide the attention batches by this (default 8 on the CPU, 1 on CUDA)")
       ->check(CLI::Range(int64_t(0), int64_t(1024)));
@@ -267,14 +303,20 @@ int main(int argc, char** argv) {
           dev.is_cpu() ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{256, 512, 1024, 2048, 4096};
     if (batch_div == 0) batch_div = dev.is_cpu() ? 8 : 1;
     const std::vector<AttnCase> cases = select_cases(which, batch_div);
-    std::printf("qkvlab kernel benchmark on %s, %d OpenMP threads\n", dev.str().c_str(), omp_get_max_threads());
+    const DType dt = parse_dtype(dtype);
+    if (gemm.empty()) gemm = dev.is_cuda() ? "all" : "none";
+    std::printf("qkvlab kernel benchmark on %s (%s), %d OpenMP threads, %s\n", dev.str().c_str(),
+                device_name(dev).c_str(), omp_get_max_threads(), dtype_name(dt));
     Json res = Json::object(), shapes = Json::object();
-    bench_matmul(sizes, reps, dev, res);
+    bench_matmul(sizes, reps, dev, dt, res);
+    if (gemm == "all") bench_gemm(reps, dev, dt, res);
     bench_bandwidth(elements, reps, dev, res);
-    bench_attention(cases, reps, dev, res, shapes);
+    bench_attention(cases, reps, dev, dt, res, shapes);
     if (!json_path.empty()) {
       Json j = {{"implementation", "qkvlab"},
                 {"device", dev.str()},
+                {"device_name", device_name(dev)},
+                {"dtype", dtype_name(dt)},
                 {"threads", omp_get_max_threads()},
                 {"reps", reps},
                 {"elements", elements},

@@ -55,6 +55,8 @@ def label(key):
         return f"attention {parts[1]} {'fwd+bwd' if parts[2].startswith('fwdbwd') else 'fwd'}"
     if parts[0] == "matmul" and len(parts) == 3:
         return f"matmul {parts[1]}" + (" (Eigen)" if parts[2].startswith("eigen") else "")
+    if parts[0] == "gemm" and len(parts) == 3:
+        return f"gemm {parts[1]} (300M GPT)"
     if parts[0] == "bandwidth" and len(parts) == 3:
         return f"bandwidth {parts[1]}"
     return key
@@ -77,6 +79,8 @@ def main():
         print(f"PyTorch attention: {b['attention_impl']}")
     if b.get("sdpa_backends"):
         print("SDPA backends (fwd/bwd): " + ", ".join(f"{k} {v}" for k, v in b["sdpa_backends"].items()))
+    if a.get("dtype") or b.get("dtype"):
+        print(f"dtype of matmul, gemm and attention: {a.get('dtype', '?')} vs {b.get('dtype', '?')}")
     for what in ("device", "elements", "batch_div", "reps"):
         if what in a and what in b and a[what] != b[what]:
             print(f"warning: {what} differs: {a[what]} vs {b[what]}")

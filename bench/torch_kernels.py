@@ -3,9 +3,14 @@
 the same shapes, FLOP counts, timing scheme and JSON keys, so bench/compare_kernels.py can print
 the two side by side.
 
-  matmul     float32 square n x n torch.mm with TF32 off (torch.backends.cuda.matmul.allow_tf32 =
+  --dtype    float32 (default) or bfloat16: the dtype of matmul, gemm and attention (bandwidth
+             stays float32). bfloat16 is what autocast gives those ops: torch.mm on the tensor
+             cores with float32 accumulation, SDPA's flash backend.
+  matmul     square n x n torch.mm; in float32 with TF32 off (torch.backends.cuda.matmul.allow_tf32 =
              False, cudnn too, float32 matmul precision "highest"): full-precision float32 GEMMs,
              the arithmetic of qkvlab's cuBLASLt COMPUTE_32F path. GFLOP/s at 2 n^3 FLOPs.
+  gemm       the paper's 300M GPT's GEMMs, x [M, K] @ W[N, K]^T (bench_kernels' table); default on
+             CUDA only (--gemm).
   bandwidth  float32 [elements / 1024, 1024]: dst.copy_(x), x + y, F.gelu (erf), torch.softmax
              over the last dim, F.layer_norm over the last dim; GB/s of bytes read + written.
   attention  F.scaled_dot_product_attention in float32, forward (under no_grad) and forward +
@@ -22,7 +27,8 @@ Timing: every function runs once to warm up, then the functions of a group run a
 `reps` times, each call timed by the wall clock around the call plus a device synchronize; the
 best time is reported (bench_kernels' scheme exactly).
 
-  torch_kernels.py [--device cpu|cuda:0] [--sizes 256,512,...] [--elements N] [--reps R]
+  torch_kernels.py [--device cpu|cuda:0] [--dtype float32|bfloat16] [--gemm all|none]
+                   [--sizes 256,512,...] [--elements N] [--reps R]
                    [--attention all|none|case,...] [--batch-div K] [--gqa repeat|enable]
                    [--threads N] [--json FILE]
 Exit 77 when PyTorch is not installed.
@@ -49,6 +55,9 @@ CASES = [
     ("gpt2_kv_shared", 8, 12, 12, 1024, 1024, 64, True, True),
     ("gpt2_gqa4", 8, 12, 3, 1024, 1024, 64, True, False),
 ]
+# name, M, K, N: bench_kernels.cpp's kGemmCases (the 300M GPT: 6 x 2048 tokens, d 1024).
+GEMMS = [("qkv", 12288, 1024, 3072), ("proj", 12288, 1024, 1024), ("fc", 12288, 1024, 4096),
+         ("fc_proj", 12288, 4096, 1024), ("lm_head", 12288, 1024, 50304)]
 BACKENDS = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn", 4: "overrideable"}
 
 
@@ -89,18 +98,32 @@ def reps_for(flops, reps, dev):
     return max(2, int(reps * min(1.0, budget / flops)))
 
 
-def bench_matmul(sizes, reps, dev, res):
-    print(f"\nmatmul (float32, square, TF32 off, best of {reps})")
+def bench_matmul(sizes, reps, dev, dtype, res):
+    print(f"\nmatmul ({dtype}, square, TF32 off, best of {reps})")
     print(f"{'n':>8} {'torch GF/s':>14}")
     g = torch.Generator(device=dev)
     for n in sizes:
         g.manual_seed(n)
-        a = torch.randn(n, n, device=dev, generator=g)
-        b = torch.randn(n, n, device=dev, generator=g)
+        a = torch.randn(n, n, device=dev, generator=g).to(dtype)
+        b = torch.randn(n, n, device=dev, generator=g).to(dtype)
         flops = 2.0 * n * n * n
         t = best_seconds([lambda: torch.mm(a, b)], reps_for(flops, reps, dev), dev)
         print(f"{n:>8} {flops / t[0] / 1e9:>14.1f}")
         res[f"matmul.{n}.gflops"] = flops / t[0] / 1e9
+
+
+def bench_gemm(reps, dev, dtype, res):
+    print(f"\ngemm ({dtype}, the 300M GPT's shapes, x W^T, best of {reps})")
+    print(f"{'gemm':>10} {'M x K x N':>24} {'torch GF/s':>14}")
+    g = torch.Generator(device=dev)
+    for name, M, K, N in GEMMS:
+        g.manual_seed(N)
+        x = torch.randn(M, K, device=dev, generator=g).to(dtype)
+        w = torch.randn(N, K, device=dev, generator=g).to(dtype)
+        flops = 2.0 * M * K * N
+        t = best_seconds([lambda: torch.mm(x, w.t())], reps_for(flops, reps, dev), dev)
+        print(f"{name:>10} {f'{M} x {K} x {N}':>24} {flops / t[0] / 1e9:>14.1f}")
+        res[f"gemm.{name}.gflops"] = flops / t[0] / 1e9
 
 
 def bench_bandwidth(n, reps, dev, res):
@@ -175,19 +198,19 @@ def sdpa_backend(q, k, v, causal, gqa, group):
         return "?"
 
 
-def bench_attention(cases, reps, dev, gqa, res, shapes, backends):
+def bench_attention(cases, reps, dev, dtype, gqa, res, shapes, backends):
     if not cases:
         return
-    print(f"\nattention (float32, forward and forward+backward, best of up to {reps})")
+    print(f"\nattention ({dtype}, forward and forward+backward, best of up to {reps})")
     print(f"{'case':>16} {'shape':>36} {'fwd ms':>10} {'fwd GF/s':>10} {'fwd+bwd ms':>12} {'fwd+bwd GF/s':>12}"
           + ("  SDPA backend fwd/bwd" if HAVE_SDPA and dev.type == "cuda" else ""))
     g = torch.Generator(device=dev)
     for name, B, H, Hk, T, S, D, causal, kv_shared in cases:
         g.manual_seed(11)
-        q = torch.randn(B, H, T, D, device=dev, generator=g)
-        k = torch.randn(B, Hk, S, D, device=dev, generator=g)
-        v = k if kv_shared else torch.randn(B, Hk, S, D, device=dev, generator=g)
-        dout = torch.randn(B, H, T, D, device=dev, generator=g)
+        q = torch.randn(B, H, T, D, device=dev, generator=g).to(dtype)
+        k = torch.randn(B, Hk, S, D, device=dev, generator=g).to(dtype)
+        v = k if kv_shared else torch.randn(B, Hk, S, D, device=dev, generator=g).to(dtype)
+        dout = torch.randn(B, H, T, D, device=dev, generator=g).to(dtype)
         q.requires_grad_()
         k.requires_grad_()
         if not kv_shared:
@@ -251,6 +274,10 @@ def write_json_atomically(path, obj):
 def main():
     ap = argparse.ArgumentParser(description="PyTorch's numbers for bench_kernels' measurements")
     ap.add_argument("--device", default="cpu", help="cpu or cuda:N")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                    help="dtype of matmul, gemm and attention")
+    ap.add_argument("--gemm", choices=["all", "none"], default="",
+                    help="the 300M GPT's GEMM shapes (default all on CUDA, none on the CPU)")
     ap.add_argument("--sizes", default="", help="square matmul sizes (default 256,512,1024,2048, and 4096 on CUDA)")
     ap.add_argument("--elements", type=int, default=1 << 24, help="elements per tensor in the bandwidth test")
     ap.add_argument("--reps", type=int, default=10, help="timed repetitions (best is reported)")
@@ -291,17 +318,23 @@ def main():
         attn_impl = (f"explicit softmax(scale q k^T + mask) v: PyTorch {torch.__version__} has no "
                      "scaled_dot_product_attention; GQA by repeat_interleave")
 
-    print(f"PyTorch {torch.__version__} kernel benchmark on {a.device} ({dev_name}), {torch.get_num_threads()} threads")
+    dtype = getattr(torch, a.dtype)
+    gemm = a.gemm or ("all" if dev.type == "cuda" else "none")
+    print(f"PyTorch {torch.__version__} kernel benchmark on {a.device} ({dev_name}), {torch.get_num_threads()} threads, "
+          f"{a.dtype}")
     print(f"attention: {attn_impl}")
     res, shapes, backends = {}, {}, {}
-    bench_matmul(sizes, a.reps, dev, res)
+    bench_matmul(sizes, a.reps, dev, dtype, res)
+    if gemm == "all":
+        bench_gemm(a.reps, dev, dtype, res)
     bench_bandwidth(a.elements, a.reps, dev, res)
-    bench_attention(cases, a.reps, dev, gqa, res, shapes, backends)
+    bench_attention(cases, a.reps, dev, dtype, gqa, res, shapes, backends)
     if a.json:
         write_json_atomically(a.json, {
             "implementation": f"PyTorch {torch.__version__}",
             "device": a.device,
             "device_name": dev_name,
+            "dtype": a.dtype,
             "threads": torch.get_num_threads(),
             "reps": a.reps,
             "elements": a.elements,

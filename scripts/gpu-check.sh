@@ -10,7 +10,8 @@
 #   bash scripts/gpu-check.sh run     on the GPU machine, with the archive carried. Each step's
 #       log goes to $GPU_CHECK_LOGS (default build/gpu-check/logs):
 #         ops         `qkvlab ops`: every op-table row has a CUDA kernel
-#         harness     every op on cuda:0 against the CPU, outputs and gradients
+#         harness     every op on cuda:0 against the CPU, outputs and gradients, and in bf16/f16
+#                     (the tensor-core matmul and attention among them)
 #                     (op_harness --require-gpu, with QKV_CUDA_SYNC=1 so a failure names its op)
 #         memcheck    compute-sanitizer memcheck over the CUDA-heavy ops, exact-size allocations
 #         racecheck   compute-sanitizer racecheck over the kernels that share memory
@@ -22,6 +23,8 @@
 #                     back end in a job of one rank, against the synthetic step's plain cuda runs
 #                     (1e-6); NCCL from the CUDA toolkit or PyTorch's nvidia-nccl package
 #         bench       copy bandwidth, GEMM and attention, qkvlab beside PyTorch on the same card
+#         bench_bf16  the same in bf16, plus the 300M GPT's GEMM shapes (cuBLASLt vs torch.mm) and
+#                     the tensor-core attention forward vs SDPA's flash backend
 #       and prints a summary table last. Exits non-zero when any step failed; a sanitizer that
 #       cannot use the machine's GPU (some container runtimes) is reported as unavailable.
 set -euo pipefail
@@ -108,11 +111,14 @@ sanitize() {
   return "$rc"
 }
 
+# bench DTYPE: qkvlab's kernels and PyTorch's in one dtype (f32 or bf16), side by side.
 bench() {
   # Functions run under `if` ignore set -e: each failure returns explicitly.
-  "$bin/bench_kernels" --device cuda:0 --json "$logs/bench-qkvlab.json" || return 1
-  python3 bench/torch_kernels.py --device cuda:0 --json "$logs/bench-torch.json" || return 1
-  python3 bench/compare_kernels.py "$logs/bench-qkvlab.json" "$logs/bench-torch.json" | tee "$logs/bench.md"
+  local dt=$1 torch_dt=float32
+  [ "$dt" = bf16 ] && torch_dt=bfloat16
+  "$bin/bench_kernels" --device cuda:0 --dtype "$dt" --json "$logs/bench-qkvlab-$dt.json" || return 1
+  python3 bench/torch_kernels.py --device cuda:0 --dtype "$torch_dt" --json "$logs/bench-torch-$dt.json" || return 1
+  python3 bench/compare_kernels.py "$logs/bench-qkvlab-$dt.json" "$logs/bench-torch-$dt.json" | tee "$logs/bench-$dt.md"
 }
 
 run_check() {
@@ -142,7 +148,8 @@ run_check() {
   step synthetic "smoke runs, cuda:0 vs cpu, 1e-4" synthetic_runs
   step parity "GPT, ResNet34, encoder vs cpu" "$bin/gpu_parity" --require-gpu
   step nccl "one-rank NCCL job vs plain, 1e-6" nccl_world_of_one
-  step bench "qkvlab beside PyTorch" bench
+  step bench "qkvlab beside PyTorch, float32" bench f32
+  step bench_bf16 "bf16 GEMMs (300M shapes), flash attention beside PyTorch" bench bf16
 
   echo
   {

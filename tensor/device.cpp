@@ -68,6 +68,7 @@ void count_host_sync() { host_syncs.fetch_add(1, std::memory_order_relaxed); }
 #ifndef QKV_HAVE_CUDA
 bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
+std::string device_name(const Device&) { return "cpu"; }
 #endif
 
 }  // namespace qkv

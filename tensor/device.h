@@ -31,6 +31,8 @@ inline constexpr Device kCPU{DeviceType::cpu, 0};
 bool cuda_compiled();
 int cuda_device_count();
 bool cuda_available();  // compiled and at least one device visible
+// The device's product name ("NVIDIA H200"); "cpu" for the CPU.
+std::string device_name(const Device& d);
 // Throws DeviceError naming `what` when `d` is a CUDA device this process cannot use: a build
 // without CUDA, an index beyond the visible devices, or a device that is busy (exclusive
 // compute mode held by another process) or otherwise unavailable.

@@ -39,7 +39,10 @@ inline constexpr DTypeSet kFloat = DTypeSet(DType::f32) | DType::f64;
 inline constexpr DTypeSet kIndex = DTypeSet(DType::i32) | DType::i64;
 inline constexpr DTypeSet kNumeric = kFloat | kIndex;
 inline constexpr DTypeSet kMask = DTypeSet(DType::b8) | DType::u8;
-inline constexpr DTypeSet kAllDTypes = kNumeric | kMask | DType::bf16 | DType::f16;
+inline constexpr DTypeSet kLowFloat = DTypeSet(DType::bf16) | DType::f16;  // 16-bit floats
+inline constexpr DTypeSet kAnyFloat = kFloat | kLowFloat;
+inline constexpr DTypeSet kAnyNumeric = kNumeric | kLowFloat;
+inline constexpr DTypeSet kAllDTypes = kNumeric | kMask | kLowFloat;
 
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }

@@ -20,11 +20,15 @@
 // head, key tile), looping over the group's query heads and their query tiles; dbias: one block
 // per (query tile, key tile) of [T, S], summing dS over (b, h) in a fixed order. Each gradient
 // element is accumulated in one thread's registers and written once.
+//
+// bf16 and f16 forwards run on the tensor cores (flash_attention.cu) when the head dim is 64 or
+// 128, and through these kernels on float32 copies otherwise; the backward row widens.
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/flash_attention.h"
 #include "tensor/view.h"
 
 namespace qkv::kernels::cuda {
@@ -378,20 +382,43 @@ void launch(Kernel kernel, int64_t blocks, const Launch& l, const char* op, Args
 
 int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
 
-}  // namespace
-
-// Inputs (q [B,H,T,D], k [B,Hk,S,D], v [B,Hk,S,Dv], bias? [T,S]) -> (out [B,H,T,Dv], lse [B,H,T]).
-void attention(const KernelArgs& k) {
-  const auto& at = attr<AttentionAttrs>(k.attrs, "attention");
-  const Operands o = operands(k.in[0], k.in[1], k.in[2], k.in[3]);
+void forward_float(const Operands& o, const AttentionAttrs& at, const Tensor& out, const Tensor& lse) {
   visit_float(o.q.dtype(), "attention", [&]<class F>() {
     const Attn<F> a = make_attn<F>(o, at, "attention");
     if (a.B * a.H * a.T == 0) return;
     set_device(o.q);
     const Launch l = pick_launch(Pass::forward, a, "attention");
     const int64_t blocks = a.B * a.H * ceil_div(a.T, kRowsPerWarp * l.warps);
-    launch(attention_forward_kernel<F>, blocks, l, "attention", a, k.out[0].data<F>(), k.out[1].data<F>());
+    launch(attention_forward_kernel<F>, blocks, l, "attention", a, out.data<F>(), lse.data<F>());
   });
+}
+
+// 16-bit operands the tensor-core kernel does not take (head dims other than 64 and 128): the
+// float kernel on float32 copies (K=V copied once), the output rounded back.
+void forward_widened(const Operands& o, const AttentionAttrs& at, const Tensor& out, const Tensor& lse) {
+  Operands w;
+  w.q = raw::to(o.q, DType::f32, o.q.device());
+  w.k = raw::to(o.k, DType::f32, o.k.device());
+  w.v = o.kv_shared ? w.k : raw::to(o.v, DType::f32, o.v.device());
+  if (o.bias.defined()) w.bias = raw::to(o.bias, DType::f32, o.bias.device());
+  w.kv_shared = o.kv_shared;
+  const Tensor out32 = empty(out.shape(), {DType::f32, out.device()});
+  forward_float(w, at, out32, lse);
+  raw::copy(out, out32);
+}
+
+}  // namespace
+
+// Inputs (q [B,H,T,D], k [B,Hk,S,D], v [B,Hk,S,Dv], bias? [T,S]) -> (out [B,H,T,Dv], lse [B,H,T];
+// lse is float32 for bf16/f16 inputs, which run on the tensor cores: flash_attention.cu).
+void attention(const KernelArgs& k) {
+  const auto& at = attr<AttentionAttrs>(k.attrs, "attention");
+  const Operands o = operands(k.in[0], k.in[1], k.in[2], k.in[3]);
+  const DType dt = o.q.dtype();
+  if (dt != DType::bf16 && dt != DType::f16) forward_float(o, at, k.out[0], k.out[1]);
+  else if (flash_attention_supports(o.q, o.k, o.v))
+    flash_attention_forward(o.q, o.k, o.v, o.bias, at, k.out[0], k.out[1]);
+  else forward_widened(o, at, k.out[0], k.out[1]);
 }
 
 // Inputs (grad_out, q, k, v, bias?, out, lse) -> (dq, dk, dv, dbias); dbias is written only

@@ -6,8 +6,10 @@
 // C^T [n, m] = op(B)^T op(A)^T), the batch strides (0 for a broadcast operand) and folding
 // batches into rows. This file executes a plan: it packs what the plan says, then makes one
 // cuBLASLt call whose descriptors, layouts and heuristic algorithm are cached per plan key, so
-// a repeated shape builds none of them again. float32 computes in CUBLAS_COMPUTE_32F (no TF32)
-// and float64 in CUBLAS_COMPUTE_64F. One cuBLASLt handle and workspace per device, made lazily.
+// a repeated shape builds none of them again. float32 computes in CUBLAS_COMPUTE_32F (no TF32),
+// float64 in CUBLAS_COMPUTE_64F, and bf16 / f16 on the tensor cores with float32 accumulation
+// (CUBLAS_COMPUTE_32F, float scale; the output rounded once). One cuBLASLt handle and workspace
+// per device, made lazily.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -16,7 +18,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <type_traits>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/gemm_plan.h"
@@ -107,14 +108,28 @@ Layout make_layout(cudaDataType type, const GemmMatrix& m, int64_t batches) {
   return layout;
 }
 
-template <class T>
+// The element type cuBLASLt sees, and the type of alpha and beta (the scale type).
+struct GemmTypes {
+  cudaDataType data, scale;
+  cublasComputeType_t compute;
+};
+GemmTypes gemm_types(DType dt) {
+  switch (dt) {
+    case DType::f64: return {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F};
+    case DType::f32: return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case DType::bf16: return {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case DType::f16: return {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    default: throw DTypeError(cat("matmul: no cuBLASLt type for ", dtype_name(dt)));
+  }
+}
+
 std::unique_ptr<const CachedGemm> build_gemm(cublasLtHandle_t handle, const GemmPlan& plan, uint32_t align_a,
                                              uint32_t align_b, uint32_t align_c) {
-  constexpr bool kF32 = std::is_same_v<T, float>;
-  const cudaDataType type = kF32 ? CUDA_R_32F : CUDA_R_64F;
+  const GemmTypes types = gemm_types(plan.dtype);
+  const cudaDataType type = types.data;
   auto g = std::make_unique<CachedGemm>();
   cublasLtMatmulDesc_t raw_desc = nullptr;
-  QKV_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, kF32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F, type));
+  QKV_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, types.compute, types.scale));
   g->desc.reset(raw_desc);
   // cuBLASLt's A is our b, its B our a (see kernels/gemm_plan.h).
   const cublasOperation_t op_a = plan.b.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -153,7 +168,6 @@ std::unique_ptr<const CachedGemm> build_gemm(cublasLtHandle_t handle, const Gemm
 
 // The cached cuBLASLt objects for this plan on this device, built on first use. Kept for the
 // life of the process (never destroyed at exit, like the device contexts).
-template <class T>
 std::shared_ptr<const CachedGemm> cached_gemm(int device, cublasLtHandle_t handle, const GemmPlan& plan,
                                               uint32_t align_a, uint32_t align_b, uint32_t align_c) {
   PlanKey key = {device, int64_t(plan.dtype), plan.batch_count, align_a, align_b, align_c};
@@ -166,7 +180,7 @@ std::shared_ptr<const CachedGemm> cached_gemm(int device, cublasLtHandle_t handl
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
   if (cache->size() >= kMaxCachedGemms) cache->clear();  // calls still running keep their entries
-  std::shared_ptr<const CachedGemm> g = build_gemm<T>(handle, plan, align_a, align_b, align_c);
+  std::shared_ptr<const CachedGemm> g = build_gemm(handle, plan, align_a, align_b, align_c);
   cache->emplace(key, g);
   return g;
 }
@@ -186,7 +200,7 @@ char* matrix_pointer(const Tensor& t, const GemmMatrix& m) {
   return static_cast<char*>(t.storage()->data()) + m.offset * int64_t(t.element_size());
 }
 
-template <class T> void gemm(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& out) {
+void gemm(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& out) {
   const int device = out.device().index;
   QKV_CUDA_CHECK(cudaSetDevice(device));
   const DeviceContext& ctx = device_context(device);
@@ -196,9 +210,13 @@ template <class T> void gemm(const GemmPlan& plan, const Tensor& a, const Tensor
   const uint32_t align_a = gemm_alignment(reinterpret_cast<uintptr_t>(pb), plan.a.align_stride_bytes);
   const uint32_t align_b = gemm_alignment(reinterpret_cast<uintptr_t>(pa), plan.b.align_stride_bytes);
   const uint32_t align_c = gemm_alignment(reinterpret_cast<uintptr_t>(pc), plan.c.align_stride_bytes);
-  const std::shared_ptr<const CachedGemm> g = cached_gemm<T>(device, ctx.handle, plan, align_a, align_b, align_c);
-  const T alpha = 1, beta = 0;
-  QKV_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, g->desc.get(), &alpha, pa, g->la.get(), pb, g->lb.get(), &beta, pc,
+  const std::shared_ptr<const CachedGemm> g = cached_gemm(device, ctx.handle, plan, align_a, align_b, align_c);
+  const double alpha64 = 1, beta64 = 0;  // alpha and beta have the scale type
+  const float alpha32 = 1, beta32 = 0;
+  const bool f64 = plan.dtype == DType::f64;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+  QKV_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, g->desc.get(), alpha, pa, g->la.get(), pb, g->lb.get(), beta, pc,
                                   g->lc.get(), pc, g->lc.get(), &g->algo, ctx.workspace, kWorkspaceBytes,
                                   /*stream=*/0));
 }
@@ -215,7 +233,7 @@ void matmul(const KernelArgs& k) {
     return;
   }
   const Tensor a = operand_tensor(k.in[0], plan.a), b = operand_tensor(k.in[1], plan.b);
-  visit_float(out.dtype(), "matmul", [&]<class T>() { gemm<T>(plan, a, b, out); });
+  gemm(plan, a, b, out);
 }
 
 }  // namespace qkv::kernels::cuda

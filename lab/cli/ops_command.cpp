@@ -1,5 +1,6 @@
 // qkvlab ops: prints the op table — every primitive op with its arity, dtypes, devices, the
-// inputs it updates in place and whether it has a backward rule — and the differentiable views.
+// inputs it updates in place, whether it has a backward rule, its autocast policy and how its
+// kernels take bf16/f16 — and the differentiable views.
 #include <iomanip>
 #include <iostream>
 
@@ -32,17 +33,23 @@ std::string written_str(const autograd::OpInfo& r) {
 void print_op_table(std::ostream& os) {
   using autograd::op_table;
   os << std::left << std::setw(24) << "op" << std::setw(6) << "in" << std::setw(6) << "out" << std::setw(34)
-     << "dtypes (input 0)" << std::setw(11) << "devices" << std::setw(10) << "in place"
-     << "backward\n";
+     << "dtypes (input 0)" << std::setw(11) << "devices" << std::setw(10) << "in place" << std::setw(10) << "backward"
+     << std::setw(10) << "autocast"
+     << "bf16/f16\n";
   for (const auto& r : op_table()) {
     std::string devices = "cpu";
     if (r.cuda && cuda_compiled()) devices += ",cuda";
     os << std::setw(24) << r.name << std::setw(6) << arity_str(r) << std::setw(6) << r.outputs << std::setw(34)
-       << r.dtypes.to_string(true) << std::setw(11) << devices << std::setw(10) << written_str(r)
-       << (r.backward ? "yes" : "no") << "\n";
+       << r.dtypes.to_string(true) << std::setw(11) << devices << std::setw(10) << written_str(r) << std::setw(10)
+       << (r.backward ? "yes" : "no") << std::setw(10) << autograd::amp_name(r.amp) << autograd::lowp_name(r.lowp)
+       << "\n";
   }
   os << "\nin: 1+ = one or more inputs, 4k = one or more groups of 4 inputs; in place: the inputs the op updates "
-        "(positions within a group)\n";
+        "(positions within a group)\n"
+        "autocast (under train.precision bf16): low = inputs cast to bf16, fp32 = to float32, keep = as they "
+        "are (mixed ones promoted), none = never cast\n"
+        "bf16/f16: widen = computed in float32 around the kernel, cuda = the CUDA kernel computes on 16-bit "
+        "inputs (the CPU widens), native = every kernel\n";
   os << "\n"
      << std::setw(24) << "view"
      << "backward (views share storage: all dtypes, all devices)\n";
@@ -56,7 +63,9 @@ void print_op_table(std::ostream& os) {
 }
 
 void add_ops_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("ops", "Print the op table: op, arity, dtypes, devices, in-place inputs, backward");
+  auto* cmd =
+      app.add_subcommand("ops",
+                         "Print the op table: op, arity, dtypes, devices, in-place inputs, backward, autocast policy");
   cmd->callback([] { print_op_table(std::cout); });
 }
 

@@ -164,8 +164,8 @@ const Schema<LoopConfig>& LoopConfig::schema() {
       field("max_consecutive_skips", &T::max_consecutive_skips, 10, at_least(0),
             "more non-finite steps in a row than this stop the run as diverged; 0 = the first one does"),
       field("precision", &T::precision, loops::Precision::fp32,
-            "compute precision; bf16 (autocast) is not computed by any backend yet: such a run says so and "
-            "computes in fp32"),
+            "compute precision: fp32, or bf16 autocast (matmuls, attention, convolutions in bf16; float32 "
+            "weights, optimizer, norms, losses; on the CPU bf16 storage computed in float32)"),
       field("bucket_mb", &T::bucket_mb, 25.0, greater_than(0.0),
             "data-parallel runs: MiB of gradients per all-reduce, started while the backward pass runs"),
   }};
@@ -202,7 +202,8 @@ const Schema<StepTrain>& StepTrain::schema() {
           field("skip_grad_norm", &T::skip_grad_norm, 0.0, at_least(0.0),
                 "skip an optimizer step whose gradient norm exceeds this; 0 = never"),
           field("peak_tflops", &T::peak_tflops, 0.0, at_least(0.0),
-                "device peak TFLOP/s for MFU; 0 = measure a float32 GEMM at start"),
+                "device peak TFLOP/s for MFU; 0 = a known GPU's dense peak for the precision (H200, H100, A100, "
+                "L40S, ...), else a GEMM measured at start"),
       },
       inherit<T>(LoopConfig::schema()))};
   return s;

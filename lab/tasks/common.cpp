@@ -78,7 +78,7 @@ Device prepare_device(const LoopConfig& loop, dist::Communicator* comm) {
   if (loop.threads > 0) omp_set_num_threads(loop.threads);
   else if (parallel && comm->local_size() > 1)  // ranks on one node share its cores
     omp_set_num_threads(std::max(1, omp_get_num_procs() / comm->local_size()));
-  const std::string note = loops::precision_note(loops::choose_precision(loop.precision, device));
+  const std::string note = loops::precision_note(loops::choose_precision(loop.precision, device), device);
   if (!note.empty()) std::printf("%s\n", note.c_str());
   return device;
 }
@@ -109,6 +109,7 @@ loops::TrainOptions options(const EpochRun& r) {
   o.test_last = r.train.protocol == Protocol::all_last;
   o.comm = r.comm;
   o.bucket_mb = r.train.bucket_mb;
+  o.precision = loops::choose_precision(r.train.precision, Device(r.train.device)).used;
   return o;
 }
 

@@ -55,7 +55,7 @@ std::string lm_protocol(const LmConfig& c) {
   if (c.train.skip_grad_norm > 0) s += cat("; steps with gradient norm > ", c.train.skip_grad_norm, " skipped");
   const loops::PrecisionChoice p = loops::choose_precision(c.train.precision, Device(c.train.device));
   s += cat("; precision ", loops::precision_name(p.requested));
-  if (p.used != p.requested) s += cat(" (computed in ", loops::precision_name(p.used), " for now)");
+  if (p.used != p.requested) s += cat(" (computed in ", loops::precision_name(p.used), ")");
   return s;
 }
 
@@ -136,7 +136,9 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   o.clip = c.optim.clip;
   o.skip_grad_norm = c.train.skip_grad_norm;
   o.nonfinite = nonfinite_policy(c.train);
-  o.peak_flops = c.train.peak_tflops > 0 ? c.train.peak_tflops * 1e12 : loops::measure_gemm_flops(device);
+  const loops::PeakFlops peak = loops::peak_flops(device, precision.used, c.train.peak_tflops);
+  o.peak_flops = peak.flops;
+  o.peak_source = peak.source;
   o.dir = dir.path();
   o.resume = resume;
   o.label = cat(c.name, " ", run.id);

@@ -18,6 +18,13 @@ namespace qkv {
 
 bool cuda_compiled() { return true; }
 
+std::string device_name(const Device& d) {
+  if (d.is_cpu()) return "cpu";
+  cudaDeviceProp prop{};
+  QKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, d.index));
+  return prop.name;
+}
+
 int cuda_device_count() {
   static const int count = [] {
     int n = 0;

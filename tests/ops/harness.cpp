@@ -157,7 +157,7 @@ std::vector<Tensor> analytic_grads(OpId op, const Sample& s, std::vector<Tensor>
       in[i].set_requires_grad();
     }
   Tensor out = call_op(op, in, s.attrs)[0];
-  Tensor loss = sum(out * weights.to(out.device()));
+  Tensor loss = sum(out * raw::to(weights, out.dtype(), out.device()));
   std::vector<Tensor> grads(in.size());
   if (!loss.requires_grad()) return grads;
   loss.backward();
@@ -226,6 +226,73 @@ int expect_noncontiguous_writes_refused(OpId op, const Sample& s, const std::vec
   return tried;
 }
 
+// Step 4 of the harness (harness.h) for one sample in one 16-bit dtype.
+void check_low_precision(OpId op, const OpCase& c, const Sample& s, DType low, uint64_t seed, CaseReport& report) {
+  const auto& info = op_info(op);
+  Generator gen(seed);
+  std::vector<Tensor> in;
+  for (const InputSpec& spec : s.inputs) in.push_back(make_input(spec, low, gen));
+  const Attrs attrs = for_dtype(s.attrs, low, kCPU);
+  std::vector<Ref> refs_in;
+  for (const Tensor& t : in) refs_in.push_back(t.defined() ? ref_of(t) : Ref());
+  const std::vector<Ref> want = c.reference(refs_in, attrs);
+  const double tol = c.low_tolerance, grad_tol = 4 * c.low_tolerance;
+  const std::string tag = cat(dtype_name(low), " ");
+  std::vector<Tensor> got;
+  {
+    NoGradGuard ng;
+    got = call_op(op, in, attrs);
+  }
+  REQUIRE(got.size() >= want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    const DType dt = got[k].dtype();
+    const bool dtype_ok = op == OpId::cast || !is_floating(dt) || dt == low || dt == DType::f32;
+    CHECK_MESSAGE(dtype_ok, std::string(info.name), " [", s.label, "] output ", k, " of ", std::string(dtype_name(low)),
+                  " inputs is ", std::string(dtype_name(dt)));
+  }
+  expect_results(results(info, got, in), want, tol, info.name, s, tag);
+  ++report.low_checks;
+
+  const bool differentiable = info.backward != nullptr && c.gradcheck && is_floating(got[0].dtype());
+  const bool grads_here = differentiable && low == DType::bf16 && s.numeric_grad;
+  Tensor weights;
+  std::vector<Tensor> low_grads;
+  if (differentiable) {
+    weights = raw::to(randn(got[0].shape(), {DType::f64, kCPU}, &gen), got[0].dtype(), kCPU);
+    if (grads_here || cuda_available()) low_grads = analytic_grads(op, s, in, weights);
+  }
+  if (grads_here) {  // float64 gradients at the same (rounded) points
+    std::vector<Tensor> wide;
+    for (const Tensor& t : in) wide.push_back(t.defined() && is_floating(t.dtype()) ? raw::to(t, DType::f64, kCPU) : t);
+    const std::vector<Tensor> exact = analytic_grads(op, s, wide, raw::to(weights, DType::f64, kCPU));
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!exact[i].defined()) continue;
+      REQUIRE_MESSAGE(low_grads[i].defined(), info.name, " [", s.label, "]: no ", tag, "gradient for input ", i);
+      CHECK(low_grads[i].dtype() == low);
+      expect_close(low_grads[i], ref_of(exact[i]), grad_tol, grad_tol, {info.name, s, cat(tag, "gradient ", i)});
+    }
+  }
+
+  if (cuda_available() && info.cuda) {
+    const Device gpu("cuda:0");
+    const std::vector<Tensor> gin = to_device(in, gpu);
+    std::vector<Tensor> gout;
+    {
+      NoGradGuard ng;
+      gout = call_op(op, gin, for_dtype(s.attrs, low, gpu));
+    }
+    std::vector<Ref> cpu_values;
+    for (size_t k = 0; k < want.size(); ++k) cpu_values.push_back(ref_of(got[k]));
+    expect_results(results(info, gout, gin), cpu_values, tol, info.name, s, tag + "CUDA ");
+    if (differentiable) {
+      const std::vector<Tensor> gg = analytic_grads(op, s, gin, weights);
+      for (size_t i = 0; i < gg.size(); ++i)
+        if (low_grads[i].defined())
+          expect_close(gg[i], ref_of(low_grads[i]), grad_tol, grad_tol, {info.name, s, cat(tag, "CUDA gradient ", i)});
+    }
+  }
+}
+
 }  // namespace
 
 std::string CaseReport::line(const char* op) const {
@@ -234,6 +301,7 @@ std::string CaseReport::line(const char* op) const {
      << " samples: " << forward_checks << " forward, " << noncontig_checks << " non-contiguous, ";
   if (inplace_refusals > 0) os << inplace_refusals << " in-place refusals, ";
   os << grad_checks << " gradient, ";
+  if (low_checks > 0) os << low_checks << " bf16/f16, ";
   if (cuda_skipped) os << (cuda_available() ? "CUDA skipped (no CUDA kernel yet)" : "CUDA skipped (no GPU visible)");
   else os << cuda_checks << " CUDA-vs-CPU";
   return os.str();
@@ -340,6 +408,9 @@ CaseReport run_case(OpId op, const OpCase& c) {
         ++report.cuda_checks;
       }
     }
+    if (has_float && info.writes == 0)
+      for (DType low : {DType::bf16, DType::f16})
+        if (info.dtypes.contains(low)) check_low_precision(op, c, s, low, seed++, report);
   }
   return report;
 }

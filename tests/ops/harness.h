@@ -3,7 +3,10 @@
 //   1. forward against the case's naive reference (plain loops in double) in float64 and
 //      float32, on contiguous inputs and on non-contiguous views of the same values;
 //   2. gradients against central differences in float64;
-//   3. CUDA against CPU (outputs and gradients) when a GPU is visible.
+//   3. CUDA against CPU (outputs and gradients) when a GPU is visible;
+//   4. for rows that take bf16/f16: forward on the sample's values rounded to 16 bits against the
+//      reference on those rounded values, bf16 gradients against float64 ones at the same
+//      points, and CUDA against CPU in both dtypes (widened or native kernels alike).
 // For an op that updates inputs in place (its row's `writes` column), the written inputs are
 // compared as well as the outputs, only the read-only inputs are made non-contiguous, and a
 // non-contiguous written input must be refused; such ops have no gradient to check.
@@ -91,13 +94,16 @@ struct OpCase {
   Reference reference;
   bool gradcheck = true;  // false for ops whose row has no backward
   double f32_tolerance = 2e-5;
+  // bf16/f16 forward (relative and absolute): a few roundings of 2^-9 (bf16) by default; the
+  // gradients, taken through several 16-bit ops, get four times as much.
+  double low_tolerance = 1.6e-2;
   // Float dtypes to test forward in (the row's dtypes may allow fewer).
   std::vector<DType> float_dtypes = {DType::f64, DType::f32};
 };
 
 // What the harness found for one op (printed as one line of the harness table).
 struct CaseReport {
-  int samples = 0, forward_checks = 0, noncontig_checks = 0, grad_checks = 0, cuda_checks = 0;
+  int samples = 0, forward_checks = 0, noncontig_checks = 0, grad_checks = 0, cuda_checks = 0, low_checks = 0;
   int inplace_refusals = 0;  // non-contiguous written inputs refused
   bool cuda_skipped = true;
   std::string line(const char* op) const;

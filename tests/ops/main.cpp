@@ -10,5 +10,5 @@ int main(int argc, char** argv) {
       argc, argv, "op harness",
       qkv::cat(qkv::autograd::op_table().size(),
                " ops; checks per op: forward vs reference (float64, float32), non-contiguous inputs, gradient vs "
-               "central differences (float64)"));
+               "central differences (float64); bf16/f16 forward and bf16 gradients at 16-bit points"));
 }

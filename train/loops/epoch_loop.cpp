@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "autograd/autocast.h"
 #include "tensor/safetensors.h"
 #include "train/dist/consistency.h"
 #include "train/dist/reducer.h"
@@ -42,6 +43,21 @@ BatchStats batch_stats(const Tensor& logits, const Tensor& targets) {
   s.count = targets.numel();
   s.correct = sum(cast(eq(argmax(logits.reshape({-1, logits.size(-1)}), 1), targets.reshape({-1})), DType::i64));
   return s;
+}
+
+// `forward` under the precision's autocast, its logits returned as float32: the loss and the
+// accuracy are computed from them (cross-entropy would run in float32 under autocast anyway).
+Forward in_precision(const Forward& forward, Precision p) {
+  const std::optional<DType> low = autocast_dtype_for(p);
+  if (!low) return forward;
+  return [forward, low](const Tensor& inputs) {
+    Tensor logits;
+    {
+      AutocastGuard autocast(low);
+      logits = forward(inputs);
+    }
+    return logits.to(DType::f32);
+  };
 }
 
 }  // namespace
@@ -95,9 +111,10 @@ void check_inputs(BatchSource& train, BatchSource& val, BatchSource& test, const
 
 }  // namespace
 
-TrainResult fit(nn::Module& model, const Forward& forward, Optimizer& optimizer, const LRSchedule& schedule,
+TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& optimizer, const LRSchedule& schedule,
                 BatchSource& train, BatchSource& val, BatchSource& test, const TrainOptions& o) {
   check_inputs(train, val, test, o);
+  const Forward forward = in_precision(model_forward, o.precision);
   const int64_t per_epoch = train.batches_per_epoch(), total = per_epoch * o.epochs;
   dist::Communicator* comm = o.comm;
   const bool writer = dist::is_writer(comm);  // the others keep their best weights in memory

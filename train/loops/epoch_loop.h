@@ -26,6 +26,7 @@
 #include "train/dist/communicator.h"
 #include "train/loops/metrics.h"
 #include "train/loops/nonfinite.h"
+#include "train/loops/precision.h"
 #include "train/optim/optimizer.h"
 #include "train/optim/schedule.h"
 
@@ -49,6 +50,8 @@ struct TrainOptions {
   // gradients and metrics are summed over the ranks, and only rank 0 writes to `dir`.
   dist::Communicator* comm = nullptr;
   double bucket_mb = 25;  // gradient all-reduce bucket size
+  // bf16: the forward and the loss run under autocast (precision.h); logits come back float32.
+  Precision precision = Precision::fp32;
 };
 
 struct TrainResult {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "tensor/fault_hook.h"
 #include "train/dist/consistency.h"
@@ -43,8 +44,10 @@ double share_of_batch(dist::Communicator* comm, const Tensor& targets, const std
 }
 }  // namespace
 
-double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches, dist::Communicator* comm) {
+double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches, dist::Communicator* comm,
+                   Precision precision) {
   NoGradGuard no_grad;
+  AutocastGuard autocast(autocast_dtype_for(precision));
   model.eval();
   const Device device = model.wte.weight.device();
   data.seek({0, 0});
@@ -53,8 +56,7 @@ double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches, di
     Tensor x, y;
     data.next(x, y);
     const double share = share_of_batch(comm, y, cat("the validation batch sizes (batch ", b + 1, ")"));
-    if (share > 0)  // under autocast too, once bf16 exists (precision.h)
-      sum.add(model.loss(x.to(device), y.to(device)), share);
+    if (share > 0) sum.add(model.loss(x.to(device), y.to(device)), share);
   }
   double total = sum.value();
   if (comm) total = comm->all_reduce({total}, dist::ReduceOp::sum, "the validation loss")[0];
@@ -66,10 +68,9 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   check<ValueError>(o.steps > 0 && o.grad_accum > 0 && o.eval_every > 0 && o.eval_batches > 0 && o.keep_checkpoints > 0,
                     "lm training: steps, grad_accum, eval_every, eval_batches and keep_checkpoints must be positive");
   const Device device = model.wte.weight.device();
-  // bf16 hooks in here (precision.h): until a backend computes in it, choose_precision never
-  // gives it, and the forward passes below run in fp32.
-  check<ValueError>(o.precision == Precision::fp32, "lm training: precision ", precision_name(o.precision),
-                    " is not implemented by any backend yet (train/loops/precision.h)");
+  // The forward passes (model.loss: logits, then cross-entropy in float32) under the run's
+  // autocast; backward() calls never autocast (autograd/autocast.h).
+  const std::optional<DType> autocast = autocast_dtype_for(o.precision);
   // AdamW with decay on matrices and embeddings only (GPT practice), or on every parameter.
   const NamedTensors params = model.named_parameters();
   AdamW opt(optim::weight_decay_groups(params, o.adam.weight_decay, o.decay), o.adam);
@@ -110,7 +111,9 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
               resumed ? std::optional<uint64_t>(s.metrics_bytes) : std::nullopt});
   Progress& progress = log.progress();
   progress.resume_at(s.step);
-  if (o.peak_flops > 0) progress.message(cat("MFU against a peak of ", int64_t(o.peak_flops / 1e9), " GFLOP/s"));
+  if (o.peak_flops > 0)
+    progress.message(cat("MFU against a peak of ", int64_t(o.peak_flops / 1e9), " GFLOP/s",
+                         o.peak_source.empty() ? "" : cat(" (", o.peak_source, ")")));
   if (result.resumed_from > 0) progress.message(cat("resumed from step ", result.resumed_from));
   fault_point("start", s.step);  // testing hook (tensor/fault_hook.h), as are the others below
 
@@ -130,12 +133,23 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
       Tensor x, y;
       train.next(x, y);
       T = x.size(1);
-      if (done == 0 && a == 0) preflight_step(opt, true, [&] { model.loss(x.to(device), y.to(device)).backward(); });
+      if (done == 0 && a == 0)
+        preflight_step(opt, true, [&] {
+          Tensor loss;
+          {
+            AutocastGuard guard(autocast);
+            loss = model.loss(x.to(device), y.to(device));
+          }
+          loss.backward();
+        });
       const double share = share_of_batch(comm, y, cat("the batch sizes at step ", s.step + 1));
       if (reducer && a == o.grad_accum - 1) reducer->arm(s.step);  // the last micro-batch all-reduces
       if (share > 0) {
-        // The forward a bf16 precision would run under autocast (precision.h).
-        Tensor loss = model.loss(x.to(device), y.to(device)) * (share / double(o.grad_accum));
+        Tensor loss;
+        {
+          AutocastGuard guard(autocast);
+          loss = model.loss(x.to(device), y.to(device)) * (share / double(o.grad_accum));
+        }
         loss.backward();
         loss_sum.add(loss);
       }
@@ -186,7 +200,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     fault_point("train", s.step);
     if (s.step % o.eval_every == 0 || s.step == o.steps) {
       const auto eval_start = std::chrono::steady_clock::now();
-      const double v = evaluate_lm(model, val, o.eval_batches, comm);
+      const double v = evaluate_lm(model, val, o.eval_batches, comm, o.precision);
       fault_point("eval", s.step);
       model.train();
       result.evals.push_back({s.step, v, std::exp(v)});

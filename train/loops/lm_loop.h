@@ -36,11 +36,12 @@ struct LmTrainOptions {
   int64_t log_every = 10;
   optim::AdamOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
   optim::DecayRule decay = optim::DecayRule::matrices;  // which parameters adam.weight_decay applies to
-  Precision precision = Precision::fp32;                // compute precision (precision.h): fp32 only so far
+  Precision precision = Precision::fp32;                // compute precision (precision.h)
   double clip = 1.0;                                    // 0: no clipping
   double skip_grad_norm = 0;                            // 0: never skip
   NonfinitePolicy nonfinite;                            // what a NaN or inf loss or gradient norm does
   double peak_flops = 0;                                // FLOP/s for MFU; 0: MFU not reported
+  std::string peak_source;                              // where peak_flops comes from (printed)
   std::filesystem::path dir;                            // run folder: checkpoints/, metrics.jsonl, train.log
   bool resume = false;                                  // continue from the newest checkpoint in dir, if any
   int64_t stop_after = 0;                               // return after this many steps of this call (0: run to the end)
@@ -65,8 +66,10 @@ struct LmTrainResult {
 
 // Mean cross-entropy over the first `batches` batches of `data` (seeks to its start, so every
 // call reads the same batches when `data` does not shuffle), in eval mode (no dropout); the
-// model is left in eval mode. With `comm`, each batch's mean is over every rank's rows.
-double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches, dist::Communicator* comm = nullptr);
+// model is left in eval mode. With `comm`, each batch's mean is over every rank's rows; under
+// `precision`'s autocast.
+double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches, dist::Communicator* comm = nullptr,
+                   Precision precision = Precision::fp32);
 
 // `gen` is the generator the model's dropout draws from; its counter is checkpointed.
 LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train, data::TokenBatches& val,

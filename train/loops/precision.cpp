@@ -6,15 +6,19 @@ namespace qkv::loops {
 
 const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
 
-PrecisionChoice choose_precision(Precision requested, const Device& /*device*/) {
-  // No backend computes in bf16 yet: every request gets fp32.
-  return {requested, Precision::fp32};
+PrecisionChoice choose_precision(Precision requested, const Device& /*device*/) { return {requested, requested}; }
+
+std::optional<DType> autocast_dtype_for(Precision p) {
+  return p == Precision::bf16 ? std::optional<DType>(DType::bf16) : std::nullopt;
 }
 
-std::string precision_note(const PrecisionChoice& c) {
-  if (c.used == c.requested) return "";
-  return cat("train.precision: ", precision_name(c.requested), " requested; this run computes in ",
-             precision_name(c.used), " because the backend has no ", precision_name(c.requested), " compute yet");
+std::string precision_note(const PrecisionChoice& c, const Device& device) {
+  if (c.used != Precision::bf16) return "";
+  return cat(
+      "train.precision: bf16 autocast: matmuls, attention and convolutions in bf16, softmax, norms and losses "
+      "in float32, float32 weights and optimizer state; ",
+      device.is_cuda() ? "matmuls on the tensor cores (`qkvlab ops` lists each op's bf16 kernel)"
+                       : "on the CPU each bf16 op computes in float32 (bf16 storage)");
 }
 
 }  // namespace qkv::loops

@@ -1,16 +1,16 @@
-// The numeric precision a training run computes in (train.precision). fp32 is what every backend
-// computes; bf16 is the official language-model code's bf16 autocast, which no backend has yet,
-// so a run that asks for it computes in fp32 and says so (precision_note), and its result.json
-// records both.
-//
-// Where bf16 hooks in: choose_precision decides what a run gets. Once a backend computes matmul
-// and attention in bf16 (float32 weights, optimizer and reductions, as autocast keeps them), let
-// it return bf16 for that device, and make the loops honour the precision they are given
-// (LmTrainOptions::precision in lm_loop.h; the forward passes there are marked).
+// The numeric precision a training run computes in (train.precision). fp32: every op in float32.
+// bf16: the official language-model code's bf16 autocast: the forward (and the loss) run under
+// an AutocastGuard (autograd/autocast.h), so matmuls, attention and convolutions take bf16 and
+// softmax, norms, reductions and losses float32, while weights, gradients and the optimizer
+// state stay float32 (no loss scaling: bf16 has float32's range). On a CUDA device the matmuls
+// run on the tensor cores; on the CPU the bf16 tensors are computed in float32 around each
+// kernel (bf16 storage), so one file trains anywhere. result.json records requested and used.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "tensor/device.h"
+#include "tensor/dtype.h"
 
 namespace qkv::loops {
 
@@ -23,10 +23,14 @@ struct PrecisionChoice {
   bool operator==(const PrecisionChoice&) const = default;
 };
 
-// The precision a run on `device` computes in when it asks for `requested`.
+// The precision a run on `device` computes in when it asks for `requested`: every backend now
+// computes what is asked.
 PrecisionChoice choose_precision(Precision requested, const Device& device);
 
-// The line a run prints at its start when it does not get what it asked for; "" when it does.
-std::string precision_note(const PrecisionChoice& choice);
+// The autocast dtype of a precision: bf16, or none for fp32 (an AutocastGuard's argument).
+std::optional<DType> autocast_dtype_for(Precision p);
+
+// The line a run prints at its start about its precision ("" for fp32).
+std::string precision_note(const PrecisionChoice& choice, const Device& device);
 
 }  // namespace qkv::loops

@@ -71,10 +71,10 @@ TEST_CASE("lm protocol: the paper's LM files follow the official code, every set
     CHECK(c.train.eval_batches * batch_tokens <= 10'000'000);
     CHECK((c.train.eval_batches + 1) * batch_tokens > 10'000'000);
     const std::string protocol = tasks::lm_protocol(c);
-    test::check_contains(protocol, {"official", cat(c.model.context - 1, " targets per row"), "padding counted",
-                                    cat("first ", c.train.eval_batches, " batches of ", c.train.eval_batch_size),
-                                    cat("every ", p.eval_every, " steps"), "all parameters", "> 100", "bf16",
-                                    "computed in fp32"});
+    test::check_contains(protocol,
+                         {"official", cat(c.model.context - 1, " targets per row"), "padding counted",
+                          cat("first ", c.train.eval_batches, " batches of ", c.train.eval_batch_size),
+                          cat("every ", p.eval_every, " steps"), "all parameters", "> 100", "bf16", "precision bf16"});
     check_sources(kLmDir + p.file);
   }
   // The CPU-sized file keeps the defaults: packed windows, decay on matrices, fp32.
@@ -142,7 +142,7 @@ TEST_CASE("lm protocol: a run with validation files, official sampling and bf16 
   const ResultRow row = tasks::run_lm(e.runs[0], dir, out, false);
   REQUIRE(row.precision.has_value());
   CHECK(row.precision->requested == loops::Precision::bf16);
-  CHECK(row.precision->used == loops::Precision::fp32);
+  CHECK(row.precision->used == loops::Precision::bf16);
   CHECK(dir.read_result() == row);
   REQUIRE(row.lm());
   CHECK(std::isfinite(row.lm()->val_loss));
@@ -155,7 +155,7 @@ TEST_CASE("lm protocol: a run with validation files, official sampling and bf16 
   // result.json: the precision field, absent in older rows, checked when present.
   nlohmann::json j = to_json(row);
   CHECK(j["precision"]["requested"] == "bf16");
-  CHECK(j["precision"]["used"] == "fp32");
+  CHECK(j["precision"]["used"] == "bf16");
   nlohmann::json old = j;
   old.erase("precision");
   CHECK_FALSE(result_from_json(old, "old.json").precision.has_value());

@@ -1,6 +1,6 @@
 // The language-model loop under the official code's protocol: weight decay on every parameter
 // (biases and LayerNorm too) or on matrices only, validation that reads the same batches from
-// the split's start at every evaluation, and bf16 refused until a backend computes it.
+// the split's start at every evaluation, and bf16 autocast against fp32.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -140,21 +140,43 @@ TEST_CASE("lm evaluation reads the validation split from its start, the same bat
   CHECK(std::isfinite(first));
 }
 
-TEST_CASE("lm training: a bf16 precision is refused by the loop until a backend computes it") {
+// The issue's bar for mixed precision: a bf16 loss curve within 1-2% of fp32's on the same data.
+TEST_CASE("lm training: a bf16 autocast run's loss curve stays within 2% of the fp32 run's") {
   test::TempDir root("lm-bf16");
   const fs::path tokens = document_dataset(root.path / "tokens");
-  Generator gen(3);
-  nn::GPT model(tiny_gpt(0.0), &gen);
-  data::TokenBatches train(tokens, "train", official(2, true)), val(tokens, "val", official(2, false));
-  optim::ConstantLR schedule(1e-3);
-  LmTrainOptions o;
-  o.precision = Precision::bf16;
-  o.dir = root.path / "run";
-  test::check_contains(test::error_of<ValueError>([&] { train_lm(model, gen, train, val, schedule, o); }),
-                       {"bf16", "precision.h"});
-  const PrecisionChoice c = choose_precision(Precision::bf16, kCPU);
-  CHECK(c.requested == Precision::bf16);
-  CHECK(c.used == Precision::fp32);
-  test::check_contains(precision_note(c), {"bf16 requested", "fp32", "no bf16 compute yet"});
-  CHECK(precision_note(choose_precision(Precision::fp32, kCPU)).empty());
+  auto curve = [&](Precision precision, const char* name) {
+    Generator gen(3);
+    nn::GPTConfig c = tiny_gpt(0.0);
+    c.layers = 2;
+    c.attention.d_model = 32;
+    nn::GPT model(c, &gen);
+    data::TokenBatches train(tokens, "train", official(4, true)), val(tokens, "val", official(4, false));
+    optim::ConstantLR schedule(3e-3);
+    LmTrainOptions o;
+    o.steps = 40;
+    o.eval_every = 5;
+    o.eval_batches = 2;
+    o.log_every = 10;
+    o.precision = precision;
+    o.dir = root.path / name;
+    const LmTrainResult r = train_lm(model, gen, train, val, schedule, o);
+    for (const auto& [param, t] : model.named_parameters()) CHECK_MESSAGE(t.dtype() == DType::f32, param);
+    return r.evals;
+  };
+  const std::vector<EvalRecord> fp32 = curve(Precision::fp32, "fp32"), bf16 = curve(Precision::bf16, "bf16");
+  REQUIRE(fp32.size() == 8);
+  REQUIRE(bf16.size() == fp32.size());
+  CHECK(fp32.back().val_loss < fp32.front().val_loss - 0.3);  // it learned something
+  bool differs = false;
+  for (size_t i = 0; i < fp32.size(); ++i) {
+    INFO("step ", fp32[i].step, ": fp32 ", fp32[i].val_loss, ", bf16 ", bf16[i].val_loss);
+    CHECK(std::abs(bf16[i].val_loss - fp32[i].val_loss) <= 0.02 * fp32[i].val_loss);
+    differs |= bf16[i].val_loss != fp32[i].val_loss;
+  }
+  CHECK(differs);  // bf16 rounding did happen
+
+  const PrecisionChoice choice = choose_precision(Precision::bf16, kCPU);
+  CHECK(choice.used == Precision::bf16);
+  test::check_contains(precision_note(choice, kCPU), {"bf16 autocast", "float32 weights", "bf16 storage"});
+  CHECK(precision_note(choose_precision(Precision::fp32, kCPU), kCPU).empty());
 }
