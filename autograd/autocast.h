@@ -29,7 +29,7 @@ enum AmpPolicy : uint8_t {
 enum LowPrecision : uint8_t {
   kLowWiden,   // computed in float32 around the kernel, on every device
   kLowCuda,    // the CUDA kernel computes on them directly; the CPU widens
-  kLowNative,  // every kernel handles every dtype
+  kLowNative,  // every kernel takes them itself
 };
 
 const char* amp_name(AmpPolicy p);      // "low", "fp32", "keep", "none"

@@ -14,15 +14,18 @@
 //   dtypes    the dtypes accepted for input 0 (for ops without inputs: the output dtype)
 //   amp       autocast policy (autograd/autocast.h), applied while an AutocastGuard is active:
 //             kAmpLow  cast float32 inputs to the low dtype (bf16/f16): the tensor-core ops
-//             kAmpF32  cast bf16/f16 inputs to float32: exp, log, reductions, norms, softmax, loss
+//             kAmpF32  cast bf16/f16 inputs to float32: exp, log, reductions, norms, softmax
 //             kAmpKeep keep the inputs' dtype; mixed float dtypes are promoted to the widest
-//             kAmpNone never cast (casts, optimizer updates, generators)
+//                      (cross-entropy: bf16 logits in, a float32 loss out)
+//             kAmpNone never cast (casts, optimizer updates, generators, backward rows whose
+//                      inputs mix 16-bit gradients with a float32 lse)
 //   lowp      how the kernels take bf16/f16 inputs:
 //             kLowWiden  the dispatcher computes in float32 around the kernel (inputs widened,
 //                        outputs rounded to the row's output dtype), on every device
 //             kLowCuda   the CUDA kernel reads and writes them itself (fp32 accumulation);
 //                        the CPU widens
-//             kLowNative every kernel handles every dtype (data movement)
+//             kLowNative every kernel takes them itself (data movement; attention, whose CPU
+//                        forward reads 16-bit tiles and the CUDA one runs on the tensor cores)
 //   save      what backward needs kept: inputs, outputs, both or none
 //   shape     shape rule (autograd/shape_rules.h): validates inputs, gives output shapes
 //   cpu       CPU kernel (kernels/cpu/) or a device-generic one (kernels/common.h)
@@ -74,10 +77,10 @@
   X(layer_norm,             3,  0b110,   0,      3,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveBoth,    shape::layer_norm,             cpu::layer_norm,             QKV_CUDA_KERNEL(layer_norm),             grad::layer_norm) \
   X(layer_norm_backward,    5,  0b100,   0,      3,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveNone,    shape::layer_norm_backward,    cpu::layer_norm_backward,    QKV_CUDA_KERNEL(layer_norm_backward),    kNotDifferentiable) \
   X(embedding,              2,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveInputs,  shape::embedding,              cpu::embedding,              QKV_CUDA_KERNEL(embedding),              grad::embedding) \
-  X(cross_entropy,          2,  0,       0,      2,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveBoth,    shape::cross_entropy,          cpu::cross_entropy,          QKV_CUDA_KERNEL(cross_entropy),          grad::cross_entropy) \
-  X(cross_entropy_backward, 4,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveNone,    shape::cross_entropy_backward, cpu::cross_entropy_backward, QKV_CUDA_KERNEL(cross_entropy_backward), kNotDifferentiable) \
+  X(cross_entropy,          2,  0,       0,      2,   kAnyFloat,   kAmpKeep, kLowCuda,   kSaveBoth,    shape::cross_entropy,          cpu::cross_entropy,          QKV_CUDA_KERNEL(cross_entropy),          grad::cross_entropy) \
+  X(cross_entropy_backward, 4,  0,       0,      1,   kAnyFloat,   kAmpNone, kLowCuda,   kSaveNone,    shape::cross_entropy_backward, cpu::cross_entropy_backward, QKV_CUDA_KERNEL(cross_entropy_backward), kNotDifferentiable) \
   X(dropout,                1,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveNone,    shape::same,                   cpu::dropout,                QKV_CUDA_KERNEL(dropout),                grad::dropout) \
-  X(attention,              4,  0b1000,  0,      2,   kAnyFloat,   kAmpLow,  kLowCuda,   kSaveBoth,    shape::attention,              cpu::attention,              QKV_CUDA_KERNEL(attention),              grad::attention) \
+  X(attention,              4,  0b1000,  0,      2,   kAnyFloat,   kAmpLow,  kLowNative, kSaveBoth,    shape::attention,              cpu::attention,              QKV_CUDA_KERNEL(attention),              grad::attention) \
   X(attention_backward,     7,  0b10000, 0,      4,   kAnyFloat,   kAmpNone, kLowWiden,  kSaveNone,    shape::attention_backward,     cpu::attention_backward,     QKV_CUDA_KERNEL(attention_backward),     kNotDifferentiable) \
   X(conv2d,                 3,  0b100,   0,      1,   kAnyFloat,   kAmpLow,  kLowWiden,  kSaveInputs,  shape::conv2d,                 cpu::conv2d,                 QKV_CUDA_KERNEL(conv2d),                 grad::conv2d) \
   X(conv2d_backward,        3,  0,       0,      3,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveNone,    shape::conv2d_backward,        cpu::conv2d_backward,        QKV_CUDA_KERNEL(conv2d_backward),        kNotDifferentiable) \

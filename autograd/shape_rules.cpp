@@ -128,7 +128,9 @@ Specs cross_entropy(std::span<const Tensor> in, const Attrs& attrs, const char* 
                     describe(t));
   check<ShapeError>(x.size(-1) > 0, op, ": logits have no classes: ", describe(x));
   Shape loss = a.reduction == Reduction::none ? t.shape() : Shape{};
-  return {{loss, x.dtype()}, {t.shape(), x.dtype()}};
+  // bf16/f16 logits (read in place by the CUDA kernel): the loss and lse are float32.
+  const DType out = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  return {{loss, out}, {t.shape(), out}};
 }
 
 Specs cross_entropy_backward(std::span<const Tensor> in, const Attrs&, const char*) {

@@ -92,7 +92,9 @@ Tensor Attention::forward_cached(const Tensor& x, KVCache& cache, int64_t layer)
   const int64_t B = x.size(0), T = x.size(1);
   Heads h = project(x);
   auto [k, v] = cache.append(layer, h.k, h.v);
-  Tensor y = attention(h.q, k, v, Tensor(), /*causal=*/true);  // bottom-right: new query i sees keys <= past + i
+  // A 16-bit cache is read in its dtype: the new queries are rounded to it (a few values) rather
+  // than the cached prefix widened (every value, every step).
+  Tensor y = attention(h.q.to(k.dtype()), k, v, Tensor(), /*causal=*/true).to(x.dtype());  // bottom-right causal
   return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
 }
 

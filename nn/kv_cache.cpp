@@ -30,9 +30,8 @@ std::pair<Tensor, Tensor> KVCache::append(int64_t layer, const Tensor& k, const 
                     shape_str(k.shape()));
   NoGradGuard no_grad;
   auto store = [&](const Tensor& cache, const Tensor& x) {
-    cache.narrow(2, length_, T).copy_(x);
-    Tensor filled = cache.narrow(2, 0, length_ + T);
-    return dtype_ == DType::f32 ? filled : filled.to(DType::f32);
+    cache.narrow(2, length_, T).copy_(x);  // rounded to the cache's dtype
+    return cache.narrow(2, 0, length_ + T);
   };
   Tensor keys = store(keys_[size_t(layer)], k);
   Tensor values = stores_values() ? store(values_[size_t(layer)], v) : keys;

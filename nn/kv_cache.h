@@ -13,7 +13,8 @@ namespace qkv::nn {
 class KVCache {
  public:
   // `dtype` is the storage type (float32, or bfloat16/float16 to halve it); attention reads
-  // the cached entries back in the model's float32.
+  // the cached entries in that dtype, in place (kernels/cpu/attention.cpp converts one tile at
+  // a time), never as a float32 copy of the prefix.
   KVCache(const AttentionConfig& attention, int64_t layers, int64_t batch, int64_t capacity, DType dtype = DType::f32,
           const Device& device = kCPU);
 
@@ -24,8 +25,8 @@ class KVCache {
   DType dtype() const { return dtype_; }
 
   // Writes layer `layer`'s k and v [B, Hk, T, dh] (v ignored when K=V) after the filled
-  // positions and returns the keys and values of positions [0, length() + T) — views of the
-  // cache, or float32 copies when it stores another dtype. K and V are one tensor when tied.
+  // positions and returns the keys and values of positions [0, length() + T): views of the
+  // cache, in its dtype. K and V are one tensor when tied.
   std::pair<Tensor, Tensor> append(int64_t layer, const Tensor& k, const Tensor& v);
   // Marks T more positions filled, once every layer has appended them.
   void advance(int64_t T);

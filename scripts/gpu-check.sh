@@ -25,6 +25,8 @@
 #         bench       copy bandwidth, GEMM and attention, qkvlab beside PyTorch on the same card
 #         bench_bf16  the same in bf16, plus the 300M GPT's GEMM shapes (cuBLASLt vs torch.mm) and
 #                     the tensor-core attention forward vs SDPA's flash backend
+#         decode      `qkvlab bench decode` of the 300M shapes, QKV and Q-K=V, bf16 cache, at 2k and
+#                     8k positions (the split-KV kernel)
 #       and prints a summary table last. Exits non-zero when any step failed; a sanitizer that
 #       cannot use the machine's GPU (some container runtimes) is reported as unavailable.
 set -euo pipefail
@@ -111,6 +113,16 @@ sanitize() {
   return "$rc"
 }
 
+# decode: tokens/s of QKV and Q-K=V (the 300M shapes, bf16 cache read in place, split-KV
+# attention) at caches of 2k and 8k positions.
+decode() {
+  local ctx
+  for ctx in 2048 8192; do
+    "$bin/qkvlab" bench decode experiments/lm/gpt-300m.yaml --scale paper "sweep.variants=[QKV,Q-K=V]" \
+      --context "$ctx" --prompt $((ctx - 32)) --new-tokens 32 --precision bf16 --device cuda:0 || return 1
+  done
+}
+
 # bench DTYPE: qkvlab's kernels and PyTorch's in one dtype (f32 or bf16), side by side.
 bench() {
   # Functions run under `if` ignore set -e: each failure returns explicitly.
@@ -150,6 +162,7 @@ run_check() {
   step nccl "one-rank NCCL job vs plain, 1e-6" nccl_world_of_one
   step bench "qkvlab beside PyTorch, float32" bench f32
   step bench_bf16 "bf16 GEMMs (300M shapes), flash attention beside PyTorch" bench bf16
+  step decode "decode tokens/s, QKV vs Q-K=V, 2k and 8k caches" decode
 
   echo
   {

@@ -77,6 +77,21 @@ template <class F> decltype(auto) visit_float(DType dt, const char* op, F&& f) {
     default: throw DTypeError(cat(op, ": expected float32 or float64, got ", dtype_name(dt)));
   }
 }
+// Kernels that read 16-bit floats in place: T is the stored type, compute_t<T> what they compute in.
+template <class F> decltype(auto) visit_any_float(DType dt, const char* op, F&& f) {
+  switch (dt) {
+    case DType::f32: return f.template operator()<float>();
+    case DType::f64: return f.template operator()<double>();
+    case DType::bf16: return f.template operator()<bf16>();
+    case DType::f16: return f.template operator()<f16>();
+    default: throw DTypeError(cat(op, ": expected float32, float64, bfloat16 or float16, got ", dtype_name(dt)));
+  }
+}
+template <class T> struct ComputeType { using type = T; };
+template <> struct ComputeType<bf16> { using type = float; };
+template <> struct ComputeType<f16> { using type = float; };
+template <class T> using compute_t = typename ComputeType<T>::type;  // float for bf16/f16
+
 template <class F> decltype(auto) visit_index(DType dt, const char* op, F&& f) {
   switch (dt) {
     case DType::i32: return f.template operator()<int32_t>();

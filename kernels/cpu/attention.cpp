@@ -3,10 +3,12 @@
 // one [64, 64] tile of it at a time. K and V may be the same tensor (K=V sharing), query heads
 // share KV heads in contiguous groups (GQA / MQA), an additive [T, S] bias carries the 2D
 // positional scores, and causal masking is aligned to the bottom-right (query i sees keys
-// j <= i + S - T), which is what incremental decoding needs.
+// j <= i + S - T), which is what incremental decoding needs. The forward reads bf16/f16 operands
+// (a 16-bit KV cache) in place, a tile at a time; the backward takes float32/64 (its row widens).
 #include <Eigen/Core>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "tensor/view.h"
@@ -45,11 +47,13 @@ inline int64_t visible_keys(int64_t i, int64_t T, int64_t S, bool causal) {
   return std::clamp<int64_t>(i + 1 + S - T, 0, S);
 }
 
-// Scores of a tile: scale * Q_i K_j^T + bias, with masked entries at -inf.
-template <class T>
-void tile_scores(RowMat<T>& s, const ConstMap<T>& q, const ConstMap<T>& k, int64_t i0, int64_t ni, int64_t j0,
-                 int64_t nj, T scale, const T* bias, int64_t S, int64_t T_, bool causal) {
-  s.noalias() = scale * (q.middleRows(i0, ni) * k.middleRows(j0, nj).transpose());
+// Scores of a tile: scale * q_tile k_tile^T + bias, with masked entries at -inf; the tiles are
+// query rows [i0, i0 + ni) and keys [j0, j0 + nj).
+template <class T, class QTile, class KTile>
+void scores_of(RowMat<T>& s, const QTile& q, const KTile& k, int64_t i0, int64_t j0, T scale, const T* bias, int64_t S,
+               int64_t T_, bool causal) {
+  const int64_t ni = q.rows(), nj = k.rows();
+  s.noalias() = scale * (q * k.transpose());
   if (bias) s += ConstMap<T>(bias + i0 * S + j0, ni, nj, Eigen::OuterStride<>(S));
   if (causal)
     for (int64_t r = 0; r < ni; ++r)
@@ -57,17 +61,45 @@ void tile_scores(RowMat<T>& s, const ConstMap<T>& q, const ConstMap<T>& k, int64
         if (c >= 0) s(r, c) = -std::numeric_limits<T>::infinity();
 }
 
+// The same from whole heads q [T, D] and k [S, D].
+template <class T>
+void tile_scores(RowMat<T>& s, const ConstMap<T>& q, const ConstMap<T>& k, int64_t i0, int64_t ni, int64_t j0,
+                 int64_t nj, T scale, const T* bias, int64_t S, int64_t T_, bool causal) {
+  scores_of<T>(s, q.middleRows(i0, ni), k.middleRows(j0, nj), i0, j0, scale, bias, S, T_, causal);
+}
+
+// Rows [r0, r0 + n) of head (b, h) as a ConstMap<F>: in place when stored as F, else converted
+// into `buf` (so a bf16 KV cache is read as bf16, one tile at a time, never copied whole).
+template <class F, class S>
+ConstMap<F> rows_of(const Heads& x, int64_t b, int64_t h, int64_t r0, int64_t n, RowMat<F>& buf) {
+  const int64_t ld = x.t.stride(2);
+  const S* p = static_cast<const S*>(x.t.raw_data()) + b * x.t.stride(0) + h * x.t.stride(1) + r0 * ld;
+  if constexpr (std::is_same_v<S, F>) {
+    return ConstMap<F>(p, n, x.cols, Eigen::OuterStride<>(ld));
+  } else {
+    buf.resize(n, x.cols);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < x.cols; ++c) buf(r, c) = F(p[r * ld + c]);
+    return ConstMap<F>(buf.data(), n, x.cols, Eigen::OuterStride<>(x.cols));
+  }
+}
+
 }  // namespace
 
 // Inputs (q [B,H,T,D], k [B,Hk,S,D], v [B,Hk,S,Dv], bias? [T,S]) -> (out [B,H,T,Dv], lse [B,H,T]).
+// bf16/f16 operands are read tile by tile into float32 and computed in float32; their output is
+// rounded once, and their lse is float32.
 void attention(const KernelArgs& k) {
   const auto& a = attr<AttentionAttrs>(k.attrs, "attention");
   const Heads Q(k.in[0]), K(k.in[1]), V(k.in[2]);
-  const Tensor bias = k.in[3].defined() ? raw::contiguous(k.in[3]) : Tensor();
+  const bool kv_shared = K.t.raw_data() == V.t.raw_data() && K.t.shape() == V.t.shape() &&
+                         K.t.strides() == V.t.strides() && K.t.dtype() == V.t.dtype();
   const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, Dv = V.cols;
   const int64_t group = H / Hk, qblocks = (T + kBlockQ - 1) / kBlockQ;
-  visit_float(Q.t.dtype(), "attention", [&]<class F>() {
-    F* out = k.out[0].data<F>();
+  visit_any_float(Q.t.dtype(), "attention", [&]<class St>() {
+    using F = compute_t<St>;
+    const Tensor bias = k.in[3].defined() ? raw::to(raw::contiguous(k.in[3]), dtype_of<F>(), kCPU) : Tensor();
+    St* out = k.out[0].data<St>();
     F* lse = k.out[1].data<F>();
     const F* bp = bias.defined() ? bias.data<F>() : nullptr;
     const F scale = F(a.scale), ninf = -std::numeric_limits<F>::infinity();
@@ -75,15 +107,18 @@ void attention(const KernelArgs& k) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h)
         for (int64_t qb = 0; qb < qblocks; ++qb) {
-          const ConstMap<F> q = Q.head<F>(b, h), kk = K.head<F>(b, h / group), v = V.head<F>(b, h / group);
           const int64_t i0 = qb * kBlockQ, ni = std::min(kBlockQ, T - i0);
           const int64_t kend = visible_keys(i0 + ni - 1, T, S, a.causal);
+          RowMat<F> qbuf, kbuf, vbuf;  // used for 16-bit storage only
+          const ConstMap<F> q = rows_of<F, St>(Q, b, h, i0, ni, qbuf);
           RowMat<F> acc = RowMat<F>::Zero(ni, Dv), s(ni, kBlockK);
           Vec<F> m = Vec<F>::Constant(ni, ninf), l = Vec<F>::Zero(ni);
           for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
             const int64_t nj = std::min(kBlockK, kend - j0);
+            const ConstMap<F> kt = rows_of<F, St>(K, b, h / group, j0, nj, kbuf);
+            const ConstMap<F> vt = kv_shared ? kt : rows_of<F, St>(V, b, h / group, j0, nj, vbuf);  // K=V: once
             s.resize(ni, nj);
-            tile_scores<F>(s, q, kk, i0, ni, j0, nj, scale, bp, S, T, a.causal);
+            scores_of<F>(s, q, kt, i0, j0, scale, bp, S, T, a.causal);
             for (int64_t r = 0; r < ni; ++r) {
               const F row_max = s.row(r).maxCoeff();
               const F m_new = std::max(m[r], row_max);
@@ -97,13 +132,13 @@ void attention(const KernelArgs& k) {
               acc.row(r) *= correction;
               m[r] = m_new;
             }
-            acc.noalias() += s * v.middleRows(j0, nj);
+            acc.noalias() += s * vt;
           }
-          F* o = out + ((b * H + h) * T + i0) * Dv;
+          St* o = out + ((b * H + h) * T + i0) * Dv;
           F* L = lse + (b * H + h) * T + i0;
           for (int64_t r = 0; r < ni; ++r) {
             const bool empty = l[r] == F(0);  // a row that sees no key (causal with T > S)
-            Eigen::Map<Vec<F>>(o + r * Dv, Dv) = empty ? Vec<F>::Zero(Dv) : Vec<F>(acc.row(r).transpose() / l[r]);
+            for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] = St(empty ? F(0) : acc(r, c) / l[r]);
             L[r] = empty ? ninf : m[r] + std::log(l[r]);
           }
         }

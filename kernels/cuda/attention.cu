@@ -22,12 +22,15 @@
 // element is accumulated in one thread's registers and written once.
 //
 // bf16 and f16 forwards run on the tensor cores (flash_attention.cu) when the head dim is 64 or
-// 128, and through these kernels on float32 copies otherwise; the backward row widens.
+// 128, and through these kernels on float32 copies otherwise; the backward row widens. A decode
+// step (a few query rows, a long cache, no bias) goes to the split-KV kernel
+// (decode_attention.cu) in any of float32, bf16 and f16.
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/flash_attention.h"
 #include "tensor/view.h"
 
@@ -410,12 +413,14 @@ void forward_widened(const Operands& o, const AttentionAttrs& at, const Tensor& 
 }  // namespace
 
 // Inputs (q [B,H,T,D], k [B,Hk,S,D], v [B,Hk,S,Dv], bias? [T,S]) -> (out [B,H,T,Dv], lse [B,H,T];
-// lse is float32 for bf16/f16 inputs, which run on the tensor cores: flash_attention.cu).
+// lse is float32 for bf16/f16 inputs, which run on the tensor cores: flash_attention.cu). Decode
+// steps run split over the keys (decode_attention.cu).
 void attention(const KernelArgs& k) {
   const auto& at = attr<AttentionAttrs>(k.attrs, "attention");
   const Operands o = operands(k.in[0], k.in[1], k.in[2], k.in[3]);
   const DType dt = o.q.dtype();
-  if (dt != DType::bf16 && dt != DType::f16) forward_float(o, at, k.out[0], k.out[1]);
+  if (split_kv_supports(o.q, o.k, o.v, o.bias)) split_kv_attention(o.q, o.k, o.v, at, k.out[0], k.out[1]);
+  else if (dt != DType::bf16 && dt != DType::f16) forward_float(o, at, k.out[0], k.out[1]);
   else if (flash_attention_supports(o.q, o.k, o.v))
     flash_attention_forward(o.q, o.k, o.v, o.bias, at, k.out[0], k.out[1]);
   else forward_widened(o, at, k.out[0], k.out[1]);

@@ -4,7 +4,8 @@
 // Targets are range-checked on the device, where each row reads its own (a bad one is recorded
 // for the host to raise at its next synchronisation, tensor/cuda/device_errors.cuh), and the
 // rows that are not ignored, the mean's denominator, are counted on the device: the loss
-// never waits for the host.
+// never waits for the host. bf16/f16 logits are read in place and computed in float32 (no
+// float32 copy of the logits); their loss and lse are float32, their gradient bf16/f16.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "tensor/cuda/device_errors.cuh"
@@ -17,25 +18,25 @@ using qkv::cuda::DeviceErrorKind;
 using qkv::cuda::DeviceErrorRecord;
 
 // Row r: lse[r] = log-sum-exp of the logits; the row's loss goes to loss_t (as T, reduction
-// none) or loss_d (as double, to be added up).
-template <class T, class I>
-__global__ void cross_entropy_rows_kernel(const T* x, const I* target, T* lse, T* loss_t, double* loss_d, int64_t rows,
+// none) or loss_d (as double, to be added up). X is the logits' stored type, T what it computes in.
+template <class X, class I, class T = compute_t<X>>
+__global__ void cross_entropy_rows_kernel(const X* x, const I* target, T* lse, T* loss_t, double* loss_d, int64_t rows,
                                           int64_t C, int64_t ignore, DeviceErrorRecord* err, const char* op) {
   __shared__ T smem[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* xr = x + r * C;
+    const X* xr = x + r * C;
     T m = neg_infinity<T>();
-    for (int64_t i = threadIdx.x; i < C; i += blockDim.x) m = MaxOp{}(m, xr[i]);
+    for (int64_t i = threadIdx.x; i < C; i += blockDim.x) m = MaxOp{}(m, T(xr[i]));
     m = block_reduce(m, MaxOp{}, smem);
     T s = 0;
-    for (int64_t i = threadIdx.x; i < C; i += blockDim.x) s += exp_(xr[i] - m);
+    for (int64_t i = threadIdx.x; i < C; i += blockDim.x) s += exp_(T(xr[i]) - m);
     s = block_reduce(s, SumOp{}, smem);
     if (threadIdx.x == 0) {
       const T l = m + log_(s);
       const int64_t t = int64_t(target[r]);
       const bool bad = t != ignore && (t < 0 || t >= C);
       if (bad) qkv::cuda::report_device_error(err, DeviceErrorKind::target, op, t, r, C, ignore);
-      const double loss = t == ignore || bad ? 0.0 : double(l) - double(xr[t]);
+      const double loss = t == ignore || bad ? 0.0 : double(l) - double(T(xr[t]));
       lse[r] = l;
       if (loss_t) loss_t[r] = T(loss);
       else loss_d[r] = loss;
@@ -71,25 +72,25 @@ template <class I> __global__ void denominator_kernel(const I* target, int64_t r
 }
 
 // dlogits[r, c] = (exp(x - lse[r]) - [c == target[r]]) * scale_r; zero on ignored rows.
-template <class T, class I> struct CrossEntropyGrad {
-  const T* x;
+template <class X, class I, class T = compute_t<X>> struct CrossEntropyGrad {
+  const X* x;
   const I* target;
   const T* lse;
   const T* grad;
-  T* dx;
+  X* dx;
   int64_t C, ignore;
   bool per_row;         // reduction none: one gradient per row, else a scalar
   const double* denom;  // on the device: the valid-row count of a mean; nullptr: 1
   __device__ void operator()(int64_t i) const {
     const int64_t r = i / C, c = i % C, t = int64_t(target[r]);
     if (t == ignore) {
-      dx[i] = T(0);
+      dx[i] = X(T(0));
       return;
     }
     const T scale = T(double(per_row ? grad[r] : grad[0]) / (denom ? *denom : 1.0));
-    T d = exp_(x[i] - lse[r]) * scale;
+    T d = exp_(T(x[i]) - lse[r]) * scale;
     if (c == t) d -= scale;
-    dx[i] = d;
+    dx[i] = X(d);
   }
 };
 
@@ -101,14 +102,15 @@ void cross_entropy(const KernelArgs& k) {
   const Tensor logits = raw::contiguous(k.in[0]);
   const Tensor target = raw::contiguous(k.in[1]);
   const int64_t C = logits.shape().back(), rows = C ? logits.numel() / C : 0;
-  visit_float(logits.dtype(), "cross_entropy", [&]<class T>() {
+  visit_any_float(logits.dtype(), "cross_entropy", [&]<class X>() {
+    using T = compute_t<X>;
     visit_index(target.dtype(), "cross_entropy", [&]<class I>() {
       set_device(logits);
       const bool none = a.reduction == Reduction::none;
       const Tensor loss_d = none ? Tensor() : empty({rows}, {DType::f64, logits.device()});
       if (rows > 0) {
-        cross_entropy_rows_kernel<T, I>
-            <<<row_blocks(rows), row_threads(C)>>>(logits.data<T>(), target.data<I>(), k.out[1].data<T>(),
+        cross_entropy_rows_kernel<X, I>
+            <<<row_blocks(rows), row_threads(C)>>>(logits.data<X>(), target.data<I>(), k.out[1].data<T>(),
                                                    none ? k.out[0].data<T>() : nullptr,
                                                    none ? nullptr : loss_d.data<double>(), rows, C, a.ignore_index,
                                                    qkv::cuda::device_error_record(logits.device().index),
@@ -131,7 +133,8 @@ void cross_entropy_backward(const KernelArgs& k) {
   const Tensor target = raw::contiguous(k.in[2]);
   const Tensor lse = raw::contiguous(k.in[3]);
   const int64_t C = logits.shape().back(), rows = C ? logits.numel() / C : 0;
-  visit_float(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
+  visit_any_float(logits.dtype(), "cross_entropy_backward", [&]<class X>() {
+    using T = compute_t<X>;
     visit_index(target.dtype(), "cross_entropy_backward", [&]<class I>() {
       set_device(logits);
       Tensor denom;
@@ -141,8 +144,8 @@ void cross_entropy_backward(const KernelArgs& k) {
         QKV_CUDA_LAUNCH_CHECK();
       }
       launch_flat(rows * C,
-                  CrossEntropyGrad<T, I>{logits.data<T>(), target.data<I>(), lse.data<T>(), g.data<T>(),
-                                         k.out[0].data<T>(), C, a.ignore_index, a.reduction == Reduction::none,
+                  CrossEntropyGrad<X, I>{logits.data<X>(), target.data<I>(), lse.data<T>(), g.data<T>(),
+                                         k.out[0].data<X>(), C, a.ignore_index, a.reduction == Reduction::none,
                                          denom.defined() ? denom.data<double>() : nullptr});
     });
   });

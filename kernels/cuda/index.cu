@@ -3,7 +3,13 @@
 // Every index is range-checked where it is read, on the device: a bad one is recorded in the
 // device's error record (tensor/cuda/device_errors.cuh) and skipped, and the host raises the CPU
 // kernels' IndexError at its next synchronisation, so no check stalls the host. The adds use
-// atomicAdd, since indices may repeat.
+// atomicAdd, since indices may repeat, except index_add of floats along dim 0 (the embedding
+// backward): positions sorted by index (CUB's stable radix sort), then each output element sums
+// its run in position order, so the result is the same bits every run, and the CPU's.
+#include <algorithm>
+#include <cub/device/device_radix_sort.cuh>
+#include <type_traits>
+
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/layout.h"
@@ -101,6 +107,60 @@ template <class T, class I> struct IndexAddFn {
   }
 };
 
+// out[r, i] += src[j, i] for the positions j with index[j] == r, in increasing j: the positions
+// sorted by index, each output element found its run by binary search and summed it alone.
+template <class T, class I> struct RunSumFn {
+  const T* src;
+  const I* sorted_index;
+  const int64_t* sorted_pos;
+  T* out;
+  int64_t n, inner;
+  __device__ void operator()(int64_t e) const {
+    const int64_t r = e / inner, i = e % inner;
+    int64_t lo = 0, hi = n;  // the first position whose index is >= r
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (int64_t(sorted_index[mid]) < r) lo = mid + 1;
+      else hi = mid;
+    }
+    T s = out[e];
+    for (int64_t p = lo; p < n && int64_t(sorted_index[p]) == r; ++p) s += src[sorted_pos[p] * inner + i];
+    out[e] = s;
+  }
+};
+
+template <class I> struct CheckIndexFn {
+  const I* index;
+  IndexCheck check;
+  __device__ void operator()(int64_t j) const { (void)check.ok(int64_t(index[j]), j); }
+};
+
+struct IotaFn {
+  int64_t* out;
+  __device__ void operator()(int64_t j) const { out[j] = j; }
+};
+
+// index_add along dim 0 of floats, deterministically (RunSumFn); out already holds the input.
+template <class T, class I>
+void index_add_sorted(const Tensor& out, const Tensor& idx, const Tensor& src, int64_t size, int64_t inner,
+                      const IndexCheck& bounds) {
+  const int64_t n = idx.numel();
+  check<ValueError>(n < int64_t(INT32_MAX), "index_add: ", n, " indices are more than one sort takes");
+  const Device dev = src.device();
+  launch_flat(n, CheckIndexFn<I>{idx.data<I>(), bounds});  // bad indices match no row: report them
+  const Tensor pos = empty({n}, {DType::i64, dev}), sorted_pos = empty({n}, {DType::i64, dev});
+  const Tensor sorted_index = empty({n}, {idx.dtype(), dev});
+  launch_flat(n, IotaFn{pos.data<int64_t>()});
+  size_t temp_bytes = 0;
+  QKV_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, idx.data<I>(), sorted_index.data<I>(),
+                                                 pos.data<int64_t>(), sorted_pos.data<int64_t>(), int(n)));
+  const Tensor temp = empty({std::max<int64_t>(1, int64_t(temp_bytes))}, {DType::u8, dev});
+  QKV_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw_data(), temp_bytes, idx.data<I>(), sorted_index.data<I>(),
+                                                 pos.data<int64_t>(), sorted_pos.data<int64_t>(), int(n)));
+  launch_flat(size * inner, RunSumFn<T, I>{src.data<T>(), sorted_index.data<I>(), sorted_pos.data<int64_t>(),
+                                           out.data<T>(), n, inner});
+}
+
 // Walks index's elements: off[0] is the other tensor's offset with `dim` held at 0, off[1] the
 // index element's; e is the element's position in index (and in the contiguous out / src).
 template <class T, class I> struct GatherFn {
@@ -179,6 +239,12 @@ void index_add(const KernelArgs& k) {
   visit_numeric(src.dtype(), "index_add", [&]<class T>() {
     visit_index(idx.dtype(), "index_add", [&]<class I>() {
       set_device(src);
+      if constexpr (std::is_floating_point_v<T>) {
+        if (A.outer == 1 && n > 0) {
+          index_add_sorted<T, I>(k.out[0], idx, src, A.size, A.inner, index_check(src, A.size, "index_add"));
+          return;
+        }
+      }
       launch_flat(src.numel(), IndexAddFn<T, I>{src.data<T>(), idx.data<I>(), k.out[0].data<T>(), n, A.size, A.inner,
                                                 index_check(src, A.size, "index_add")});
     });

@@ -105,7 +105,8 @@ void add_lm_report_commands(CLI::App& app) {
     cmd->add_option("--new-tokens", *tokens, "tokens decoded one at a time (default 32)")->check(CLI::PositiveNumber);
     auto* dtype_opt = cmd->add_option("--dtype", *dtype, "cache storage: f32 (default), bf16 or f16");
     cmd->add_option("--precision", *precision,
-                    "fp32 (default) or bf16: the KV cache in bfloat16 (weights stay float32: no bf16 kernels)")
+                    "fp32 (default) or bf16: the KV cache in bfloat16, read in place by attention (weights stay "
+                    "float32)")
         ->excludes(dtype_opt);
     cmd->add_option("--paper", *paper, "the paper's decode measurements (default experiments/paper/decode.yaml)");
     add_device_option(cmd, *device);

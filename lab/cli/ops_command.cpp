@@ -49,7 +49,7 @@ void print_op_table(std::ostream& os) {
         "autocast (under train.precision bf16): low = inputs cast to bf16, fp32 = to float32, keep = as they "
         "are (mixed ones promoted), none = never cast\n"
         "bf16/f16: widen = computed in float32 around the kernel, cuda = the CUDA kernel computes on 16-bit "
-        "inputs (the CPU widens), native = every kernel\n";
+        "inputs (the CPU widens), native = every kernel takes them itself\n";
   os << "\n"
      << std::setw(24) << "view"
      << "backward (views share storage: all dtypes, all devices)\n";

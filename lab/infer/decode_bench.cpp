@@ -73,8 +73,9 @@ DecodeDtypes decode_dtypes(DecodePrecision p) {
   }
   d.cache = DType::bf16;
   d.note =
-      "bf16 requested: the KV cache is stored in bfloat16; weights and arithmetic ran in fp32 (qkvlab's kernels "
-      "compute in float32 only), so this is not the paper's all-bf16 setting";
+      "bf16 requested: the KV cache is stored in bfloat16 and attention reads it in place (queries rounded to "
+      "bf16, float32 arithmetic); weights and the other ops ran in fp32, so this is not the paper's all-bf16 "
+      "setting";
   return d;
 }
 

@@ -73,7 +73,7 @@ Tensor random_ids(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
-  Tensor x = a.contiguous(), y = b.contiguous();
+  Tensor x = a.to(DType::f32).contiguous(), y = b.to(DType::f32).contiguous();
   double m = 0;
   for (int64_t i = 0; i < x.numel(); ++i) m = std::max(m, std::fabs(double(x.data<float>()[i]) - y.data<float>()[i]));
   return m;
@@ -152,6 +152,33 @@ TEST_CASE("gpt: a bfloat16 cache decodes close to the float32 forward pass") {
   model.forward_cached(ids.narrow(1, 0, 6), cache);
   Tensor step = model.forward_cached(ids.narrow(1, 6, 1), cache);
   CHECK(max_abs_diff(step, full.narrow(1, 6, 1)) < 5e-2);
+}
+
+TEST_CASE("kv cache: a bf16 cache is read in place, and attention over it matches float32") {
+  AttentionConfig a;
+  a.d_model = 16;
+  a.heads = 2;
+  a.sharing = find("Q-K=V").sharing;  // K=V: one cached tensor serves keys and values
+  KVCache cache(a, 1, 1, 32, DType::bf16);
+  Generator g(3);
+  const Tensor k1 = randn({1, 2, 20, 8}, {}, &g), k2 = randn({1, 2, 1, 8}, {}, &g);
+  const auto [keys1, values1] = cache.append(0, k1, k1);
+  cache.advance(20);
+  const auto [keys2, values2] = cache.append(0, k2, k2);
+  CHECK(keys2.dtype() == DType::bf16);  // no float32 copy of the prefix
+  CHECK(keys2.storage() == keys1.storage());
+  CHECK(values2.raw_data() == keys2.raw_data());
+  CHECK(keys2.size(2) == 21);
+  CHECK(max_abs_diff(keys2.narrow(2, 0, 20), k1.to(DType::bf16)) == 0);
+
+  NoGradGuard no_grad;
+  const Tensor q = randn({1, 2, 1, 8}, {}, &g).to(DType::bf16);
+  const Tensor y = attention(q, keys2, values2, Tensor(), true);  // the CPU kernel reads bf16 tiles
+  CHECK(y.dtype() == DType::bf16);
+  const Tensor k32 = keys2.to(DType::f32);
+  const Tensor want = attention(q.to(DType::f32), k32, k32, Tensor(), true);
+  CHECK(max_abs_diff(y, want) < 1e-2);
+  CHECK(max_abs_diff(y, want) > 0);  // the output is rounded to bf16
 }
 
 TEST_CASE("kv cache: bytes from the allocator equal the closed form and K=V stores one tensor") {

@@ -70,7 +70,15 @@ std::vector<Sample> attention_samples() {
           large({"tiles: D 256, causal, 33 queries over 40 keys",
                  qkv({1, 1, 33, 256}, {1, 1, 40, 256}, {1, 1, 40, 256}), attn(true, 256)}),
           large({"tiles: D 160, Dv 256, causal, 45 queries over 35 keys, bias",
-                 with_bias({1, 2, 45, 160}, {1, 1, 35, 160}, {1, 1, 35, 256}, {45, 35}), attn(true, 160)})};
+                 with_bias({1, 2, 45, 160}, {1, 1, 35, 160}, {1, 1, 35, 256}, {45, 35}), attn(true, 160)}),
+          // The tensor-core kernel's head dim 64 (bf16/f16 on CUDA), several query and key tiles.
+          large({"tiles: D 64, GQA 2, causal, 100 queries over 130 keys",
+                 qkv({1, 4, 100, 64}, {1, 2, 130, 64}, {1, 2, 130, 64}), attn(true, 64)}),
+          // Decode steps: the split-KV kernel on CUDA (a few queries, 128+ keys, no bias).
+          large({"decode: GQA 4, causal, 1 query over 300 keys, D 64",
+                 qkv({2, 8, 1, 64}, {2, 2, 300, 64}, {2, 2, 300, 64}), attn(true, 64)}),
+          large({"decode: multi-query, causal, 3 queries over 200 keys, D 128, Dv 32",
+                 qkv({1, 4, 3, 128}, {1, 1, 200, 128}, {1, 1, 200, 32}), attn(true, 128)})};
 }
 
 }  // namespace

@@ -1,0 +1,19 @@
+// Split-KV attention for decoding (kernels/cuda/decode_attention.cu), private to
+// kernels/cuda/attention.cu: a few new query rows against a long cache fill the GPU by splitting
+// the keys across blocks, each block serving every query head of one KV head (a K=V or GQA cache
+// chunk is read once for all of them), and a second kernel merges the splits' softmax states.
+#pragma once
+#include "kernels/attrs.h"
+
+namespace qkv::kernels::cuda {
+
+// Whether these operands are a decode step this path takes: float32, bf16 or f16; no bias; at
+// most 8 query rows; group x rows at most 16; head dims at most 256; keys at least 128.
+bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias);
+
+// out [B, H, T, Dv] (q's dtype, contiguous), lse [B, H, T] float32 contiguous; q, k, v with a
+// contiguous last dim.
+void split_kv_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs& attrs,
+                        const Tensor& out, const Tensor& lse);
+
+}  // namespace qkv::kernels::cuda
