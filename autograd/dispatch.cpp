@@ -172,7 +172,7 @@ void run_widened(const OpInfo& info, kernels::Kernel kernel, const Device& devic
       if (in[j].defined() && in[j].raw_data() == t.raw_data() && in[j].shape() == t.shape() &&
           in[j].strides() == t.strides() && in[j].dtype() == t.dtype())
         wide_in[i] = wide_in[j];
-    if (!wide_in[i].defined()) wide_in[i] = raw::to(t, DType::f32, device);
+    if (!wide_in[i].defined()) wide_in[i] = raw::to(t, DType::f32, t.device());  // a 0-dim CPU scalar stays one
   }
   for (size_t i = 0; i < out.size(); ++i)
     wide_out[i] = kLowFloat.contains(out[i].dtype()) ? empty(out[i].shape(), {DType::f32, device}) : out[i];

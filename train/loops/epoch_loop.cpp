@@ -45,8 +45,8 @@ BatchStats batch_stats(const Tensor& logits, const Tensor& targets) {
   return s;
 }
 
-// `forward` under the precision's autocast, its logits returned as float32: the loss and the
-// accuracy are computed from them (cross-entropy would run in float32 under autocast anyway).
+// `forward` under the precision's autocast, its logits returned as float32 (a classifier's
+// logits are small): the loss, the accuracy and the checks on them see float32.
 Forward in_precision(const Forward& forward, Precision p) {
   const std::optional<DType> low = autocast_dtype_for(p);
   if (!low) return forward;
