@@ -7,6 +7,7 @@
 #include "autograd/node.h"
 #include "autograd/preflight.h"
 #include "autograd/profiler.h"
+#include "kernels/layout.h"
 #include "tensor/view.h"
 #ifdef QKV_HAVE_CUDA
 #include "tensor/cuda/cuda_runtime.h"
@@ -169,9 +170,7 @@ void run_widened(const OpInfo& info, kernels::Kernel kernel, const Device& devic
       continue;
     }
     for (size_t j = 0; j < i && !wide_in[i].defined(); ++j)
-      if (in[j].defined() && in[j].raw_data() == t.raw_data() && in[j].shape() == t.shape() &&
-          in[j].strides() == t.strides() && in[j].dtype() == t.dtype())
-        wide_in[i] = wide_in[j];
+      if (in[j].defined() && kernels::same_view(in[j], t)) wide_in[i] = wide_in[j];
     if (!wide_in[i].defined()) wide_in[i] = raw::to(t, DType::f32, t.device());  // a 0-dim CPU scalar stays one
   }
   for (size_t i = 0; i < out.size(); ++i)

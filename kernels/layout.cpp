@@ -68,4 +68,8 @@ void RowView::write_back(const Tensor& buffer, const Tensor& out) const {
   raw::copy(out, raw::permute(buffer, inverse));
 }
 
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.raw_data() == b.raw_data() && a.shape() == b.shape() && a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+
 }  // namespace qkv::kernels

@@ -39,4 +39,8 @@ struct RowView {
   void write_back(const Tensor& buffer, const Tensor& out) const;
 };
 
+// Whether a and b are one view passed twice (K=V: keys and values one tensor): the same element
+// 0, shape, strides and dtype. Kernels then load it once for both roles.
+bool same_view(const Tensor& a, const Tensor& b);
+
 }  // namespace qkv::kernels

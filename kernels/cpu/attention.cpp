@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/layout.h"
 #include "tensor/view.h"
 
 namespace qkv::kernels::cpu {
@@ -92,8 +93,7 @@ ConstMap<F> rows_of(const Heads& x, int64_t b, int64_t h, int64_t r0, int64_t n,
 void attention(const KernelArgs& k) {
   const auto& a = attr<AttentionAttrs>(k.attrs, "attention");
   const Heads Q(k.in[0]), K(k.in[1]), V(k.in[2]);
-  const bool kv_shared = K.t.raw_data() == V.t.raw_data() && K.t.shape() == V.t.shape() &&
-                         K.t.strides() == V.t.strides() && K.t.dtype() == V.t.dtype();
+  const bool kv_shared = same_view(K.t, V.t);
   const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, Dv = V.cols;
   const int64_t group = H / Hk, qblocks = (T + kBlockQ - 1) / kBlockQ;
   visit_any_float(Q.t.dtype(), "attention", [&]<class St>() {

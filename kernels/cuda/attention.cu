@@ -32,6 +32,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/layout.h"
 #include "tensor/view.h"
 
 namespace qkv::kernels::cuda {
@@ -322,7 +323,7 @@ Tensor last_dim_contiguous(const Tensor& t) { return t.stride(-1) == 1 ? t : raw
 
 Operands operands(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias) {
   Operands o;
-  o.kv_shared = k.raw_data() == v.raw_data() && k.shape() == v.shape() && k.strides() == v.strides();
+  o.kv_shared = same_view(k, v);
   o.q = last_dim_contiguous(q);
   o.k = last_dim_contiguous(k);
   o.v = o.kv_shared ? o.k : last_dim_contiguous(v);

@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/layout.h"
 #include "tensor/cuda/check.h"
 #include "tensor/half.h"
 
@@ -210,7 +211,7 @@ void run(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs
   a.G = int(a.group * a.T);
   a.scale = float(at.scale);
   a.causal = at.causal;
-  a.kv_shared = k.raw_data() == v.raw_data() && k.shape() == v.shape() && k.strides() == v.strides();
+  a.kv_shared = same_view(k, v);
   if (B * a.H * a.T == 0) return;
   set_device(q);
   int device = 0, sms = 0;
@@ -244,7 +245,7 @@ bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const int64_t T = q.size(2), G = (q.size(1) / k.size(1)) * T, D = q.size(3), Dv = v.size(3), S = k.size(2);
   if (T > kMaxQueryRows || G > kMaxRows || D > kMaxDim || Dv > kMaxDim || S < 2 * kKeys) return false;
   if (q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1) return false;
-  const bool kv_shared = k.raw_data() == v.raw_data() && k.shape() == v.shape() && k.strides() == v.strides();
+  const bool kv_shared = same_view(k, v);
   return smem_floats(int(G), int(D), int(Dv), kv_shared) * int64_t(sizeof(float)) <= shared_limit();
 }
 

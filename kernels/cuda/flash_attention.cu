@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/layout.h"
 #include "tensor/cuda/check.h"
 
 namespace qkv::kernels::cuda {
@@ -283,7 +284,7 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   a.group = q.size(1) / k.size(1);
   a.scale = float(attrs.scale);
   a.causal = attrs.causal;
-  a.kv_shared = k.raw_data() == v.raw_data() && k.shape() == v.shape() && k.strides() == v.strides();
+  a.kv_shared = same_view(k, v);
   a.vector_loads = aligned16(q) && aligned16(k) && aligned16(v);
   const int64_t bh = q.size(0) * a.H, qtiles = (a.T + kTile - 1) / kTile;
   if (bh == 0 || qtiles == 0) return;
