@@ -1,5 +1,7 @@
 #include "autograd/backward_rules.h"
 
+#include <tuple>
+
 #include "autograd/dispatch.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -118,6 +120,18 @@ Grads matmul(const BackwardArgs& a) {
   if (a.needs_grad[1])
     gb = sum_to(f.trans_b ? qkv::matmul(g, A, true, f.trans_a) : qkv::matmul(A, g, !f.trans_a, false), shape_of(a, 1));
   return {ga, gb};
+}
+
+// y = x w^T + b: dx = dy w, and dw with db from one weight-gradient op (on CUDA one GEMM whose
+// epilogue also sums db).
+Grads linear(const BackwardArgs& a) {
+  const Tensor &dy = a.grads[0], &x = a.inputs[0], &w = a.inputs[1];
+  Tensor dx, dw, db;
+  if (a.needs_grad[0]) dx = qkv::matmul(dy, w);
+  if (a.needs_grad[2]) std::tie(dw, db) = linear_weight_grad(dy, x);
+  else if (a.needs_grad[1]) dw = qkv::matmul(dy, x, /*trans_a=*/true);
+  if (!a.needs_grad[1]) dw = Tensor();
+  return {dx, dw, db};
 }
 
 Grads softmax(const BackwardArgs& a) {

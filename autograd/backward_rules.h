@@ -51,6 +51,7 @@ std::vector<Tensor> max(const BackwardArgs&);
 std::vector<Tensor> matmul(const BackwardArgs&);
 std::vector<Tensor> softmax(const BackwardArgs&);
 std::vector<Tensor> log_softmax(const BackwardArgs&);
+std::vector<Tensor> linear(const BackwardArgs&);
 std::vector<Tensor> layer_norm(const BackwardArgs&);
 std::vector<Tensor> embedding(const BackwardArgs&);
 std::vector<Tensor> cross_entropy(const BackwardArgs&);

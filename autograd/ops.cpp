@@ -63,6 +63,11 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return max(x.detach(
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   return one(OpId::matmul, {a, b}, MatmulAttrs{ta, tb});
 }
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return one(OpId::linear, {x, w, b}); }
+std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& dy, const Tensor& x) {
+  auto out = call_op(OpId::linear_weight_grad, {dy, x});
+  return {out[0], out[1]};
+}
 Tensor softmax(const Tensor& x, int64_t dim) {
   return one(OpId::softmax, {x}, DimAttrs{wrap_dim(dim, x.dim(), "softmax")});
 }

@@ -87,6 +87,27 @@ Specs matmul(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
   return {{batch, x.dtype()}};
 }
 
+Specs linear(std::span<const Tensor> in, const Attrs&, const char* op) {
+  const Tensor &x = in[0], &w = in[1], &b = in[2];
+  same_dtype(x, w, op);
+  check<ShapeError>(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), op,
+                    ": expected x [N, K] and weight [M, K], got ", describe(x), " and ", describe(w));
+  if (b.defined()) {
+    same_dtype(x, b, op);
+    check<ShapeError>(b.shape() == Shape{w.size(0)}, op, ": bias must have shape [", w.size(0),
+                      "] (the weight's rows), got ", describe(b));
+  }
+  return {{{x.size(0), w.size(0)}, x.dtype()}};
+}
+
+Specs linear_weight_grad(std::span<const Tensor> in, const Attrs&, const char* op) {
+  const Tensor &g = in[0], &x = in[1];
+  same_dtype(g, x, op);
+  check<ShapeError>(g.dim() == 2 && x.dim() == 2 && g.size(0) == x.size(0), op,
+                    ": expected grad [N, M] and x [N, K], got ", describe(g), " and ", describe(x));
+  return {{{g.size(1), x.size(1)}, x.dtype()}, {{g.size(1)}, x.dtype()}};
+}
+
 Specs layer_norm(std::span<const Tensor> in, const Attrs&, const char* op) {
   const Tensor& x = in[0];
   check<ShapeError>(x.dim() >= 1, op, ": expected at least 1 dim, got ", describe(x));

@@ -24,6 +24,10 @@ std::vector<OutputSpec> same_pair(std::span<const Tensor>, const Attrs&, const c
 std::vector<OutputSpec> reduce(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> reduce_dim(std::span<const Tensor>, const Attrs&, const char* op);  // values, indices
 std::vector<OutputSpec> matmul(std::span<const Tensor>, const Attrs&, const char* op);
+// x [N, K], w [M, K], b? [M] -> y [N, M].
+std::vector<OutputSpec> linear(std::span<const Tensor>, const Attrs&, const char* op);
+// dy [N, M], x [N, K] -> dw [M, K], db [M].
+std::vector<OutputSpec> linear_weight_grad(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> layer_norm(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> layer_norm_backward(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> embedding(std::span<const Tensor>, const Attrs&, const char* op);

@@ -38,10 +38,8 @@ Tensor Linear::forward(const Tensor& x) const {
                     "], got ", shape_str(x.shape()));
   Shape out_shape = x.shape();
   out_shape.back() = out_features();
-  // One GEMM over all leading dims: [N, in] @ W^T.
-  Tensor y = matmul(x.reshape({-1, in_features()}), weight, false, true);
-  if (bias.defined()) y = y + bias;
-  return y.reshape(out_shape);
+  // One GEMM over all leading dims: [N, in] @ W^T + b (on CUDA the bias rides in its epilogue).
+  return linear(x.reshape({-1, in_features()}), weight, bias).reshape(out_shape);
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, Generator* gen) {

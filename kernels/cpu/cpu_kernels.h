@@ -33,6 +33,9 @@ void amax(const KernelArgs&);
 void max(const KernelArgs&);
 // matmul.cpp
 void matmul(const KernelArgs&);
+// linear.cpp
+void linear(const KernelArgs&);
+void linear_weight_grad(const KernelArgs&);
 // softmax.cpp
 void softmax(const KernelArgs&);
 void log_softmax(const KernelArgs&);

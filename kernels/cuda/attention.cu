@@ -22,9 +22,10 @@
 // element is accumulated in one thread's registers and written once.
 //
 // bf16 and f16 forwards run on the tensor cores (flash_attention.cu) when the head dim is 64 or
-// 128, and through these kernels on float32 copies otherwise; the backward row widens. A decode
-// step (a few query rows, a long cache, no bias) goes to the split-KV kernel
-// (decode_attention.cu) in any of float32, bf16 and f16.
+// 128, and through these kernels on float32 copies otherwise; so do their backwards
+// (flash_attention_backward.cu, without a bias and with D = Dv of 64 or 128). A decode step (a
+// few query rows, a long cache, no bias) goes to the split-KV kernel (decode_attention.cu) in any
+// of float32, bf16 and f16.
 #include <algorithm>
 #include <cstdint>
 
@@ -32,6 +33,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/flash_attention_backward.h"
 #include "kernels/layout.h"
 #include "tensor/view.h"
 
@@ -397,18 +399,79 @@ void forward_float(const Operands& o, const AttentionAttrs& at, const Tensor& ou
   });
 }
 
-// 16-bit operands the tensor-core kernel does not take (head dims other than 64 and 128): the
-// float kernel on float32 copies (K=V copied once), the output rounded back.
-void forward_widened(const Operands& o, const AttentionAttrs& at, const Tensor& out, const Tensor& lse) {
+// float32 copies of 16-bit operands (K=V copied once, and still one tensor).
+Operands widened(const Operands& o) {
   Operands w;
   w.q = raw::to(o.q, DType::f32, o.q.device());
   w.k = raw::to(o.k, DType::f32, o.k.device());
   w.v = o.kv_shared ? w.k : raw::to(o.v, DType::f32, o.v.device());
   if (o.bias.defined()) w.bias = raw::to(o.bias, DType::f32, o.bias.device());
   w.kv_shared = o.kv_shared;
-  const Tensor out32 = empty(out.shape(), {DType::f32, out.device()});
-  forward_float(w, at, out32, lse);
+  return w;
+}
+
+Tensor f32_like(const Tensor& t) { return empty(t.shape(), {DType::f32, t.device()}); }
+
+// 16-bit operands the tensor-core kernel does not take (head dims other than 64 and 128): the
+// float kernel on float32 copies (K=V copied once), the output rounded back.
+void forward_widened(const Operands& o, const AttentionAttrs& at, const Tensor& out, const Tensor& lse) {
+  const Tensor out32 = f32_like(out);
+  forward_float(widened(o), at, out32, lse);
   raw::copy(out, out32);
+}
+
+// The float kernels' backward (F = float or double, the operands' dtype): grad g and out with a
+// contiguous last dim, lse in any float dtype (read as F), into dq, dk, dv and, with a bias,
+// dbias, all contiguous in F.
+void backward_float(const Operands& o, const Tensor& g, const Tensor& out, const Tensor& lse_in,
+                    const AttentionAttrs& at, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                    const Tensor& dbias) {
+  const char* op = "attention_backward";
+  const Tensor lse = raw::contiguous(raw::to(lse_in, o.q.dtype(), o.q.device()));
+  visit_float(o.q.dtype(), op, [&]<class F>() {
+    const Attn<F> a = make_attn<F>(o, at, op);
+    set_device(o.q);
+    const int64_t rows = a.B * a.H * a.T;
+    Tensor delta;
+    if (rows > 0) {
+      delta = empty({rows}, {o.q.dtype(), o.q.device()});
+      attention_delta_kernel<F><<<blocks_for(rows * kWarp, kMaxThreads), kMaxThreads>>>(head_rows<F>(g),
+                                                                                        head_rows<F>(out), a.H, a.T,
+                                                                                        rows, a.Dv, delta.data<F>());
+      QKV_CUDA_LAUNCH_CHECK();
+    }
+    const Grads<F> gr{head_rows<F>(g), rows > 0 ? lse.data<F>() : nullptr, rows > 0 ? delta.data<F>() : nullptr};
+    if (rows > 0) {
+      const Launch l = pick_launch(Pass::rows, a, op);
+      const int64_t blocks = a.B * a.H * ceil_div(a.T, kRowsPerWarp * l.warps);
+      launch(attention_dq_kernel<F>, blocks, l, op, a, gr, dq.data<F>());
+    }
+    if (a.B * a.Hk * a.S > 0) {  // every key row is written, 0 where no query sees it
+      const Launch l = pick_launch(Pass::keys, a, op);
+      const int64_t blocks = a.B * a.Hk * ceil_div(a.S, kRowsPerWarp * l.warps);
+      launch(attention_dkdv_kernel<F>, blocks, l, op, a, gr, dk.data<F>(), dv.data<F>());
+    }
+    if (a.bias && a.T * a.S > 0) {
+      const Launch l = pick_launch(Pass::rows, a, op);
+      const int64_t blocks = ceil_div(a.T, kRowsPerWarp * l.warps) * ceil_div(a.S, kKeyTile);
+      launch(attention_dbias_kernel<F>, blocks, l, op, a, gr, dbias.data<F>());
+    }
+  });
+}
+
+// 16-bit operands the tensor-core backward does not take (a bias, head dims other than 64 and
+// 128): the float kernels on float32 copies of q, k, v (K=V once), bias, grad and out, into
+// float32 gradients rounded back to the outputs' dtypes (dbias: whatever the shape rule gave).
+void backward_widened(const Operands& o, const Tensor& g, const Tensor& out, const Tensor& lse,
+                      const AttentionAttrs& at, const KernelArgs& k) {
+  const Tensor g32 = raw::to(g, DType::f32, g.device()), out32 = raw::to(out, DType::f32, out.device());
+  const Tensor dq = f32_like(k.out[0]), dk = f32_like(k.out[1]), dv = f32_like(k.out[2]);
+  const Tensor dbias = o.bias.defined() ? f32_like(k.out[3]) : Tensor();
+  backward_float(widened(o), g32, out32, lse, at, dq, dk, dv, dbias);
+  raw::copy(k.out[0], dq);
+  raw::copy(k.out[1], dk);
+  raw::copy(k.out[2], dv);
+  if (dbias.defined()) raw::copy(k.out[3], dbias);
 }
 
 }  // namespace
@@ -428,41 +491,20 @@ void attention(const KernelArgs& k) {
 }
 
 // Inputs (grad_out, q, k, v, bias?, out, lse) -> (dq, dk, dv, dbias); dbias is written only
-// with a bias.
+// with a bias. bf16/f16 inputs arrive as they are (lse float32 from the forward): the tensor-core
+// backward (flash_attention_backward.cu) without a bias at head dims 64 and 128, else the float
+// kernels on float32 copies.
 void attention_backward(const KernelArgs& k) {
   const char* op = "attention_backward";
   const auto& at = attr<AttentionAttrs>(k.attrs, op);
   const Operands o = operands(k.in[1], k.in[2], k.in[3], k.in[4]);
-  const Tensor g = last_dim_contiguous(k.in[0]), out = last_dim_contiguous(k.in[5]), lse = raw::contiguous(k.in[6]);
-  visit_float(o.q.dtype(), op, [&]<class F>() {
-    const Attn<F> a = make_attn<F>(o, at, op);
-    set_device(o.q);
-    const int64_t rows = a.B * a.H * a.T;
-    Tensor delta;
-    if (rows > 0) {
-      delta = empty({rows}, {o.q.dtype(), o.q.device()});
-      attention_delta_kernel<F><<<blocks_for(rows * kWarp, kMaxThreads), kMaxThreads>>>(head_rows<F>(g),
-                                                                                        head_rows<F>(out), a.H, a.T,
-                                                                                        rows, a.Dv, delta.data<F>());
-      QKV_CUDA_LAUNCH_CHECK();
-    }
-    const Grads<F> gr{head_rows<F>(g), rows > 0 ? lse.data<F>() : nullptr, rows > 0 ? delta.data<F>() : nullptr};
-    if (rows > 0) {
-      const Launch l = pick_launch(Pass::rows, a, op);
-      const int64_t blocks = a.B * a.H * ceil_div(a.T, kRowsPerWarp * l.warps);
-      launch(attention_dq_kernel<F>, blocks, l, op, a, gr, k.out[0].data<F>());
-    }
-    if (a.B * a.Hk * a.S > 0) {  // every key row is written, 0 where no query sees it
-      const Launch l = pick_launch(Pass::keys, a, op);
-      const int64_t blocks = a.B * a.Hk * ceil_div(a.S, kRowsPerWarp * l.warps);
-      launch(attention_dkdv_kernel<F>, blocks, l, op, a, gr, k.out[1].data<F>(), k.out[2].data<F>());
-    }
-    if (a.bias && a.T * a.S > 0) {
-      const Launch l = pick_launch(Pass::rows, a, op);
-      const int64_t blocks = ceil_div(a.T, kRowsPerWarp * l.warps) * ceil_div(a.S, kKeyTile);
-      launch(attention_dbias_kernel<F>, blocks, l, op, a, gr, k.out[3].data<F>());
-    }
-  });
+  const Tensor g = last_dim_contiguous(k.in[0]), out = last_dim_contiguous(k.in[5]), lse = k.in[6];
+  const DType dt = o.q.dtype();
+  if (dt != DType::bf16 && dt != DType::f16) backward_float(o, g, out, lse, at, k.out[0], k.out[1], k.out[2], k.out[3]);
+  else if (g.dtype() == dt && out.dtype() == dt && flash_attention_backward_supports(o.q, o.k, o.v, o.bias))
+    flash_attention_backward(g, o.q, o.k, o.v, out, raw::contiguous(raw::to(lse, DType::f32, lse.device())), at,
+                             k.out[0], k.out[1], k.out[2]);
+  else backward_widened(o, g, out, lse, at, k);
 }
 
 }  // namespace qkv::kernels::cuda

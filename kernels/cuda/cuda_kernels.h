@@ -33,6 +33,9 @@ void amax(const KernelArgs&);
 void max(const KernelArgs&);
 // matmul.cpp (cuBLASLt)
 void matmul(const KernelArgs&);
+// linear.cu (cuBLASLt with epilogues: bias, bias gradient)
+void linear(const KernelArgs&);
+void linear_weight_grad(const KernelArgs&);
 // softmax.cu
 void softmax(const KernelArgs&);
 void log_softmax(const KernelArgs&);

@@ -1,7 +1,8 @@
 // Elementwise CUDA kernels: arithmetic and comparisons with broadcasting, unary math, GELU and
-// its derivative, masked_fill and where. All of them run one grid-stride kernel
-// (strided_kernel in launch.cuh) over the output and its broadcast inputs with a functor that
-// loads, computes and stores one element; the formulas follow kernels/cpu/elementwise.cpp.
+// its derivative, masked_fill and where. Each is an element functor (the formulas follow
+// kernels/cpu/elementwise.cpp) run by launch_elementwise (launch.cuh): 16-byte vector loads and
+// stores when the operands are contiguous (or a bias-like row broadcast along the last dim) and
+// aligned, otherwise the grid-stride strided kernel over the output and its broadcast inputs.
 // Arithmetic and comparisons take a 0-dim CPU operand as a kernel argument (see binary()).
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
@@ -14,45 +15,14 @@ constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2 pi)
 constexpr double kGeluCubic = 0.044715;
 
-// Strides of each input read at the output's shape (0 on broadcast dims), output first.
-template <size_t N>
-std::array<Strides, N> broadcast_all(const Tensor& out, const std::array<const Tensor*, N - 1>& ins) {
-  std::array<Strides, N> st;
-  st[0] = out.strides();
-  for (size_t k = 0; k + 1 < N; ++k) st[k + 1] = broadcast_strides(ins[k]->shape(), ins[k]->strides(), out.shape());
-  return st;
-}
-
 template <class T> const T* in_ptr(const Tensor& t) { return static_cast<const T*>(t.raw_data()); }
-template <class T> T* out_ptr(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
-
-// ---- functors: one element each ------------------------------------------------------------
-
-template <class TO, class TI, class Op> struct BinaryFn {
-  TO* out;
-  const TI* a;
-  const TI* b;
-  Op op;
-  __device__ void operator()(const int64_t (&off)[3], int64_t) const { out[off[0]] = op(a[off[1]], b[off[2]]); }
-};
-
-template <class T, class Op> struct UnaryFn {
-  T* out;
-  const T* x;
-  Op op;
-  __device__ void operator()(const int64_t (&off)[2], int64_t) const { out[off[0]] = op(x[off[1]]); }
-};
 
 // A binary op with one operand a host scalar (a 0-dim CPU tensor: `x * 0.5`), whose value
 // travels as a kernel argument.
-template <class TO, class TI, class Op, bool ScalarLeft> struct ScalarBinaryFn {
-  TO* out;
-  const TI* x;
+template <class TI, class Op, bool ScalarLeft> struct WithScalar {
   TI s;
   Op op;
-  __device__ void operator()(const int64_t (&off)[2], int64_t) const {
-    out[off[0]] = ScalarLeft ? op(s, x[off[1]]) : op(x[off[1]], s);
-  }
+  __device__ auto operator()(TI x) const { return ScalarLeft ? op(s, x) : op(x, s); }
 };
 
 template <class TO, class TI, class Op> void binary(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
@@ -61,19 +31,16 @@ template <class TO, class TI, class Op> void binary(const Tensor& out, const Ten
     const bool left = a.device().is_cpu();
     const Tensor& x = left ? b : a;
     const TI s = *in_ptr<TI>(left ? a : b);
-    const auto st = broadcast_all<2>(out, {&x});
-    if (left)
-      launch_strided<2>(out.shape(), st, ScalarBinaryFn<TO, TI, Op, true>{out_ptr<TO>(out), in_ptr<TI>(x), s, op});
-    else launch_strided<2>(out.shape(), st, ScalarBinaryFn<TO, TI, Op, false>{out_ptr<TO>(out), in_ptr<TI>(x), s, op});
+    if (left) launch_elementwise<TO, TI>(out, {&x}, WithScalar<TI, Op, true>{s, op});
+    else launch_elementwise<TO, TI>(out, {&x}, WithScalar<TI, Op, false>{s, op});
     return;
   }
-  launch_strided<3>(out.shape(), broadcast_all<3>(out, {&a, &b}),
-                    BinaryFn<TO, TI, Op>{out_ptr<TO>(out), in_ptr<TI>(a), in_ptr<TI>(b), op});
+  launch_elementwise<TO, TI, TI>(out, {&a, &b}, op);
 }
 
 template <class T, class Op> void unary(const Tensor& out, const Tensor& x, Op op) {
   set_device(out);
-  launch_strided<2>(out.shape(), broadcast_all<2>(out, {&x}), UnaryFn<T, Op>{out_ptr<T>(out), in_ptr<T>(x), op});
+  launch_elementwise<T, T>(out, {&x}, op);
 }
 
 struct Add {
@@ -162,22 +129,15 @@ template <class T> struct GeluTanhBackward {
   }
 };
 
-template <class T> struct MaskedFillFn {
-  T* out;
-  const T* x;
-  const uint8_t* mask;
+// out = mask ? value : x.
+template <class T> struct MaskedFillOp {
   T value;
-  __device__ void operator()(const int64_t (&off)[3], int64_t) const { out[off[0]] = mask[off[2]] ? value : x[off[1]]; }
+  __device__ T operator()(T x, uint8_t mask) const { return mask ? value : x; }
 };
 
-template <class T> struct WhereFn {
-  T* out;
-  const uint8_t* cond;
-  const T* a;
-  const T* b;
-  __device__ void operator()(const int64_t (&off)[4], int64_t) const {
-    out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
-  }
+// out = cond ? a : b.
+struct WhereOp {
+  template <class T> __device__ T operator()(uint8_t cond, T a, T b) const { return cond ? a : b; }
 };
 
 // ---- dtype dispatch -------------------------------------------------------------------------
@@ -249,8 +209,7 @@ void masked_fill(const KernelArgs& k) {
   const Tensor &out = k.out[0], &x = k.in[0], &mask = k.in[1];
   visit_numeric(x.dtype(), "masked_fill", [&]<class T>() {
     set_device(out);
-    launch_strided<3>(out.shape(), broadcast_all<3>(out, {&x, &mask}),
-                      MaskedFillFn<T>{out_ptr<T>(out), in_ptr<T>(x), in_ptr<uint8_t>(mask), T(value)});
+    launch_elementwise<T, T, uint8_t>(out, {&x, &mask}, MaskedFillOp<T>{T(value)});
   });
 }
 
@@ -259,8 +218,7 @@ void where(const KernelArgs& k) {
   const Tensor &out = k.out[0], &c = k.in[0], &a = k.in[1], &b = k.in[2];
   visit_numeric(a.dtype(), "where", [&]<class T>() {
     set_device(out);
-    launch_strided<4>(out.shape(), broadcast_all<4>(out, {&c, &a, &b}),
-                      WhereFn<T>{out_ptr<T>(out), in_ptr<uint8_t>(c), in_ptr<T>(a), in_ptr<T>(b)});
+    launch_elementwise<T, uint8_t, T, T>(out, {&c, &a, &b}, WhereOp{});
   });
 }
 

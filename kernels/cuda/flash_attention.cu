@@ -11,12 +11,10 @@
 // bias and mask, running max and sum, O = O * corr + P V. Thread lane holds, for its rows
 // g = lane / 4 and g + 8, the columns 2 (lane % 4) and +1 of every 8-wide block (the mma
 // accumulator layout), so row statistics are reduced over the 4 lanes of a quad.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
 
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/flash_mma.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/layout.h"
 #include "tensor/cuda/check.h"
@@ -24,11 +22,17 @@
 namespace qkv::kernels::cuda {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 64;  // query rows per block (16 per warp) and keys per tile
-constexpr int kPad = 8;    // 16 bytes more per shared row: the 8 rows of an ldmatrix hit distinct banks
-constexpr unsigned kAll = 0xffffffffu;
+using flash::aligned16;
+using flash::bits;
+using flash::Half16;
+using flash::kAll;
+using flash::kPad;
+using flash::kThreads;
+using flash::kTile;
+using flash::ldmatrix_x4;
+using flash::load_tile;
+using flash::mma_16816;
+using flash::visible;
 
 struct FlashArgs {
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *bias = nullptr;
@@ -40,82 +44,6 @@ struct FlashArgs {
   bool causal = false, kv_shared = false;
   bool vector_loads = false;  // every row starts 16-byte aligned: tiles load 8 elements at a time
 };
-
-// Query row i sees keys [0, visible(i)): all, or bottom-right causal (j <= i + S - T).
-__device__ __forceinline__ int64_t visible(const FlashArgs& a, int64_t i) {
-  if (!a.causal) return a.S;
-  const int64_t e = i + 1 + a.S - a.T;
-  return e < 0 ? 0 : e > a.S ? a.S : e;
-}
-
-template <bool kBF16> struct Half16;
-template <> struct Half16<true> {
-  static __device__ __forceinline__ float to_float(uint16_t x) { return __bfloat162float(__ushort_as_bfloat16(x)); }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
-};
-template <> struct Half16<false> {
-  static __device__ __forceinline__ float to_float(uint16_t x) { return __half2float(__ushort_as_half(x)); }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
-};
-
-// c += a b for one 16x8x16 tile: a row-major 16x16 (4 registers), b column-major 16x8 (2).
-template <bool kBF16>
-__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (kBF16)
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Four 8x8 b16 matrices; lanes 8m..8m+7 give the row addresses of matrix m, and register m
-// receives it (transposed with Trans).
-template <bool Trans> __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row) {
-  const uint32_t addr = uint32_t(__cvta_generic_to_shared(row));
-  if constexpr (Trans)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-// dst[r][c] = rows r0 + r of head (b, h) for r < kTile (zeros past `rows`), c < D.
-template <int D>
-__device__ __forceinline__ void load_tile(uint16_t* dst, const uint16_t* base, const int64_t (&st)[3], int64_t b,
-                                          int64_t h, int64_t r0, int64_t rows, bool vector_loads) {
-  constexpr int kChunks = D / 8;
-  const uint16_t* head = base + b * st[0] + h * st[1];
-  for (int idx = int(threadIdx.x); idx < kTile * kChunks; idx += kThreads) {
-    const int r = idx / kChunks, c = (idx % kChunks) * 8;
-    uint16_t* d = dst + r * (D + kPad) + c;
-    const int64_t row = r0 + r;
-    if (row >= rows) {
-      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
-      continue;
-    }
-    const uint16_t* s = head + row * st[2] + c;
-    if (vector_loads) *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(s);
-    else
-#pragma unroll
-      for (int e = 0; e < 8; ++e) d[e] = s[e];
-  }
-}
 
 template <int D, bool kBF16> __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashArgs a) {
   using H16 = Half16<kBF16>;
@@ -248,13 +176,6 @@ template <int D, bool kBF16> void launch(const FlashArgs& a, int64_t bh, int64_t
   kernel<<<dim3(unsigned(bh), unsigned(qtiles)), kThreads, smem>>>(a);
   QKV_CUDA_LAUNCH_CHECK();
 }
-
-bool aligned16(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 &&
-         t.stride(2) % 8 == 0;
-}
-
-const uint16_t* bits(const Tensor& t) { return static_cast<const uint16_t*>(t.raw_data()); }
 
 }  // namespace
 

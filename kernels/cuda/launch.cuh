@@ -1,6 +1,7 @@
 // Shared pieces of the CUDA kernels (private to kernels/cuda): launch sizes, the generic strided
-// grid-stride kernel, warp/block reductions, and float/double math overloads that pick the
-// float intrinsics for float and the double functions for double.
+// grid-stride kernel, elementwise maps (launch_elementwise: 16-byte vector loads and stores on
+// contiguous operands, the strided kernel otherwise), warp/block reductions, and float/double
+// math overloads that pick the float intrinsics for float and the double functions for double.
 #pragma once
 #include <cuda_runtime.h>
 #include <math_constants.h>
@@ -8,10 +9,12 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "tensor/cuda/check.h"
 #include "tensor/cuda/indexer.cuh"
 #include "tensor/tensor.h"
+#include "tensor/view.h"
 
 namespace qkv::kernels::cuda {
 
@@ -66,6 +69,122 @@ template <class F> __global__ void flat_kernel(int64_t n, F f) {
 template <class F> void launch_flat(int64_t n, F f) {
   if (n == 0) return;
   flat_kernel<<<blocks_for(n, kThreads), kThreads>>>(n, f);
+  QKV_CUDA_LAUNCH_CHECK();
+}
+
+// ---- elementwise maps ---------------------------------------------------------------------
+
+// V elements of T as one aligned unit: copying one compiles to a single vector load or store
+// (128-bit when V * sizeof(T) == 16).
+template <class T, int V> struct alignas(sizeof(T) * V) Pack { T v[V]; };
+
+template <class T, int V> __device__ __forceinline__ Pack<T, V> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T, V>*>(p);
+}
+// out[0, V) = f(x[e]...) for each lane e of the input packs.
+template <int V, class TO, class F, class... TI>
+__device__ __forceinline__ void map_pack(TO* out, const F& f, const Pack<TI, V>&... x) {
+  Pack<TO, V> o;
+#pragma unroll
+  for (int e = 0; e < V; ++e) o.v[e] = f(x.v[e]...);
+  *reinterpret_cast<Pack<TO, V>*>(out) = o;
+}
+
+// out = f(in...) elementwise, f taking the inputs' element types and returning one convertible
+// to TO. Serves both kernels: strided_kernel calls operator() with the operands' offsets;
+// packed_map_kernel calls pack() / one() with flat indices, reading input k at i, or at
+// i % row when bit k of row_mask is set (a row of `row` elements repeated over the leading dims).
+template <class TO, class F, class... TI> struct ElementwiseMap {
+  static_assert(sizeof...(TI) > 0, "an elementwise map needs an input");
+  static constexpr size_t kIn = sizeof...(TI);
+  static constexpr size_t widest() {
+    size_t m = sizeof(TO);
+    ((m = sizeof(TI) > m ? sizeof(TI) : m), ...);
+    return m;
+  }
+  // Elements per vector: 16 bytes of the widest operand (the narrower ones load fewer bytes).
+  static constexpr int kWidth = int(16 / widest());
+  using Seq = std::index_sequence_for<TI...>;
+
+  TO* out;
+  const void* in[kIn];
+  F f;
+  int64_t row;
+  unsigned row_mask;
+
+  __device__ __forceinline__ int64_t at(size_t k, int64_t i, int64_t r) const { return (row_mask >> k & 1u) ? r : i; }
+
+  template <size_t... K>
+  __device__ __forceinline__ void strided_at(const int64_t (&off)[kIn + 1], std::index_sequence<K...>) const {
+    out[off[0]] = f(static_cast<const TI*>(in[K])[off[K + 1]]...);
+  }
+  __device__ void operator()(const int64_t (&off)[kIn + 1], int64_t) const { strided_at(off, Seq{}); }
+
+  // Elements [i, i + kWidth), i a multiple of kWidth.
+  template <size_t... K> __device__ __forceinline__ void pack(int64_t i, std::index_sequence<K...>) const {
+    const int64_t r = row_mask ? i % row : 0;
+    map_pack<kWidth>(out + i, f, load_pack<TI, kWidth>(static_cast<const TI*>(in[K]) + at(K, i, r))...);
+  }
+  template <size_t... K> __device__ __forceinline__ void one(int64_t i, std::index_sequence<K...>) const {
+    const int64_t r = row_mask ? i % row : 0;
+    out[i] = f(static_cast<const TI*>(in[K])[at(K, i, r)]...);
+  }
+};
+
+// One thread per kWidth-element vector, then a scalar tail of n % kWidth elements.
+template <class M> __global__ void packed_map_kernel(M m, int64_t n) {
+  constexpr int V = M::kWidth;
+  const int64_t packs = n / V;
+  for (int64_t p = global_thread(); p < packs; p += grid_threads()) m.pack(p * V, typename M::Seq{});
+  for (int64_t i = packs * V + global_thread(); i < n; i += grid_threads()) m.one(i, typename M::Seq{});
+}
+
+// One row of shape.back() contiguous elements read at every index of the leading dims.
+inline bool is_broadcast_row(const Shape& shape, const Strides& st) {
+  if (shape.empty() || st.back() != 1) return false;
+  for (size_t d = 0; d + 1 < shape.size(); ++d)
+    if (shape[d] != 1 && st[d] != 0) return false;
+  return true;
+}
+inline bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// out = f(ins...) elementwise, the inputs broadcast to out's shape (device tensors of types TI).
+// When out is contiguous and every input is either contiguous with out's shape or a row
+// broadcast along the last dim whose length is a multiple of the vector width, and every pointer
+// is aligned to its vector, it runs packed_map_kernel (16-byte loads of the widest operand);
+// otherwise the strided kernel. Each element is computed by the same f either way.
+template <class TO, class... TI, class F>
+void launch_elementwise(const Tensor& out, const std::array<const Tensor*, sizeof...(TI)>& ins, F f) {
+  using M = ElementwiseMap<TO, F, TI...>;
+  constexpr size_t N = sizeof...(TI) + 1;
+  constexpr int V = M::kWidth;
+  constexpr size_t in_sizes[] = {sizeof(TI)...};
+  const Shape& shape = out.shape();
+  const int64_t n = numel(shape);
+  if (n == 0) return;
+  M m{static_cast<TO*>(out.raw_data()), {}, f, 0, 0u};
+  std::array<Strides, N> st;
+  st[0] = out.strides();
+  bool packed = raw::is_contiguous(shape, st[0]) && aligned_to(m.out, V * sizeof(TO));
+  unsigned row_mask = 0;
+  for (size_t k = 0; k + 1 < N; ++k) {
+    m.in[k] = ins[k]->raw_data();
+    st[k + 1] = broadcast_strides(ins[k]->shape(), ins[k]->strides(), shape);
+    if (!packed) continue;
+    if (!raw::is_contiguous(shape, st[k + 1])) {
+      if (is_broadcast_row(shape, st[k + 1]) && shape.back() % V == 0) row_mask |= 1u << k;
+      else packed = false;
+    }
+    packed = packed && aligned_to(m.in[k], V * in_sizes[k]);
+  }
+  if (!packed) {
+    launch_strided<N>(shape, st, m);
+    return;
+  }
+  m.row = row_mask ? shape.back() : 0;
+  m.row_mask = row_mask;
+  const int64_t packs = n / V;
+  packed_map_kernel<M><<<blocks_for(packs > 0 ? packs : 1, kThreads), kThreads>>>(m, n);
   QKV_CUDA_LAUNCH_CHECK();
 }
 

@@ -9,7 +9,8 @@
 // a repeated shape builds none of them again. float32 computes in CUBLAS_COMPUTE_32F (no TF32),
 // float64 in CUBLAS_COMPUTE_64F, and bf16 / f16 on the tensor cores with float32 accumulation
 // (CUBLAS_COMPUTE_32F, float scale; the output rounded once). One cuBLASLt handle and workspace
-// per device, made lazily.
+// per device, made lazily. run_gemm (kernels/cuda/gemm.h) adds cuBLASLt's epilogues for
+// kernels/cuda/linear.cu: the bias, and the bias gradient.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -20,6 +21,7 @@
 #include <mutex>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/gemm_plan.h"
 #include "tensor/allocator.h"
 #include "tensor/cuda/check.h"
@@ -82,15 +84,26 @@ using Pref = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDeleter>;
 // ---- cached descriptors -----------------------------------------------------------------------
 
 // What the descriptors, layouts and chosen algorithm depend on: the device, the dtype, the
-// batch count and each matrix's layout, op and alignment.
-using PlanKey = std::array<int64_t, 21>;  // 6 + 5 per matrix
+// batch count, the epilogue and each matrix's layout, op and alignment.
+using PlanKey = std::array<int64_t, 22>;  // 7 + 5 per matrix
 
-// The cuBLASLt objects of one plan key, made once and reused by every call with that key.
+// The cuBLASLt objects of one plan key, made once and reused by every call with that key. The
+// epilogue's vector changes per call: `mu` keeps setting it and enqueueing the call together.
 struct CachedGemm {
   Desc desc;
   Layout la, lb, lc;
   cublasLtMatmulAlgo_t algo = {};
+  std::mutex mu;
 };
+
+cublasLtEpilogue_t cublas_epilogue(GemmEpilogue::Kind kind) {
+  switch (kind) {
+    case GemmEpilogue::Kind::none: return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::Kind::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::Kind::bias_grad_b: return CUBLASLT_EPILOGUE_BGRADB;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
 
 constexpr size_t kMaxCachedGemms = 4096;  // past this many keys the cache starts over
 
@@ -123,8 +136,10 @@ GemmTypes gemm_types(DType dt) {
   }
 }
 
-std::unique_ptr<const CachedGemm> build_gemm(cublasLtHandle_t handle, const GemmPlan& plan, uint32_t align_a,
-                                             uint32_t align_b, uint32_t align_c) {
+// Null when cuBLASLt has no algorithm for an epilogue (the caller runs it separately); no
+// algorithm for a plain GEMM is an error.
+std::unique_ptr<CachedGemm> build_gemm(cublasLtHandle_t handle, const GemmPlan& plan, GemmEpilogue::Kind epilogue,
+                                       uint32_t align_a, uint32_t align_b, uint32_t align_c) {
   const GemmTypes types = gemm_types(plan.dtype);
   const cudaDataType type = types.data;
   auto g = std::make_unique<CachedGemm>();
@@ -136,6 +151,8 @@ std::unique_ptr<const CachedGemm> build_gemm(cublasLtHandle_t handle, const Gemm
   const cublasOperation_t op_b = plan.a.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
   QKV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(raw_desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   QKV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(raw_desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  const cublasLtEpilogue_t ep = cublas_epilogue(epilogue);
+  QKV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
   g->la = make_layout(type, plan.b, plan.batch_count);
   g->lb = make_layout(type, plan.a, plan.batch_count);
   g->lc = make_layout(type, plan.c, plan.batch_count);
@@ -158,8 +175,10 @@ std::unique_ptr<const CachedGemm> build_gemm(cublasLtHandle_t handle, const Gemm
 
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
-  QKV_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, raw_desc, g->la.get(), g->lb.get(), g->lc.get(), g->lc.get(),
-                                                  raw_pref, 1, &heuristic, &found));
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, raw_desc, g->la.get(), g->lb.get(), g->lc.get(),
+                                                               g->lc.get(), raw_pref, 1, &heuristic, &found);
+  if (epilogue != GemmEpilogue::Kind::none && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return nullptr;
+  check_cublas(status, "cublasLtMatmulAlgoGetHeuristic");
   check<DeviceError>(found > 0, "matmul: cuBLASLt has no algorithm for ", dtype_name(plan.dtype), " (m=", plan.m,
                      ", n=", plan.n, ", k=", plan.k, ", batches=", plan.batch_count, ")");
   g->algo = heuristic.algo;
@@ -168,19 +187,20 @@ std::unique_ptr<const CachedGemm> build_gemm(cublasLtHandle_t handle, const Gemm
 
 // The cached cuBLASLt objects for this plan on this device, built on first use. Kept for the
 // life of the process (never destroyed at exit, like the device contexts).
-std::shared_ptr<const CachedGemm> cached_gemm(int device, cublasLtHandle_t handle, const GemmPlan& plan,
-                                              uint32_t align_a, uint32_t align_b, uint32_t align_c) {
-  PlanKey key = {device, int64_t(plan.dtype), plan.batch_count, align_a, align_b, align_c};
-  size_t i = 6;
+std::shared_ptr<CachedGemm> cached_gemm(int device, cublasLtHandle_t handle, const GemmPlan& plan,
+                                        GemmEpilogue::Kind epilogue, uint32_t align_a, uint32_t align_b,
+                                        uint32_t align_c) {
+  PlanKey key = {device, int64_t(plan.dtype), plan.batch_count, int64_t(epilogue), align_a, align_b, align_c};
+  size_t i = 7;
   for (const GemmMatrix* m : {&plan.a, &plan.b, &plan.c})
     for (int64_t v : {int64_t(m->transpose), m->rows, m->cols, m->ld, m->batch_stride}) key[i++] = v;
   static std::mutex mu;
-  static auto* cache = new std::map<PlanKey, std::shared_ptr<const CachedGemm>>();
+  static auto* cache = new std::map<PlanKey, std::shared_ptr<CachedGemm>>();  // null: no epilogue algorithm
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
   if (cache->size() >= kMaxCachedGemms) cache->clear();  // calls still running keep their entries
-  std::shared_ptr<const CachedGemm> g = build_gemm(handle, plan, align_a, align_b, align_c);
+  std::shared_ptr<CachedGemm> g = build_gemm(handle, plan, epilogue, align_a, align_b, align_c);
   cache->emplace(key, g);
   return g;
 }
@@ -200,7 +220,8 @@ char* matrix_pointer(const Tensor& t, const GemmMatrix& m) {
   return static_cast<char*>(t.storage()->data()) + m.offset * int64_t(t.element_size());
 }
 
-void gemm(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& out) {
+// False (nothing enqueued) when cuBLASLt has no algorithm for the epilogue.
+bool gemm(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& ep) {
   const int device = out.device().index;
   QKV_CUDA_CHECK(cudaSetDevice(device));
   const DeviceContext& ctx = device_context(device);
@@ -210,15 +231,21 @@ void gemm(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& 
   const uint32_t align_a = gemm_alignment(reinterpret_cast<uintptr_t>(pb), plan.a.align_stride_bytes);
   const uint32_t align_b = gemm_alignment(reinterpret_cast<uintptr_t>(pa), plan.b.align_stride_bytes);
   const uint32_t align_c = gemm_alignment(reinterpret_cast<uintptr_t>(pc), plan.c.align_stride_bytes);
-  const std::shared_ptr<const CachedGemm> g = cached_gemm(device, ctx.handle, plan, align_a, align_b, align_c);
+  const std::shared_ptr<CachedGemm> g = cached_gemm(device, ctx.handle, plan, ep.kind, align_a, align_b, align_c);
+  if (!g) return false;
   const double alpha64 = 1, beta64 = 0;  // alpha and beta have the scale type
   const float alpha32 = 1, beta32 = 0;
   const bool f64 = plan.dtype == DType::f64;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
-  QKV_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, g->desc.get(), alpha, pa, g->la.get(), pb, g->lb.get(), beta, pc,
-                                  g->lc.get(), pc, g->lc.get(), &g->algo, ctx.workspace, kWorkspaceBytes,
-                                  /*stream=*/0));
+  std::lock_guard<std::mutex> lock(g->mu);
+  cublasLtMatmulDesc_t desc = g->desc.get();
+  if (ep.kind != GemmEpilogue::Kind::none)
+    QKV_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof(ep.bias)));
+  QKV_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, desc, alpha, pa, g->la.get(), pb, g->lb.get(), beta, pc, g->lc.get(), pc,
+                                  g->lc.get(), &g->algo, ctx.workspace, kWorkspaceBytes, /*stream=*/0));
+  return true;
 }
 
 }  // namespace
@@ -233,7 +260,15 @@ void matmul(const KernelArgs& k) {
     return;
   }
   const Tensor a = operand_tensor(k.in[0], plan.a), b = operand_tensor(k.in[1], plan.b);
-  gemm(plan, a, b, out);
+  gemm(plan, a, b, out, GemmEpilogue{});
+}
+
+bool run_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b,
+              const GemmEpilogue& epilogue) {
+  const GemmPlan plan = plan_gemm(a, b, out, trans_a, trans_b);
+  check<ValueError>(plan.kind == GemmKind::gemm && plan.batch_count == 1, "matmul: an epilogue needs one GEMM with ",
+                    "a non-empty inner dim, got ", shape_str(out.shape()));
+  return gemm(plan, operand_tensor(a, plan.a), operand_tensor(b, plan.b), out, epilogue);
 }
 
 }  // namespace qkv::kernels::cuda

@@ -3,7 +3,12 @@
 // [outer, reduced, inner] tensor (permuted and copied first when the reduced dims are not one
 // contiguous block). With inner == 1 each output is a row reduced by one block (warp shuffles,
 // then shared memory; a few very long rows are cut into pieces first, and the pieces' partial
-// results reduced in a second pass); otherwise each thread walks one column. Float sums
+// results reduced in a second pass). Otherwise the outputs are columns: when there are many
+// (>= 64K) or the columns are short, each thread walks one column; else (a bias gradient: sum
+// over 12K tokens of [tokens, 1024..4096]) blocks of 32 columns x 8 row-threads each fold a chunk
+// of rows into partial results [columns, splits], enough chunks for about 2048 blocks, and a
+// second pass reduces each column's partials as a row. The order of additions depends only on
+// the shape (not on the device or the launch), so results are deterministic. Float sums
 // accumulate in double, as on the CPU.
 #include <algorithm>
 #include <limits>
@@ -65,6 +70,49 @@ __global__ void fold_cols_kernel(const T* x, T* out, int64_t O, int64_t R, int64
   }
 }
 
+// Column tiles: blockDim (kColTile, kColLanes). Block (t, s) folds columns
+// [t * kColTile, (t + 1) * kColTile) (flat indices j over O * I; reads along i are coalesced)
+// over rows [s * chunk, (s + 1) * chunk): row-thread y takes rows y, y + kColLanes, ... of the
+// chunk, then row-thread 0 folds the kColLanes results in order. partial[j * gridDim.y + s]
+// gets the accumulator.
+constexpr int kColTile = 32;
+constexpr int kColLanes = 8;
+
+template <class T, class Acc, class Op>
+__global__ void fold_col_tiles_kernel(const T* x, Acc* partial, int64_t O, int64_t R, int64_t I, int64_t chunk,
+                                      Acc init, Op op) {
+  __shared__ Acc smem[kColLanes][kColTile];
+  const int64_t j = blockIdx.x * int64_t(kColTile) + threadIdx.x;
+  const int64_t r0 = blockIdx.y * chunk, r1 = min(R, r0 + chunk);
+  const bool live = j < O * I;
+  Acc acc = init;
+  if (live) {
+    const T* p = x + (j / I) * R * I + j % I;
+#pragma unroll 4
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kColLanes) acc = op(acc, Acc(p[r * I]));
+  }
+  smem[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && live) {
+    for (int y = 1; y < kColLanes; ++y) acc = op(acc, smem[y][threadIdx.x]);
+    partial[j * gridDim.y + blockIdx.y] = acc;
+  }
+}
+
+// Column reductions split when there are fewer than kWideCols columns and the rows are long
+// enough: chunks of at least kMinColChunk rows, about kColTargetBlocks blocks in all (two waves
+// of 8 resident 256-thread blocks on each of ~132 SMs). Fixed numbers rather than the device's
+// SM count, so a shape reduces in the same order on every GPU.
+constexpr int64_t kWideCols = 1 << 16;
+constexpr int64_t kMinColChunk = 64;
+constexpr int64_t kColTargetBlocks = 1 << 11;
+
+int64_t col_splits(int64_t cols, int64_t R) {
+  if (cols >= kWideCols) return 1;
+  const int64_t tiles = (cols + kColTile - 1) / kColTile;
+  return std::max<int64_t>(1, std::min((kColTargetBlocks + tiles - 1) / tiles, R / kMinColChunk));
+}
+
 // With few rows, long rows are split so that enough blocks run: pieces of at least
 // kMinPiece elements, about kTargetBlocks blocks in all.
 constexpr int64_t kMinPiece = 1 << 12;
@@ -84,7 +132,23 @@ void fold(const Tensor& out, const ReduceLayout& L, Acc init, Op op, double scal
   T* o = static_cast<T*>(out.raw_data());
   const ScaleFinish fin{scale};
   if (I != 1 || R <= kShortRow) {
-    fold_cols_kernel<T, Acc, Op><<<blocks_for(O * I, kThreads), kThreads>>>(x, o, O, R, I, init, op, fin);
+    const int64_t cols = O * I;
+    const int64_t splits = I != 1 ? col_splits(cols, R) : 1;
+    if (splits == 1) {
+      fold_cols_kernel<T, Acc, Op><<<blocks_for(cols, kThreads), kThreads>>>(x, o, O, R, I, init, op, fin);
+      QKV_CUDA_LAUNCH_CHECK();
+      return;
+    }
+    // Two passes: chunks of rows into partial accumulators [cols, splits] (no empty chunk),
+    // then each column's partials in order as a row.
+    const int64_t chunk = (R + splits - 1) / splits, used = (R + chunk - 1) / chunk;
+    const Tensor partial = empty({cols, used}, {dtype_of<Acc>(), out.device()});
+    Acc* pp = partial.data<Acc>();
+    const dim3 grid(unsigned((cols + kColTile - 1) / kColTile), unsigned(used));
+    fold_col_tiles_kernel<T, Acc, Op><<<grid, dim3(kColTile, kColLanes)>>>(x, pp, O, R, I, chunk, init, op);
+    QKV_CUDA_LAUNCH_CHECK();
+    fold_rows_kernel<<<row_blocks(cols), row_threads(used)>>>(static_cast<const Acc*>(pp), o, cols, used, 1, used, init,
+                                                              op, fin);
     QKV_CUDA_LAUNCH_CHECK();
     return;
   }

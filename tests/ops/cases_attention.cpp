@@ -74,6 +74,12 @@ std::vector<Sample> attention_samples() {
           // The tensor-core kernel's head dim 64 (bf16/f16 on CUDA), several query and key tiles.
           large({"tiles: D 64, GQA 2, causal, 100 queries over 130 keys",
                  qkv({1, 4, 100, 64}, {1, 2, 130, 64}, {1, 2, 130, 64}), attn(true, 64)}),
+          // The tensor-core backward (bf16/f16 on CUDA): head dim 128 (query chunks of 32 in the
+          // dK/dV kernel), and head dim 64 over several query heads of one KV head.
+          large({"tiles: D 128, GQA 2, causal, 70 queries over 90 keys",
+                 qkv({1, 4, 70, 128}, {1, 2, 90, 128}, {1, 2, 90, 128}), attn(true, 128)}),
+          large({"tiles: D 64, multi-query, 4 heads, 140 queries and keys",
+                 qkv({1, 4, 140, 64}, {1, 1, 140, 64}, {1, 1, 140, 64}), attn(false, 64)}),
           // Decode steps: the split-KV kernel on CUDA (a few queries, 128+ keys, no bias).
           large({"decode: GQA 4, causal, 1 query over 300 keys, D 64",
                  qkv({2, 8, 1, 64}, {2, 2, 300, 64}, {2, 2, 300, 64}), attn(true, 64)}),

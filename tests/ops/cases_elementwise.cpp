@@ -11,7 +11,10 @@ std::vector<Sample> binary_samples(bool away_from_zero_b = false) {
           {"broadcast row", {real({2, 3, 4}), b({4})}},
           {"broadcast both", {real({2, 1, 4}), b({3, 1})}},
           {"0-dim operand", {real({}), b({2, 3})}},
-          {"size-1 dims", {real({1, 5, 1}), b({1, 5, 1})}}};
+          {"size-1 dims", {real({1, 5, 1}), b({1, 5, 1})}},
+          // The CUDA vector path: contiguous with a scalar tail, and a row broadcast (bias add).
+          {"contiguous", {real({1027, 37}), b({1027, 37})}, NoAttrs{}, false},
+          {"bias row", {real({257, 64}), b({64})}, NoAttrs{}, false}};
 }
 
 template <class F> OpCase binary_case(F f, bool away_from_zero_b = false) {
@@ -32,7 +35,8 @@ template <class F> OpCase unary_case(F f, Kind kind = Kind::real, Attrs attrs = 
   c.samples = {{"2-d", {spec({4, 5})}, attrs},
                {"3-d", {spec({2, 3, 4})}, attrs},
                {"0-dim", {spec({})}, attrs},
-               {"size-1 dim", {spec({3, 1})}, attrs}};
+               {"size-1 dim", {spec({3, 1})}, attrs},
+               {"contiguous", {spec({1027, 37})}, attrs, false}};
   c.reference = [f](const std::vector<Ref>& in, const Attrs&) { return std::vector<Ref>{map1(in[0], f)}; };
   return c;
 }
@@ -40,6 +44,7 @@ template <class F> OpCase unary_case(F f, Kind kind = Kind::real, Attrs attrs = 
 OpCase int_binary_extra(OpCase c) {
   c.samples.push_back({"int64", {index({3, 4}, 7), index({4}, 7)}});
   c.samples.push_back({"int32", {index32({2, 3}, 9), index32({2, 3}, 9)}});
+  c.samples.push_back({"int32 contiguous", {index32({61, 37}, 9), index32({61, 37}, 9)}, NoAttrs{}, false});
   return c;
 }
 
@@ -73,6 +78,7 @@ OpCase case_eq() {
 OpCase case_neg() {
   OpCase c = unary_case([](double x) { return -x; });
   c.samples.push_back({"int64", {index({5}, 10)}});
+  c.samples.push_back({"int64 contiguous", {index({61, 37}, 10)}, NoAttrs{}, false});
   return c;
 }
 OpCase case_abs() {
@@ -103,6 +109,7 @@ OpCase case_relu() {
 OpCase case_pow() {
   OpCase c;
   for (double p : {2.0, 3.0, 0.5, -1.0, 1.7}) c.samples.push_back({cat("p=", p), {positive({3, 4})}, ScalarAttrs{p}});
+  c.samples.push_back({"p=1.7 contiguous", {positive({1027, 37})}, ScalarAttrs{1.7}, false});
   c.reference = [](const std::vector<Ref>& in, const Attrs& a) {
     const double p = std::get<ScalarAttrs>(a).value;
     return std::vector<Ref>{map1(in[0], [p](double x) { return std::pow(x, p); })};
@@ -116,6 +123,7 @@ OpCase case_gelu() {
     const char* form = t ? "tanh" : "erf";
     c.samples.push_back({cat(form, " 2-d"), {real({4, 6})}, GeluAttrs{t}});
     c.samples.push_back({cat(form, " broadcast-free 3-d"), {real({2, 3, 2})}, GeluAttrs{t}});
+    c.samples.push_back({cat(form, " contiguous"), {real({1027, 37})}, GeluAttrs{t}, false});
   }
   c.reference = [](const std::vector<Ref>& in, const Attrs& a) {
     const bool t = std::get<GeluAttrs>(a).tanh;
@@ -126,7 +134,11 @@ OpCase case_gelu() {
 
 OpCase case_gelu_backward() {
   OpCase c;
-  for (bool t : {false, true}) c.samples.push_back({t ? "tanh" : "erf", {real({3, 5}), real({3, 5})}, GeluAttrs{t}});
+  for (bool t : {false, true}) {
+    c.samples.push_back({t ? "tanh" : "erf", {real({3, 5}), real({3, 5})}, GeluAttrs{t}});
+    c.samples.push_back(
+        {t ? "tanh contiguous" : "erf contiguous", {real({1027, 37}), real({1027, 37})}, GeluAttrs{t}, false});
+  }
   c.reference = [](const std::vector<Ref>& in, const Attrs& a) {
     const bool t = std::get<GeluAttrs>(a).tanh;
     auto d = [t](double x) {
@@ -148,7 +160,9 @@ OpCase case_masked_fill() {
   OpCase c;
   c.samples = {{"same shape", {real({3, 4}), mask({3, 4})}, ScalarAttrs{-100}},
                {"broadcast mask", {real({2, 3, 4}), mask({3, 1})}, ScalarAttrs{0.5}},
-               {"int64", {index({4, 4}, 100), mask({4})}, ScalarAttrs{-7}}};
+               {"int64", {index({4, 4}, 100), mask({4})}, ScalarAttrs{-7}},
+               {"contiguous", {real({1027, 37}), mask({1027, 37})}, ScalarAttrs{-100}, false},
+               {"row mask", {real({64, 48}), mask({48})}, ScalarAttrs{2.5}, false}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& a) {
     const double v = std::get<ScalarAttrs>(a).value;
     return std::vector<Ref>{map2(in[0], in[1], [v](double x, double m) { return m != 0 ? v : x; })};
@@ -160,7 +174,8 @@ OpCase case_where() {
   OpCase c;
   c.samples = {{"same shape", {mask({3, 4}), real({3, 4}), real({3, 4})}},
                {"all broadcast", {mask({3, 1}), real({4}), real({2, 1, 1})}},
-               {"0-dim branch", {mask({2, 3}), real({2, 3}), constant(real({}))}}};
+               {"0-dim branch", {mask({2, 3}), real({2, 3}), constant(real({}))}},
+               {"contiguous", {mask({1027, 37}), real({1027, 37}), real({1027, 37})}, NoAttrs{}, false}};
   c.reference = [](const std::vector<Ref>& in, const Attrs&) {
     Ref r(broadcast(broadcast(in[0].shape, in[1].shape), in[2].shape));
     for_each_index(r.shape, [&](const std::vector<int64_t>& i) {

@@ -15,6 +15,19 @@ std::vector<Sample> reduce_samples() {
           {"0-dim", {real({})}, ReduceAttrs{{}, false}}};
 }
 
+// Column reductions long and narrow enough for the CUDA kernels' split column path (row chunks
+// folded into partial results, then the partials reduced per column).
+std::vector<Sample> column_split_samples() {
+  return {{"columns split, dim 0", {real({1000, 40})}, ReduceAttrs{{0}, false}, false},
+          {"columns split, dims 0-1", {real({40, 50, 33})}, ReduceAttrs{{0, 1}, false}, false},
+          {"columns split, middle dim", {real({3, 400, 20})}, ReduceAttrs{{1}, true}, false}};
+}
+
+std::vector<Sample> with_column_splits(std::vector<Sample> s) {
+  for (Sample& c : column_split_samples()) s.push_back(std::move(c));
+  return s;
+}
+
 // Folds each reduced group with `fold` from `init`, then `finish(acc, count)`.
 template <class Fold, class Finish> Reference reduce_reference(double init, Fold fold, Finish finish) {
   return [=](const std::vector<Ref>& in, const Attrs& a) {
@@ -35,8 +48,9 @@ template <class Fold, class Finish> Reference reduce_reference(double init, Fold
 
 OpCase case_sum() {
   OpCase c;
-  c.samples = reduce_samples();
+  c.samples = with_column_splits(reduce_samples());
   c.samples.push_back({"int64", {index({3, 4}, 50)}, ReduceAttrs{{1}, false}});
+  c.samples.push_back({"int64 columns split", {index({600, 24}, 1000)}, ReduceAttrs{{0}, false}, false});
   c.reference = reduce_reference(
       0, [](double a, double x) { return a + x; }, [](double a, double) { return a; });
   return c;
@@ -44,7 +58,7 @@ OpCase case_sum() {
 
 OpCase case_mean() {
   OpCase c;
-  c.samples = reduce_samples();
+  c.samples = with_column_splits(reduce_samples());
   c.reference = reduce_reference(
       0, [](double a, double x) { return a + x; }, [](double a, double n) { return a / n; });
   return c;
@@ -52,8 +66,9 @@ OpCase case_mean() {
 
 OpCase case_amax() {
   OpCase c;
-  c.samples = reduce_samples();
+  c.samples = with_column_splits(reduce_samples());
   c.samples.push_back({"int64", {index({3, 4}, 50)}, ReduceAttrs{{0}, false}});
+  c.samples.push_back({"int64 columns split", {index({600, 24}, 1000)}, ReduceAttrs{{0}, false}, false});
   c.reference = reduce_reference(
       -std::numeric_limits<double>::infinity(), [](double a, double x) { return std::max(a, x); },
       [](double a, double) { return a; });

@@ -1,0 +1,424 @@
+// FlashAttention-2 backward on the tensor cores for bf16 and f16: mma.sync m16n8k16 with float32
+// accumulation (kernels/cuda/flash_mma.cuh for the fragment layouts), probabilities recomputed
+// from the forward's float32 log-sum-exp, P and dS rounded to the input dtype for their products
+// (as FlashAttention does). Semantics as the float backward in kernels/cuda/attention.cu: query
+// head h reads KV head h / group, bottom-right causal masking, a row that saw no key (lse -inf)
+// gets dq 0 and adds nothing, K and V as one tensor loaded into shared memory once per tile.
+//
+// Three launches, no atomics (every output element is summed by one thread in a fixed order, so
+// the same bits every run):
+//   delta   delta[b, h, i] = <dO_i, O_i> in float32, one warp per row.
+//   dk, dv  one block per (b, KV head hk, 64-key tile). Warp w owns keys 16w .. 16w+15 of the
+//           tile and keeps dK and dV for them in float32 registers; the block loops over the
+//           group's query heads h (hk * group ..) and their query chunks of BQ rows (64 for
+//           D = 64, 32 for D = 128), skipping chunks none of whose rows sees the tile (causal).
+//           Per chunk, with keys as the mma rows (everything transposed):
+//             S^T  = K Q^T                  A: K rows (ldmatrix),   B: Q stored [query][d]
+//             P^T  = exp(scale S^T - lse)   0 where masked or lse = -inf (per query column)
+//             dV  += P^T dO                 A: P^T from the accumulators, B: dO [query][dv] .trans
+//           then, 16 queries at a time (only 8 dP^T floats live):
+//             dP^T = V dO^T                 A: V rows,              B: dO stored [query][dv]
+//             dS^T = P^T (dP^T - delta)
+//             dK  += dS^T Q                 A: dS^T from the accumulators, B: Q [query][d] .trans
+//           and at the end dK * scale and dV are written once. Lane holds, of every product with
+//           keys as rows, keys g = lane / 4 and g + 8 of the warp's 16 and, in each 8-wide
+//           n-block, queries 2t and 2t + 1 (t = lane % 4): per-query values (lse, delta, the
+//           causal limit) are read per column, from shared memory.
+//           K=V: one shared tile serves as K and as V. dk and dv are separate outputs (the
+//           autograd rule returns both, and sums them into the one tensor's gradient), so they
+//           are accumulated and written separately.
+//   dq      one block per (b, h, 64-query tile), warp w owning its rows 16w .. 16w+15, looping
+//           over the key tiles up to the last one the tile's rows see:
+//             S = Q K^T, P = exp(scale S - lse), dP = dO V^T, dS = P (dP - delta), dQ += dS K
+//           (B of the last from K stored [key][d], .trans); dQ * scale written once. Here lane
+//           holds query rows g and g + 8, so lse and delta are two registers.
+// Registers: at D = 128 the dK and dV accumulators alone take 2 x 64 floats per thread, so the
+// query chunk is 32 there (S^T 16 floats) rather than 64; every kernel fits without spills (ptxas
+// -v), the dk/dv one at 3 blocks per SM for D = 64 and 2 for D = 128.
+#include <cstdint>
+
+#include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/flash_attention_backward.h"
+#include "kernels/cuda/flash_mma.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/layout.h"
+#include "tensor/cuda/check.h"
+
+namespace qkv::kernels::cuda {
+namespace {
+
+using flash::acc_to_a;
+using flash::aligned16;
+using flash::bits;
+using flash::Half16;
+using flash::kPad;
+using flash::kThreads;
+using flash::kTile;
+using flash::load_a;
+using flash::mma_times_kn;
+using flash::load_b_nk;
+using flash::load_tile;
+using flash::mma_16816;
+using flash::visible;
+
+constexpr int kDeltaThreads = 256;  // 8 rows per block
+
+// Query rows per chunk of the dk/dv kernel (see the register note above).
+template <int D> inline constexpr int kQueryChunk = D == 64 ? 64 : 32;
+// Blocks per SM the register allocation must allow (__launch_bounds__): as many as fit without
+// spills (ptxas -v: capped at 168 registers for 3 blocks, the D = 64 kernels fit; at D = 128 both
+// spill there and use up to 255 for 2 blocks).
+template <int D> inline constexpr int kDkdvBlocks = D == 64 ? 3 : 2;
+template <int D> inline constexpr int kDqBlocks = D == 64 ? 3 : 2;
+
+struct BackwardArgs {
+  const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *o = nullptr;
+  int64_t qs[3] = {}, ks[3] = {}, vs[3] = {}, gs[3] = {}, os[3] = {};  // element strides of batch, head, row
+  const float* lse = nullptr;                                          // [B, H, T] contiguous
+  float* delta = nullptr;                                              // [B, H, T] contiguous
+  uint16_t *dq = nullptr, *dk = nullptr, *dv = nullptr;                // [B, H, T, D], [B, Hk, S, D] x 2, contiguous
+  int64_t B = 0, H = 0, Hk = 0;
+  int T = 0, S = 0, group = 1;  // T, S at most 65535 tiles of 64 (checked on the host)
+  float scale = 1;
+  bool causal = false, kv_shared = false;
+  bool vector_loads = false;  // q, k, v, dO rows all start 16-byte aligned
+};
+
+// delta[r] = <dO_r, O_r> for every row r of [B, H, T]: one warp per row, lane c summing columns
+// c, c + 32, ..., then a fixed shuffle tree.
+template <int D, bool kBF16>
+__global__ void __launch_bounds__(kDeltaThreads) flash_delta_kernel(BackwardArgs a, int64_t rows) {
+  using H16 = Half16<kBF16>;
+  const int lane = int(threadIdx.x) % kWarp;
+  const int64_t first = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x / kWarp;
+  for (int64_t r = first; r < rows; r += step) {  // warp-uniform
+    const int64_t b = r / (a.H * a.T), h = (r / a.T) % a.H, i = r % a.T;
+    const uint16_t* gr = a.g + b * a.gs[0] + h * a.gs[1] + i * a.gs[2];
+    const uint16_t* orow = a.o + b * a.os[0] + h * a.os[1] + i * a.os[2];
+    float s = 0.f;
+#pragma unroll
+    for (int c = lane; c < D; c += kWarp) s += H16::to_float(gr[c]) * H16::to_float(orow[c]);
+    s = warp_reduce(s, SumOp{});
+    if (lane == 0) a.delta[r] = s;
+  }
+}
+
+// One block per (b, KV head, 64-key tile): dk = scale * sum dS^T Q and dv = sum P^T dO over the
+// group's query heads and all the query rows that see the tile.
+template <int D, bool kBF16>
+__global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>) flash_dkdv_kernel(BackwardArgs a) {
+  using H16 = Half16<kBF16>;
+  constexpr int LD = D + kPad, BQ = kQueryChunk<D>;
+  const float kNegInf = -CUDART_INF_F;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  uint16_t* Ks = reinterpret_cast<uint16_t*>(smem_raw);                    // [kTile][LD] keys j0 ..
+  uint16_t* Qs = Ks + kTile * LD;                                          // [BQ][LD] query rows i0 ..
+  uint16_t* Gs = Qs + BQ * LD;                                             // [BQ][LD] their dO rows
+  float* Ls = reinterpret_cast<float*>(Gs + BQ * LD);                      // [BQ] their lse (-inf past T)
+  float* Ds = Ls + BQ;                                                     // [BQ] their delta
+  uint16_t* Vs = a.kv_shared ? Ks : reinterpret_cast<uint16_t*>(Ds + BQ);  // K=V: one tile, both roles
+
+  const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, g = lane / 4, t = lane % 4;
+  const int64_t bhk = blockIdx.x, b = bhk / a.Hk, hk = bhk % a.Hk;
+  const int64_t j0 = int64_t(blockIdx.y) * kTile;
+  load_tile<D>(Ks, a.k, a.ks, b, hk, j0, a.S, a.vector_loads);  // rows past S are zeros
+  if (!a.kv_shared) load_tile<D>(Vs, a.v, a.vs, b, hk, j0, a.S, a.vector_loads);
+  // (the first chunk's barrier below publishes these tiles)
+
+  // This lane's keys (accumulator rows g and g + 8 of the warp's 16), relative to the tile.
+  const int kr[2] = {warp * 16 + g, warp * 16 + g + 8};
+  float dk[D / 8][4], dv[D / 8][4];  // n-block n: columns 8n + 2t, +1 of keys kr[0] (0, 1), kr[1] (2, 3)
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
+
+#pragma unroll 1
+  for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h) {
+    const int64_t bh = b * a.H + h;
+#pragma unroll 1
+    for (int64_t i0 = 0; i0 < a.T; i0 += BQ) {
+      const int64_t last = (i0 + BQ < a.T ? i0 + BQ : a.T) - 1;
+      if (visible(a, last) <= j0) continue;  // block-uniform: no row of the chunk sees our keys
+      __syncthreads();                       // the previous chunk's readers are done
+      load_tile<D, BQ>(Qs, a.q, a.qs, b, h, i0, a.T, a.vector_loads);
+      load_tile<D, BQ>(Gs, a.g, a.gs, b, h, i0, a.T, a.vector_loads);
+      for (int c = int(threadIdx.x); c < BQ; c += kThreads) {
+        const int64_t i = i0 + c;
+        Ls[c] = i < a.T ? a.lse[bh * a.T + i] : kNegInf;
+        Ds[c] = i < a.T ? a.delta[bh * a.T + i] : 0.f;
+      }
+      __syncthreads();
+
+      // Key kr[r] (tile-relative) is seen by query c (chunk-relative) iff j0 + kr[r] < visible(i0 +
+      // c): j0 + kr[r] < S, causally kr[r] - c < diag = i0 + 1 + S - T - j0 (clamped to the range
+      // of kr - c), and the row saw a key at all (lse > -inf).
+      const int64_t diag64 = i0 + 1 + a.S - a.T - j0;
+      const int diag = !a.causal ? kTile + 1 : diag64 > kTile + 1 ? kTile + 1 : diag64 < -BQ ? -BQ : int(diag64);
+      const int64_t krmax = a.S - j0;  // keys kr >= krmax are past S (zero rows)
+      auto sees = [&](int r, int c) { return kr[r] < krmax && kr[r] - c < diag && Ls[c] != kNegInf; };
+
+      // S^T = K Q^T: 16 keys x BQ queries per warp; n-block n is queries 8n .. 8n+7.
+      float st[BQ / 8][4];
+#pragma unroll
+      for (int n = 0; n < BQ / 8; ++n) st[n][0] = st[n][1] = st[n][2] = st[n][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {  // d = 16 kk .. +15
+        uint32_t ka[4];
+        load_a(ka, Ks, LD, warp * 16, kk * 16, lane);
+#pragma unroll
+        for (int n2 = 0; n2 < BQ / 16; ++n2) {  // queries 16 n2 .. +15: Qs is [n][k]
+          uint32_t qb[4];
+          load_b_nk(qb, Qs, LD, n2 * 16, kk * 16, lane);
+          mma_16816<kBF16>(st[2 * n2], ka, qb[0], qb[1]);
+          mma_16816<kBF16>(st[2 * n2 + 1], ka, qb[2], qb[3]);
+        }
+      }
+      // P^T in place: element e of n-block n is key kr[e / 2], query c = 8n + 2t + e % 2.
+#pragma unroll
+      for (int n = 0; n < BQ / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = n * 8 + 2 * t + e % 2;
+          st[n][e] = sees(e / 2, c) ? __expf(st[n][e] * a.scale - Ls[c]) : 0.f;
+        }
+      }
+
+      // dV += P^T dO: k = the chunk's queries, 16 at a time (n-blocks 2kc, 2kc+1 of P^T).
+#pragma unroll
+      for (int kc = 0; kc < BQ / 16; ++kc) {
+        uint32_t pa[4];
+        acc_to_a<kBF16>(pa, st[2 * kc], st[2 * kc + 1]);
+        mma_times_kn<kBF16, D>(dv, pa, Gs, LD, kc * 16, lane);  // Gs is [k][n]
+      }
+
+      // dP^T = V dO^T, dS^T = P^T (dP^T - delta) and dK += dS^T Q, 16 queries (n-blocks 2kc and
+      // 2kc + 1, the k range of one dK product) at a time: only 8 dP^T floats are live.
+#pragma unroll
+      for (int kc = 0; kc < BQ / 16; ++kc) {
+        float dpt[2][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {  // dv = 16 kk .. +15
+          uint32_t va[4], gb[4];
+          load_a(va, Vs, LD, warp * 16, kk * 16, lane);
+          load_b_nk(gb, Gs, LD, kc * 16, kk * 16, lane);  // Gs is [n][k] here: queries x dv
+          mma_16816<kBF16>(dpt[0], va, gb[0], gb[1]);
+          mma_16816<kBF16>(dpt[1], va, gb[2], gb[3]);
+        }
+        // dS^T (0 where masked, whatever dP^T holds).
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int n = 2 * kc + h2, c = n * 8 + 2 * t + e % 2;
+            dpt[h2][e] = sees(e / 2, c) ? st[n][e] * (dpt[h2][e] - Ds[c]) : 0.f;
+          }
+        uint32_t sa[4];
+        acc_to_a<kBF16>(sa, dpt[0], dpt[1]);
+        mma_times_kn<kBF16, D>(dk, sa, Qs, LD, kc * 16, lane);  // Qs is [k][n]
+      }
+    }
+  }
+
+  // Every key row of the tile below S is written (0 where no query sees it).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t j = j0 + kr[r];
+    if (j >= a.S) continue;
+    const int64_t row = bhk * a.S + j;
+    uint16_t* dkrow = a.dk + row * D;
+    uint16_t* dvrow = a.dv + row * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(dkrow + n * 8 + 2 * t) =
+          H16::pack(dk[n][2 * r] * a.scale, dk[n][2 * r + 1] * a.scale);
+      *reinterpret_cast<uint32_t*>(dvrow + n * 8 + 2 * t) = H16::pack(dv[n][2 * r], dv[n][2 * r + 1]);
+    }
+  }
+}
+
+// One block per (b, h, 64-query tile): dq = scale * sum_j dS_ij k_j over the visible key tiles.
+template <int D, bool kBF16> __global__ void __launch_bounds__(kThreads, kDqBlocks<D>) flash_dq_kernel(BackwardArgs a) {
+  using H16 = Half16<kBF16>;
+  constexpr int LD = D + kPad;
+  const float kNegInf = -CUDART_INF_F;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem_raw);  // [kTile][LD] query rows i0 ..
+  uint16_t* Gs = Qs + kTile * LD;                        // [kTile][LD] their dO rows
+  uint16_t* Ks = Gs + kTile * LD;                        // [kTile][LD] keys j0 ..
+  uint16_t* Vs = a.kv_shared ? Ks : Ks + kTile * LD;     // K=V: one tile, both roles
+
+  const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, g = lane / 4, t = lane % 4;
+  const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H, hk = h / a.group;
+  const int64_t i0 = int64_t(blockIdx.y) * kTile;
+  load_tile<D>(Qs, a.q, a.qs, b, h, i0, a.T, a.vector_loads);
+  load_tile<D>(Gs, a.g, a.gs, b, h, i0, a.T, a.vector_loads);
+
+  // This lane's rows (accumulator rows g and g + 8 of the warp's 16): lse, delta, and the keys
+  // they see, [0, vis) (none past T or when the row saw no key).
+  const int64_t rows[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
+  float lse[2], delta[2];
+  int64_t vis[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const bool ok = rows[r] < a.T;
+    lse[r] = ok ? a.lse[bh * a.T + rows[r]] : kNegInf;
+    delta[r] = ok ? a.delta[bh * a.T + rows[r]] : 0.f;
+    vis[r] = ok && lse[r] != kNegInf ? visible(a, rows[r]) : 0;
+  }
+  float dq[D / 8][4];  // n-block n: columns 8n + 2t, +1 of rows g (0, 1) and g + 8 (2, 3)
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
+
+  const int64_t last_row = (i0 + kTile < a.T ? i0 + kTile : a.T) - 1;
+  const int64_t kend = visible(a, last_row);  // no row of the block sees a key past this
+#pragma unroll 1
+  for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
+    __syncthreads();  // the previous tile's readers are done (the first time: Q, dO loaded)
+    load_tile<D>(Ks, a.k, a.ks, b, hk, j0, a.S, a.vector_loads);
+    if (!a.kv_shared) load_tile<D>(Vs, a.v, a.vs, b, hk, j0, a.S, a.vector_loads);
+    __syncthreads();
+
+    // S = Q K^T and dP = dO V^T: 16 rows x 64 keys per warp; n-block n is keys 8n .. 8n+7.
+    float s[kTile / 8][4], dp[kTile / 8][4];
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t qa[4], ga[4];
+      load_a(qa, Qs, LD, warp * 16, kk * 16, lane);
+      load_a(ga, Gs, LD, warp * 16, kk * 16, lane);
+#pragma unroll
+      for (int n2 = 0; n2 < kTile / 16; ++n2) {  // keys 16 n2 .. +15: Ks, Vs are [n][k]
+        uint32_t kb[4];
+        load_b_nk(kb, Ks, LD, n2 * 16, kk * 16, lane);
+        mma_16816<kBF16>(s[2 * n2], qa, kb[0], kb[1]);
+        mma_16816<kBF16>(s[2 * n2 + 1], qa, kb[2], kb[3]);
+        uint32_t vb[4];
+        load_b_nk(vb, Vs, LD, n2 * 16, kk * 16, lane);
+        mma_16816<kBF16>(dp[2 * n2], ga, vb[0], vb[1]);
+        mma_16816<kBF16>(dp[2 * n2 + 1], ga, vb[2], vb[3]);
+      }
+    }
+    // dS = P (dP - delta) in place of S: element e of n-block n is row rows[e / 2] and key
+    // j0 + 8n + 2t + e % 2, seen iff below vis[e / 2].
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2;
+        const int64_t j = j0 + n * 8 + 2 * t + e % 2;
+        s[n][e] = j < vis[r] ? __expf(s[n][e] * a.scale - lse[r]) * (dp[n][e] - delta[r]) : 0.f;
+      }
+    }
+    // dQ += dS K: k = the tile's keys, 16 at a time.
+#pragma unroll
+    for (int kc = 0; kc < kTile / 16; ++kc) {
+      uint32_t sa[4];
+      acc_to_a<kBF16>(sa, s[2 * kc], s[2 * kc + 1]);
+      mma_times_kn<kBF16, D>(dq, sa, Ks, LD, kc * 16, lane);  // Ks is [k][n]
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= a.T) continue;
+    uint16_t* dqrow = a.dq + (bh * a.T + rows[r]) * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<uint32_t*>(dqrow + n * 8 + 2 * t) =
+          H16::pack(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale);
+  }
+}
+
+size_t dkdv_smem(int D, int BQ, bool kv_shared) {
+  return size_t((kv_shared ? 1 : 2) * kTile + 2 * BQ) * (D + kPad) * sizeof(uint16_t) + 2 * size_t(BQ) * sizeof(float);
+}
+size_t dq_smem(int D, bool kv_shared) { return size_t(kv_shared ? 3 : 4) * kTile * (D + kPad) * sizeof(uint16_t); }
+
+template <class Kernel> void launch_tiles(Kernel kernel, dim3 grid, size_t smem, const BackwardArgs& a) {
+  if (smem > 48 * 1024)
+    QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<grid, kThreads, smem>>>(a);
+  QKV_CUDA_LAUNCH_CHECK();
+}
+
+int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
+
+template <int D, bool kBF16> void run(const BackwardArgs& a) {
+  const int64_t rows = a.B * a.H * a.T;
+  if (rows > 0) {
+    flash_delta_kernel<D, kBF16><<<blocks_for(rows * kWarp, kDeltaThreads), kDeltaThreads>>>(a, rows);
+    QKV_CUDA_LAUNCH_CHECK();
+    launch_tiles(flash_dq_kernel<D, kBF16>, dim3(unsigned(a.B * a.H), unsigned(ceil_div(a.T, kTile))),
+                 dq_smem(D, a.kv_shared), a);
+  }
+  if (a.B * a.Hk * a.S > 0)  // every key row is written, 0 where no query sees it
+    launch_tiles(flash_dkdv_kernel<D, kBF16>, dim3(unsigned(a.B * a.Hk), unsigned(ceil_div(a.S, kTile))),
+                 dkdv_smem(D, kQueryChunk<D>, a.kv_shared), a);
+}
+
+void strides(int64_t (&dst)[3], const Tensor& t) {
+  for (int d = 0; d < 3; ++d) dst[d] = t.stride(d);
+}
+
+}  // namespace
+
+bool flash_attention_backward_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias) {
+  return !bias.defined() && flash_attention_supports(q, k, v);
+}
+
+void flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse, const AttentionAttrs& attrs, const Tensor& dq,
+                              const Tensor& dk, const Tensor& dv) {
+  const char* op = "attention_backward";
+  check<ValueError>(grad_out.stride(3) == 1 && out.stride(3) == 1 && lse.dtype() == DType::f32 && lse.is_contiguous() &&
+                        dq.is_contiguous() && dk.is_contiguous() && dv.is_contiguous(),
+                    op,
+                    ": the tensor-core backward needs grad and out rows with a contiguous last dim, a float32 "
+                    "contiguous lse and contiguous gradients");
+  BackwardArgs a;
+  a.q = bits(q);
+  a.k = bits(k);
+  a.v = bits(v);
+  a.g = bits(grad_out);
+  a.o = bits(out);
+  strides(a.qs, q);
+  strides(a.ks, k);
+  strides(a.vs, v);
+  strides(a.gs, grad_out);
+  strides(a.os, out);
+  a.lse = lse.data<float>();
+  a.dq = static_cast<uint16_t*>(dq.raw_data());
+  a.dk = static_cast<uint16_t*>(dk.raw_data());
+  a.dv = static_cast<uint16_t*>(dv.raw_data());
+  const int64_t B = q.size(0), H = q.size(1), Hk = k.size(1), T = q.size(2), S = k.size(2);
+  if (B * H * T == 0 && B * Hk * S == 0) return;
+  check<ValueError>(B * H <= int64_t(INT32_MAX) && ceil_div(T, kTile) <= 65535 && ceil_div(S, kTile) <= 65535, op,
+                    ": too many heads or tiles for one launch (", B * H, " heads, ", T, " queries, ", S, " keys)");
+  a.B = B;
+  a.H = H;
+  a.Hk = Hk;
+  a.T = int(T);
+  a.S = int(S);
+  a.group = int(H / Hk);
+  a.scale = float(attrs.scale);
+  a.causal = attrs.causal;
+  a.kv_shared = same_view(k, v);
+  a.vector_loads = aligned16(q) && aligned16(k) && aligned16(v) && aligned16(grad_out);
+  const int64_t rows = B * H * T;
+  set_device(q);
+  Tensor delta;
+  if (rows > 0) {
+    delta = empty({rows}, {DType::f32, q.device()});
+    a.delta = delta.data<float>();
+  }
+  const bool bf = q.dtype() == DType::bf16;
+  if (q.size(3) == 64) bf ? run<64, true>(a) : run<64, false>(a);
+  else bf ? run<128, true>(a) : run<128, false>(a);
+}
+
+}  // namespace qkv::kernels::cuda

@@ -1,0 +1,62 @@
+// Test cases for the linear layer ops: linear and linear_weight_grad. On CUDA the samples take
+// cuBLASLt's epilogues (bias, bias gradient) where it has an algorithm for them, and the
+// fallback (plain GEMM, then the bias kernel or the column sum) elsewhere: the harness's
+// non-contiguous copies of the inputs and the odd sizes reach both.
+#include "tests/ops/references.h"
+
+namespace qkv::test {
+namespace {
+
+// y[n, m] = sum_k x[n, k] w[m, k] + b[m] (no b: 0).
+Ref affine(const std::vector<Ref>& in) {
+  const Ref &x = in[0], &w = in[1], &b = in[2];
+  const int64_t N = x.shape[0], K = x.shape[1], M = w.shape[0];
+  Ref out({N, M});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m) {
+      double s = b.v.empty() ? 0 : b.v[size_t(m)];
+      for (int64_t k = 0; k < K; ++k) s += x.at({n, k}) * w.at({m, k});
+      out.at({n, m}) = s;
+    }
+  return out;
+}
+
+}  // namespace
+
+OpCase case_linear() {
+  OpCase c;
+  c.samples = {{"with bias", {real({5, 4}), real({3, 4}), real({3})}},
+               {"no bias", {real({2, 3}), real({4, 3}), absent()}},
+               {"epilogue shapes", {real({24, 16}), real({32, 16}), real({32})}},
+               {"epilogue shapes, no bias", {real({16, 8}), real({16, 8}), absent()}},
+               {"one row", {real({1, 8}), real({8, 8}), real({8})}}};
+  c.reference = [](const std::vector<Ref>& in, const Attrs&) { return std::vector<Ref>{affine(in)}; };
+  return c;
+}
+
+OpCase case_linear_weight_grad() {
+  OpCase c;
+  c.samples = {{"small", {real({5, 3}), real({5, 4})}},
+               {"epilogue shapes", {real({40, 16}), real({40, 24})}},
+               {"one row", {real({1, 8}), real({1, 8})}}};
+  c.gradcheck = false;
+  c.reference = [](const std::vector<Ref>& in, const Attrs&) {
+    const Ref &dy = in[0], &x = in[1];
+    const int64_t N = dy.shape[0], M = dy.shape[1], K = x.shape[1];
+    Ref dw({M, K}), db({M});
+    for (int64_t m = 0; m < M; ++m) {
+      double s = 0;
+      for (int64_t n = 0; n < N; ++n) s += dy.at({n, m});
+      db.at({m}) = s;
+      for (int64_t k = 0; k < K; ++k) {
+        double t = 0;
+        for (int64_t n = 0; n < N; ++n) t += dy.at({n, m}) * x.at({n, k});
+        dw.at({m, k}) = t;
+      }
+    }
+    return std::vector<Ref>{dw, db};
+  };
+  return c;
+}
+
+}  // namespace qkv::test
