@@ -151,6 +151,17 @@ Grads layer_norm(const BackwardArgs& a) {
   return {r.dx, a.input_meta[1].defined ? r.dweight : Tensor(), a.input_meta[2].defined ? r.dbias : Tensor()};
 }
 
+// Outputs (normed, mean, rstd, sum = x + dropout(y)): the sum's gradient is the layer norm's
+// plus its own (the residual stream's); x takes it as is, y through the same dropout mask.
+Grads dropout_add_layer_norm(const BackwardArgs& a) {
+  const auto& at = attr<DropoutAddNormAttrs>(a.attrs, "dropout_add_layer_norm");
+  LayerNormGrads ln = layer_norm_backward(a.grads[0], a.outputs[3], a.inputs[2], a.outputs[1], a.outputs[2]);
+  const Tensor dsum = ln.dx + a.grads[3];
+  Tensor dy = dsum;
+  if (at.p > 0) dy = call_op(OpId::dropout, {dsum}, DropoutAttrs{at.p, at.seed, at.offset})[0];
+  return {dsum, dy, a.input_meta[2].defined ? ln.dweight : Tensor(), a.input_meta[3].defined ? ln.dbias : Tensor()};
+}
+
 Grads embedding(const BackwardArgs& a) {
   const Tensor &g = a.grads[0], &ids = a.inputs[1];
   const TensorMeta& w = a.input_meta[0];

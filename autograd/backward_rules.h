@@ -53,6 +53,7 @@ std::vector<Tensor> softmax(const BackwardArgs&);
 std::vector<Tensor> log_softmax(const BackwardArgs&);
 std::vector<Tensor> linear(const BackwardArgs&);
 std::vector<Tensor> layer_norm(const BackwardArgs&);
+std::vector<Tensor> dropout_add_layer_norm(const BackwardArgs&);
 std::vector<Tensor> embedding(const BackwardArgs&);
 std::vector<Tensor> cross_entropy(const BackwardArgs&);
 std::vector<Tensor> dropout(const BackwardArgs&);

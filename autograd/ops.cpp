@@ -86,6 +86,21 @@ LayerNormGrads layer_norm_backward(const Tensor& g, const Tensor& x, const Tenso
   return {out[0], out[1], out[2]};
 }
 
+AddNorm dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& w, const Tensor& b, double p,
+                               bool training, Generator* gen, double eps) {
+  check<ValueError>(p >= 0 && p <= 1, "dropout_add_layer_norm: p must be in [0, 1], got ", p);
+  check<ValueError>(eps >= 0, "dropout_add_layer_norm: eps must be non-negative, got ", eps);
+  DropoutAddNormAttrs attrs{0, 0, 0, eps};
+  if (training && p > 0) {  // the numbers dropout(y, p, training, gen) would draw
+    Generator& g = gen ? *gen : default_generator();
+    attrs.p = p;
+    attrs.seed = g.seed();
+    attrs.offset = autograd::tracing_ops() ? 0 : g.reserve(y.numel());
+  }
+  auto out = call_op(OpId::dropout_add_layer_norm, {x, y, w, b}, attrs);
+  return {out[3], out[0]};
+}
+
 Tensor embedding(const Tensor& weight, const Tensor& ids) { return one(OpId::embedding, {weight, ids}); }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {

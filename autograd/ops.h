@@ -62,6 +62,14 @@ struct LayerNormGrads {
 };
 LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                    const Tensor& rstd);
+// The pre-LN residual step in one op: sum = x + dropout(y, p, training, gen) and its layer norm
+// (weight, bias [D] may be undefined). Draws the same random numbers as dropout(y, ...), so
+// it equals the unfused ops exactly; on CUDA one pass reads x and y and writes both outputs.
+struct AddNorm {
+  Tensor sum, normed;
+};
+AddNorm dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& weight, const Tensor& bias, double p,
+                               bool training, Generator* gen, double eps = 1e-5);
 
 // ---- lookup, loss, regularization ----------------------------------------------------------
 Tensor embedding(const Tensor& weight, const Tensor& ids);

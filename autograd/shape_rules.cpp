@@ -1,6 +1,7 @@
 #include "autograd/shape_rules.h"
 
 #include <algorithm>
+#include <array>
 
 namespace qkv::autograd {
 
@@ -120,6 +121,16 @@ Specs layer_norm(std::span<const Tensor> in, const Attrs&, const char* op) {
   }
   Shape rows(x.shape().begin(), x.shape().end() - 1);
   return {{x.shape(), x.dtype()}, {rows, x.dtype()}, {rows, x.dtype()}};
+}
+
+Specs dropout_add_layer_norm(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const Tensor &x = in[0], &y = in[1];
+  same_dtype(x, y, op);
+  check<ShapeError>(x.shape() == y.shape(), op, ": the residual ", describe(x), " and the branch ", describe(y),
+                    " must have one shape");
+  Specs s = layer_norm(std::array<Tensor, 3>{x, in[2], in[3]}, attrs, op);  // normed, mean, rstd
+  s.push_back(s[0]);                                                        // sum: as normed
+  return s;
 }
 
 Specs layer_norm_backward(std::span<const Tensor> in, const Attrs&, const char* op) {

@@ -30,6 +30,8 @@ std::vector<OutputSpec> linear(std::span<const Tensor>, const Attrs&, const char
 std::vector<OutputSpec> linear_weight_grad(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> layer_norm(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> layer_norm_backward(std::span<const Tensor>, const Attrs&, const char* op);
+// x, y [..., D], weight? bias? [D] -> normed [..., D], mean, rstd [...], sum [..., D].
+std::vector<OutputSpec> dropout_add_layer_norm(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> embedding(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> cross_entropy(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> cross_entropy_backward(std::span<const Tensor>, const Attrs&, const char* op);

@@ -43,6 +43,13 @@ struct DropoutAttrs {
   double p = 0;
   uint64_t seed = 0, offset = 0;
 };
+// dropout_add_layer_norm: sum = x + dropout(y) (p, seed, offset as DropoutAttrs; p = 0: no
+// dropout), then the layer norm of sum with eps.
+struct DropoutAddNormAttrs {
+  double p = 0;
+  uint64_t seed = 0, offset = 0;
+  double eps = 1e-5;
+};
 // Scaled dot-product attention: scores = scale * q k^T (+ bias), bottom-right causal mask.
 struct AttentionAttrs {
   bool causal = false;
@@ -93,8 +100,8 @@ struct RandomAttrs {
 };
 
 using Attrs = std::variant<NoAttrs, ReduceAttrs, DimAttrs, ScalarAttrs, GeluAttrs, MatmulAttrs, LayerNormAttrs,
-                           CrossEntropyAttrs, DropoutAttrs, CastAttrs, RandomAttrs, AttentionAttrs, Conv2dAttrs,
-                           BatchNormAttrs, Pool2dAttrs, AdaptivePoolAttrs, AdamAttrs, SgdAttrs, ClipAttrs>;
+                           CrossEntropyAttrs, DropoutAttrs, DropoutAddNormAttrs, CastAttrs, RandomAttrs, AttentionAttrs,
+                           Conv2dAttrs, BatchNormAttrs, Pool2dAttrs, AdaptivePoolAttrs, AdamAttrs, SgdAttrs, ClipAttrs>;
 
 template <class T> const T& attr(const Attrs& a, const char* op) {
   const T* p = std::get_if<T>(&a);

@@ -67,6 +67,10 @@ Dropout::Dropout(double p_, Generator* gen) : p(p_), gen_(gen) {
 
 Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p, is_training(), gen_); }
 
+AddNorm Dropout::add_norm(const Tensor& x, const Tensor& y, const LayerNorm& norm) const {
+  return dropout_add_layer_norm(x, y, norm.weight, norm.bias, p, is_training(), gen_, norm.eps);
+}
+
 MLP::MLP(int64_t dim, int64_t hidden, Activation a, double p, Generator* gen)
     : fc1(dim, hidden, true, gen), fc2(hidden, dim, true, gen), drop(p, gen), act(a) {
   register_module("fc1", &fc1);

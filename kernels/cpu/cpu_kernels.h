@@ -42,6 +42,8 @@ void log_softmax(const KernelArgs&);
 // layer_norm.cpp
 void layer_norm(const KernelArgs&);
 void layer_norm_backward(const KernelArgs&);
+// residual_norm.cpp
+void dropout_add_layer_norm(const KernelArgs&);
 // cross_entropy.cpp
 void cross_entropy(const KernelArgs&);
 void cross_entropy_backward(const KernelArgs&);

@@ -81,9 +81,14 @@ GPTBlock::GPTBlock(const GPTConfig& c, Generator* gen)
 
 Tensor GPTBlock::mlp(const Tensor& x) const { return proj.forward(activate(fc.forward(x), Activation::gelu)); }
 
+AddNorm GPTBlock::forward(const Tensor& x, const Tensor& n, const LayerNorm& next) const {
+  const AddNorm h = drop.add_norm(x, attn.forward(n), ln2);  // h = x + drop(attn(ln1(x))), ln2(h)
+  return drop.add_norm(h.sum, mlp(h.normed), next);
+}
+
 Tensor GPTBlock::forward(const Tensor& x) const {
-  Tensor h = x + drop.forward(attn.forward(ln1.forward(x)));
-  return h + drop.forward(mlp(ln2.forward(h)));
+  const AddNorm h = drop.add_norm(x, attn.forward(ln1.forward(x)), ln2);
+  return h.sum + drop.forward(mlp(h.normed));
 }
 
 Tensor GPTBlock::forward_cached(const Tensor& x, KVCache& cache, int64_t layer) const {
@@ -115,18 +120,20 @@ Tensor GPT::embed(const Tensor& ids, int64_t start) const {
   return wte.forward(ids) + wpe.forward(pos);  // [B, T, d] + [T, d]
 }
 
-Tensor GPT::head(const Tensor& x) const {
+Tensor GPT::logits(const Tensor& normed) const {
   // One GEMM over all positions: the embedding's gradient is then one [V, d] product, not a
   // per-sequence batch of them summed afterwards.
-  Shape out = x.shape();
+  Shape out = normed.shape();
   out.back() = config_.vocab;
-  return matmul(ln_f.forward(x).reshape({-1, config_.d_model()}), wte.weight, false, true).reshape(out);
+  return matmul(normed.reshape({-1, config_.d_model()}), wte.weight, false, true).reshape(out);
 }
 
 Tensor GPT::forward(const Tensor& ids) const {
-  Tensor x = embed(ids, 0);
-  for (const auto& b : blocks) x = b->forward(x);
-  return head(x);
+  AddNorm x{embed(ids, 0), Tensor()};
+  x.normed = blocks.empty() ? ln_f.forward(x.sum) : blocks[0]->ln1.forward(x.sum);
+  for (size_t l = 0; l < blocks.size(); ++l)
+    x = blocks[l]->forward(x.sum, x.normed, l + 1 < blocks.size() ? blocks[l + 1]->ln1 : ln_f);
+  return logits(x.normed);
 }
 
 Tensor GPT::loss(const Tensor& ids, const Tensor& targets) const {
@@ -145,7 +152,7 @@ Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
   Tensor x = embed(ids, cache.length());
   for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_cached(x, cache, int64_t(l));
   cache.advance(ids.size(1));
-  return head(x);
+  return logits(ln_f.forward(x));
 }
 
 }  // namespace qkv::nn

@@ -41,6 +41,10 @@ GPTMacs gpt_macs(const GPTConfig& c, int64_t n);
 class GPTBlock : public Module {
  public:
   GPTBlock(const GPTConfig& c, Generator* gen);
+  // The block on the residual stream x given n = ln1(x): its output and `next` of it (the next
+  // block's ln1, or ln_f). Each residual add is one op with the layer norm that reads it.
+  AddNorm forward(const Tensor& x, const Tensor& n, const LayerNorm& next) const;
+  // The block's output alone, for walking the residual stream one block at a time.
   Tensor forward(const Tensor& x) const;
   Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t layer) const;
   LayerNorm ln1;
@@ -75,7 +79,7 @@ class GPT : public Module {
 
  private:
   Tensor embed(const Tensor& ids, int64_t start) const;
-  Tensor head(const Tensor& x) const;
+  Tensor logits(const Tensor& normed) const;  // ln_f's output -> logits
   GPTConfig config_;
 };
 

@@ -1,4 +1,5 @@
-// Test cases for matmul, softmax, layer norm, embedding, cross-entropy and dropout.
+// Test cases for matmul, softmax, layer norm (alone and after dropout and a residual add),
+// embedding, cross-entropy and dropout.
 #include "tensor/philox.h"
 #include "tests/ops/references.h"
 
@@ -80,6 +81,35 @@ RowStats row_stats(const Ref& x, const std::vector<int64_t>& i, double eps) {
   for (int64_t j = 0; j < n; ++j) var += std::pow(x.at(with_coord(i, x.dim() - 1, j)) - mu, 2);
   return {mu, 1 / std::sqrt(var / double(n) + eps)};
 }
+
+// The layer norm of x over its last dim with weight w and bias b (empty: 1 and 0): y, mean, rstd.
+std::vector<Ref> layer_norm_ref(const Ref& x, const Ref& w, const Ref& b, double eps) {
+  Ref y(x.shape);
+  Shape rows(x.shape.begin(), x.shape.end() - 1);
+  Ref mean(rows), rstd(rows);
+  for_each_index(x.shape, [&](const std::vector<int64_t>& i) {
+    RowStats s = row_stats(x, i, eps);
+    const int64_t j = i.back();
+    const double wj = w.v.empty() ? 1 : w.v[size_t(j)], bj = b.v.empty() ? 0 : b.v[size_t(j)];
+    y.at(i) = (x.at(i) - s.mean) * s.rstd * wj + bj;
+    std::vector<int64_t> r(i.begin(), i.end() - 1);
+    mean.at(r) = s.mean;
+    rstd.at(r) = s.rstd;
+  });
+  return {y, mean, rstd};
+}
+
+// Dropout of x with Philox stream (seed, offset): element i keeps its value / (1 - p) when
+// lane i % 4 of block offset + i / 4 is at least p (as a fraction of 2^32).
+Ref dropout_ref(const Ref& x, double p, uint64_t seed, uint64_t offset) {
+  Ref y(x.shape);
+  for (size_t i = 0; i < y.v.size(); ++i) {
+    const uint32_t bits = philox::block(seed, offset + i / 4).v[i % 4];
+    const bool keep = double(bits) / 4294967296.0 >= p;
+    y.v[i] = keep ? x.v[i] / (1 - p) : 0;
+  }
+  return y;
+}
 }  // namespace
 
 OpCase case_softmax() { return softmax_case(false); }
@@ -92,21 +122,33 @@ OpCase case_layer_norm() {
                {"no affine", {real({3, 8}), absent(), absent()}, LayerNormAttrs{1e-3}},
                {"weight only", {real({3, 4}), real({4}), absent()}, LayerNormAttrs{1e-5}}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
-    const double eps = std::get<LayerNormAttrs>(attrs).eps;
-    const Ref& x = in[0];
-    Ref y(x.shape);
-    Shape rows(x.shape.begin(), x.shape.end() - 1);
-    Ref mean(rows), rstd(rows);
-    for_each_index(x.shape, [&](const std::vector<int64_t>& i) {
-      RowStats s = row_stats(x, i, eps);
-      const int64_t j = i.back();
-      const double w = in[1].v.empty() ? 1 : in[1].v[size_t(j)], b = in[2].v.empty() ? 0 : in[2].v[size_t(j)];
-      y.at(i) = (x.at(i) - s.mean) * s.rstd * w + b;
-      std::vector<int64_t> r(i.begin(), i.end() - 1);
-      mean.at(r) = s.mean;
-      rstd.at(r) = s.rstd;
-    });
-    return std::vector<Ref>{y, mean, rstd};
+    return layer_norm_ref(in[0], in[1], in[2], std::get<LayerNormAttrs>(attrs).eps);
+  };
+  return c;
+}
+
+// Outputs (layer_norm(sum), mean, rstd, sum = x + dropout(y)): the gradient check goes through
+// output 0, the layer norm, into both x and y.
+OpCase case_dropout_add_layer_norm() {
+  OpCase c;
+  c.samples = {{"no dropout, affine", {real({4, 6}), real({4, 6}), real({6}), real({6})}, DropoutAddNormAttrs{}},
+               {"p=0.3, 3-d affine",
+                {real({2, 3, 8}), real({2, 3, 8}), real({8}), real({8})},
+                DropoutAddNormAttrs{0.3, 42, 5, 1e-5}},
+               {"p=0.5, no affine",
+                {real({3, 8}), real({3, 8}), absent(), absent()},
+                DropoutAddNormAttrs{0.5, 7, 0, 1e-3}},
+               // Rows long enough for the CUDA kernel's multi-warp reduction.
+               {"p=0.1, wide rows",
+                {real({3, 300}), real({3, 300}), real({300}), real({300})},
+                DropoutAddNormAttrs{0.1, 3, 11, 1e-5}}};
+  c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
+    const auto& a = std::get<DropoutAddNormAttrs>(attrs);
+    Ref sum = a.p > 0 ? dropout_ref(in[1], a.p, a.seed, a.offset) : in[1];
+    for (size_t i = 0; i < sum.v.size(); ++i) sum.v[i] += in[0].v[i];
+    std::vector<Ref> out = layer_norm_ref(sum, in[2], in[3], a.eps);
+    out.push_back(sum);
+    return out;
   };
   return c;
 }
@@ -236,13 +278,7 @@ OpCase case_dropout() {
                {"p=1", {real({4})}, DropoutAttrs{1.0, 1, 0}}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& d = std::get<DropoutAttrs>(attrs);
-    Ref y(in[0].shape);
-    for (size_t i = 0; i < y.v.size(); ++i) {
-      const uint32_t bits = philox::block(d.seed, d.offset + i / 4).v[i % 4];
-      const bool keep = double(bits) / 4294967296.0 >= d.p;
-      y.v[i] = keep ? in[0].v[i] / (1 - d.p) : 0;
-    }
-    return std::vector<Ref>{y};
+    return std::vector<Ref>{dropout_ref(in[0], d.p, d.seed, d.offset)};
   };
   return c;
 }
