@@ -56,6 +56,7 @@ using flash::kThreads;
 using flash::kTile;
 using flash::load_a;
 using flash::mma_times_kn;
+using flash::mma_times_nk;
 using flash::load_b_nk;
 using flash::load_tile;
 using flash::mma_16816;
@@ -167,13 +168,7 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>) flash_dkdv_kernel(Ba
       for (int kk = 0; kk < D / 16; ++kk) {  // d = 16 kk .. +15
         uint32_t ka[4];
         load_a(ka, Ks, LD, warp * 16, kk * 16, lane);
-#pragma unroll
-        for (int n2 = 0; n2 < BQ / 16; ++n2) {  // queries 16 n2 .. +15: Qs is [n][k]
-          uint32_t qb[4];
-          load_b_nk(qb, Qs, LD, n2 * 16, kk * 16, lane);
-          mma_16816<kBF16>(st[2 * n2], ka, qb[0], qb[1]);
-          mma_16816<kBF16>(st[2 * n2 + 1], ka, qb[2], qb[3]);
-        }
+        mma_times_nk<kBF16, BQ>(st, ka, Qs, LD, kk * 16, lane);  // n-block n: queries 8n ..; Qs is [n][k]
       }
       // P^T in place: element e of n-block n is key kr[e / 2], query c = 8n + 2t + e % 2.
 #pragma unroll
@@ -291,17 +286,8 @@ template <int D, bool kBF16> __global__ void __launch_bounds__(kThreads, kDqBloc
       uint32_t qa[4], ga[4];
       load_a(qa, Qs, LD, warp * 16, kk * 16, lane);
       load_a(ga, Gs, LD, warp * 16, kk * 16, lane);
-#pragma unroll
-      for (int n2 = 0; n2 < kTile / 16; ++n2) {  // keys 16 n2 .. +15: Ks, Vs are [n][k]
-        uint32_t kb[4];
-        load_b_nk(kb, Ks, LD, n2 * 16, kk * 16, lane);
-        mma_16816<kBF16>(s[2 * n2], qa, kb[0], kb[1]);
-        mma_16816<kBF16>(s[2 * n2 + 1], qa, kb[2], kb[3]);
-        uint32_t vb[4];
-        load_b_nk(vb, Vs, LD, n2 * 16, kk * 16, lane);
-        mma_16816<kBF16>(dp[2 * n2], ga, vb[0], vb[1]);
-        mma_16816<kBF16>(dp[2 * n2 + 1], ga, vb[2], vb[3]);
-      }
+      mma_times_nk<kBF16, kTile>(s, qa, Ks, LD, kk * 16, lane);   // S = Q K^T (keys as columns)
+      mma_times_nk<kBF16, kTile>(dp, ga, Vs, LD, kk * 16, lane);  // dP = dO V^T
     }
     // dS = P (dP - delta) in place of S: element e of n-block n is row rows[e / 2] and key
     // j0 + 8n + 2t + e % 2, seen iff below vis[e / 2].

@@ -113,6 +113,20 @@ __device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], const uint16_t* tile
   ldmatrix_x4<true>(b, tile + (k0 + (m % 2) * 8 + lane % 8) * ld + n0 + (m / 2) * 8);
 }
 
+// acc (16 rows by N columns: N / 8 accumulator n-blocks) += a (16 x 16) times columns k0 .. k0 +
+// 15 of a tile stored n-major (tile[n][k], at least N rows): Q K^T with K's rows as the tile.
+template <bool kBF16, int N>
+__device__ __forceinline__ void mma_times_nk(float (&acc)[N / 8][4], const uint32_t (&a)[4], const uint16_t* tile,
+                                             int ld, int k0, int lane) {
+#pragma unroll
+  for (int n2 = 0; n2 < N / 16; ++n2) {  // columns 16 n2 .. +15
+    uint32_t b[4];
+    load_b_nk(b, tile, ld, n2 * 16, k0, lane);
+    mma_16816<kBF16>(acc[2 * n2], a, b[0], b[1]);
+    mma_16816<kBF16>(acc[2 * n2 + 1], a, b[2], b[3]);
+  }
+}
+
 // acc (16 rows by N columns: N / 8 accumulator n-blocks) += a (16 x 16) times rows k0 .. k0 + 15
 // of a tile stored k-major (tile[k][n], at least N columns).
 template <bool kBF16, int N>

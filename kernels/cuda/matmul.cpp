@@ -238,11 +238,13 @@ bool gemm(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& 
   const bool f64 = plan.dtype == DType::f64;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
-  std::lock_guard<std::mutex> lock(g->mu);
   cublasLtMatmulDesc_t desc = g->desc.get();
-  if (ep.kind != GemmEpilogue::Kind::none)
+  std::unique_lock<std::mutex> lock(g->mu, std::defer_lock);  // only an epilogue's descriptor changes per call
+  if (ep.kind != GemmEpilogue::Kind::none) {
+    lock.lock();
     QKV_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof(ep.bias)));
+  }
   QKV_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, desc, alpha, pa, g->la.get(), pb, g->lb.get(), beta, pc, g->lc.get(), pc,
                                   g->lc.get(), &g->algo, ctx.workspace, kWorkspaceBytes, /*stream=*/0));
   return true;
