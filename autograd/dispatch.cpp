@@ -219,7 +219,7 @@ std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
   }
   for (const Tensor& t : out) node->outputs.push_back(TensorMeta::of(t));
   if (info.save & kSaveInputs)
-    for (const Tensor& t : in) node->saved_inputs.emplace_back(t);
+    for (size_t i = 0; i < in.size(); ++i) node->saved_inputs.emplace_back(info.saves_input(i) ? in[i] : Tensor());
   if (info.save & kSaveOutputs)
     for (const Tensor& t : out) node->saved_outputs.emplace_back(t);
   for (size_t i = 0; i < out.size(); ++i)

@@ -26,7 +26,8 @@
 //                        the CPU widens
 //             kLowNative every kernel takes them itself (data movement; attention, whose CPU
 //                        forward reads 16-bit tiles and the CUDA one runs on the tensor cores)
-//   save      what backward needs kept: inputs, outputs, both or none
+//   save      what backward needs kept: inputs, outputs, both or none; save_except leaves out
+//             inputs the backward never reads (dropout_add_layer_norm's x and y)
 //   shape     shape rule (autograd/shape_rules.h): validates inputs, gives output shapes
 //   cpu       CPU kernel (kernels/cpu/) or a device-generic one (kernels/common.h)
 //   cuda      CUDA kernel (kernels/cuda/)
@@ -78,7 +79,7 @@
   X(log_softmax,            1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveOutputs, shape::same,                   cpu::log_softmax,            QKV_CUDA_KERNEL(log_softmax),            grad::log_softmax) \
   X(layer_norm,             3,  0b110,   0,      3,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveBoth,    shape::layer_norm,             cpu::layer_norm,             QKV_CUDA_KERNEL(layer_norm),             grad::layer_norm) \
   X(layer_norm_backward,    5,  0b100,   0,      3,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveNone,    shape::layer_norm_backward,    cpu::layer_norm_backward,    QKV_CUDA_KERNEL(layer_norm_backward),    kNotDifferentiable) \
-  X(dropout_add_layer_norm, 4,  0b1100,  0,      4,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveBoth,    shape::dropout_add_layer_norm, cpu::dropout_add_layer_norm, QKV_CUDA_KERNEL(dropout_add_layer_norm), grad::dropout_add_layer_norm) \
+  X(dropout_add_layer_norm, 4,  0b1100,  0,      4,   kAnyFloat,   kAmpF32,  kLowWiden,  save_except(kSaveBoth, 0b0011), shape::dropout_add_layer_norm, cpu::dropout_add_layer_norm, QKV_CUDA_KERNEL(dropout_add_layer_norm), grad::dropout_add_layer_norm) \
   X(embedding,              2,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveInputs,  shape::embedding,              cpu::embedding,              QKV_CUDA_KERNEL(embedding),              grad::embedding) \
   X(cross_entropy,          2,  0,       0,      2,   kAnyFloat,   kAmpKeep, kLowCuda,   kSaveBoth,    shape::cross_entropy,          cpu::cross_entropy,          QKV_CUDA_KERNEL(cross_entropy),          grad::cross_entropy) \
   X(cross_entropy_backward, 4,  0,       0,      1,   kAnyFloat,   kAmpNone, kLowCuda,   kSaveNone,    shape::cross_entropy_backward, cpu::cross_entropy_backward, QKV_CUDA_KERNEL(cross_entropy_backward), kNotDifferentiable) \
@@ -119,7 +120,10 @@ enum class OpId : uint16_t {
 inline constexpr int kOpCount = 0 QKV_OPS(QKV_OP_COUNT);
 #undef QKV_OP_COUNT
 
+// Bits 0-1: save the inputs, the outputs. Bits 4-7: inputs (positions 0-3) that kSaveInputs
+// leaves out because the backward never reads them (save_except).
 enum SaveMask : uint8_t { kSaveNone = 0, kSaveInputs = 1, kSaveOutputs = 2, kSaveBoth = 3 };
+constexpr SaveMask save_except(SaveMask save, unsigned positions) { return SaveMask(save | ((positions & 0xfu) << 4)); }
 
 struct OpInfo {
   OpId id;
@@ -142,6 +146,9 @@ struct OpInfo {
   constexpr size_t position(size_t i) const { return arity < 0 ? i % size_t(-arity) : i; }
   constexpr bool is_optional(size_t i) const { return position(i) < 32 && ((optional >> position(i)) & 1u); }
   constexpr bool is_written(size_t i) const { return position(i) < 32 && ((writes >> position(i)) & 1u); }
+  constexpr bool saves_input(size_t i) const {
+    return (save & kSaveInputs) && !(position(i) < 4 && ((save >> (4 + position(i))) & 1u));
+  }
 };
 
 std::span<const OpInfo> op_table();

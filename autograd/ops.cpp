@@ -174,8 +174,8 @@ void adam_update_(const std::vector<Tensor>& groups, const AdamAttrs& attrs) {
   call_op(OpId::adam_update, groups, attrs);
 }
 void sgd_update_(const std::vector<Tensor>& groups, const SgdAttrs& attrs) { call_op(OpId::sgd_update, groups, attrs); }
-Tensor clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm) {
-  return one(OpId::clip_grad_norm, grads, ClipAttrs{max_norm});
+Tensor clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm, double unscale) {
+  return one(OpId::clip_grad_norm, grads, ClipAttrs{max_norm, unscale});
 }
 
 namespace {

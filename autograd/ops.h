@@ -135,8 +135,9 @@ void adam_update_(const std::vector<Tensor>& groups, const AdamAttrs& attrs);
 void sgd_update_(const std::vector<Tensor>& groups, const SgdAttrs& attrs);
 // torch.nn.utils.clip_grad_norm_: returns the L2 norm of all grads together (0-dim float64, summed
 // in double) and, when max_norm / (norm + 1e-6) < 1, scales every grad by that factor in place.
-// A non-finite norm scales nothing; max_norm = +inf only measures.
-Tensor clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm);
+// A non-finite norm scales nothing; max_norm = +inf only measures. unscale (a power of two)
+// multiplies the grads first: f16 training's 1 / loss scale (kernels/attrs.h: ClipAttrs).
+Tensor clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm, double unscale = 1);
 
 // ---- composites ---------------------------------------------------------------------------
 // Sums a broadcast gradient back down to `shape` (the inverse of broadcasting).

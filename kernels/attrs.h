@@ -87,8 +87,11 @@ struct SgdAttrs {
   bool nesterov = false, first = false;
 };
 // clip_grad_norm: grads are scaled when max_norm / (norm + 1e-6) < 1; +inf only measures.
+// unscale (a power of two: 1 / the loss scale of f16 training) multiplies every grad first, in
+// the same pass: the norm and the clipping are those of the unscaled grads.
 struct ClipAttrs {
   double max_norm = 1;
+  double unscale = 1;
 };
 struct RandomAttrs {
   RandomKind kind = RandomKind::uniform;

@@ -103,6 +103,16 @@ nccl_world_of_one() {
   python3 scripts/gpu_check/compare_runs.py "$logs/nccl" "$logs/synthetic-cuda" --rtol 1e-6
 }
 
+# Mixed precision on the GPU: bf16 and fp16 (loss-scaled) smoke runs of a plain and a (+) variant
+# train to the end on cuda:0 (the fp16 run's overflows, if any, are console lines in its log).
+low_precision() {
+  local p
+  for p in bf16 fp16; do
+    "$bin/qkvlab" run experiments/synthetic/copy.yaml --scale smoke "sweep.variants=[Q-K=V, (Q-K=V)+]" \
+      "sweep.seeds=[0]" train.device=cuda:0 "train.precision=$p" --out "$logs/synthetic-$p" || return 1
+  done
+}
+
 # sanitize TOOL TESTS: compute-sanitizer over op_harness cases; 3 (unavailable) where the
 # sanitizer cannot use this machine's GPU (some container runtimes refuse it).
 sanitize() {
@@ -160,6 +170,7 @@ run_check() {
   step synthetic "smoke runs, cuda:0 vs cpu, 1e-4" synthetic_runs
   step parity "GPT, ResNet34, encoder vs cpu" "$bin/gpu_parity" --require-gpu
   step nccl "one-rank NCCL job vs plain, 1e-6" nccl_world_of_one
+  step precision "bf16 and fp16 smoke runs on cuda:0" low_precision
   step bench "qkvlab beside PyTorch, float32" bench f32
   step bench_bf16 "bf16 GEMMs (300M shapes), flash attention beside PyTorch" bench bf16
   step decode "decode tokens/s, QKV vs Q-K=V, 2k and 8k caches" decode

@@ -15,6 +15,7 @@
 //          p = p - lr * g
 // Written tensors arrive contiguous (call_op checks); a grad that is only read may be strided
 // and is read through a contiguous copy.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -167,7 +168,7 @@ void sgd_update(const KernelArgs& k) {
 // One grad per group; out[0] is the 0-dim float64 norm. The per-grad sums run in any order but
 // are added in input order, so the norm is the same as one serial pass over the grads.
 void clip_grad_norm(const KernelArgs& k) {
-  const double max_norm = attr<ClipAttrs>(k.attrs, "clip_grad_norm").max_norm;
+  const ClipAttrs& a = attr<ClipAttrs>(k.attrs, "clip_grad_norm");
   const std::vector<int64_t> sizes = group_sizes(k.in, 1);
   std::vector<double> partial(sizes.size());
   for_each_group(sizes, [&](size_t i) {
@@ -176,11 +177,12 @@ void clip_grad_norm(const KernelArgs& k) {
   });
   double total = 0;
   for (double s : partial) total += s;
-  const double norm = std::sqrt(total);
+  // unscale is a power of two: scaling the norm equals the norm of the unscaled grads exactly.
+  const double norm = std::sqrt(total) * a.unscale;
   *ptr<double>(k.out[0]) = norm;
   if (!std::isfinite(norm)) return;  // nothing is scaled: the caller can skip the step
-  const double factor = max_norm / (norm + 1e-6);
-  if (factor >= 1) return;
+  const double factor = a.unscale * std::min(1.0, a.max_norm / (norm + 1e-6));
+  if (factor == 1) return;
   for_each_group(sizes, [&](size_t i) {
     visit_float(k.in[i].dtype(), "clip_grad_norm", [&]<class T>() { scale(ptr<T>(k.in[i]), sizes[i], factor); });
   });

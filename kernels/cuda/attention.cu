@@ -23,7 +23,7 @@
 //
 // bf16 and f16 forwards run on the tensor cores (flash_attention.cu) when the head dim is 64 or
 // 128, and through these kernels on float32 copies otherwise; so do their backwards
-// (flash_attention_backward.cu, without a bias and with D = Dv of 64 or 128). A decode step (a
+// (flash_attention_backward.cu, with D = Dv of 64 or 128, dbias included). A decode step (a
 // few query rows, a long cache, no bias) goes to the split-KV kernel (decode_attention.cu) in any
 // of float32, bf16 and f16.
 #include <algorithm>
@@ -492,7 +492,7 @@ void attention(const KernelArgs& k) {
 
 // Inputs (grad_out, q, k, v, bias?, out, lse) -> (dq, dk, dv, dbias); dbias is written only
 // with a bias. bf16/f16 inputs arrive as they are (lse float32 from the forward): the tensor-core
-// backward (flash_attention_backward.cu) without a bias at head dims 64 and 128, else the float
+// backward (flash_attention_backward.cu, dbias included) at head dims 64 and 128, else the float
 // kernels on float32 copies.
 void attention_backward(const KernelArgs& k) {
   const char* op = "attention_backward";
@@ -502,8 +502,8 @@ void attention_backward(const KernelArgs& k) {
   const DType dt = o.q.dtype();
   if (dt != DType::bf16 && dt != DType::f16) backward_float(o, g, out, lse, at, k.out[0], k.out[1], k.out[2], k.out[3]);
   else if (g.dtype() == dt && out.dtype() == dt && flash_attention_backward_supports(o.q, o.k, o.v, o.bias))
-    flash_attention_backward(g, o.q, o.k, o.v, out, raw::contiguous(raw::to(lse, DType::f32, lse.device())), at,
-                             k.out[0], k.out[1], k.out[2]);
+    flash_attention_backward(g, o.q, o.k, o.v, o.bias, out, raw::contiguous(raw::to(lse, DType::f32, lse.device())), at,
+                             k.out[0], k.out[1], k.out[2], o.bias.defined() ? k.out[3] : Tensor());
   else backward_widened(o, g, out, lse, at, k);
 }
 

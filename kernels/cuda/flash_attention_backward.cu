@@ -5,8 +5,8 @@
 // head h reads KV head h / group, bottom-right causal masking, a row that saw no key (lse -inf)
 // gets dq 0 and adds nothing, K and V as one tensor loaded into shared memory once per tile.
 //
-// Three launches, no atomics (every output element is summed by one thread in a fixed order, so
-// the same bits every run):
+// Three launches (four with a bias), no atomics (every output element is summed by one thread in
+// a fixed order, so the same bits every run):
 //   delta   delta[b, h, i] = <dO_i, O_i> in float32, one warp per row.
 //   dk, dv  one block per (b, KV head hk, 64-key tile). Warp w owns keys 16w .. 16w+15 of the
 //           tile and keeps dK and dV for them in float32 registers; the block loops over the
@@ -32,17 +32,26 @@
 //             S = Q K^T, P = exp(scale S - lse), dP = dO V^T, dS = P (dP - delta), dQ += dS K
 //           (B of the last from K stored [key][d], .trans); dQ * scale written once. Here lane
 //           holds query rows g and g + 8, so lse and delta are two registers.
+//   dbias   with the additive [T, S] bias (the (+) variants' 2D positional scores), which every
+//           kernel adds to scale S before the softmax: one block per (b, 64-query tile, 64-key
+//           tile) recomputes dS as the dq kernel does for each head h in order (the K and V tile
+//           reloaded when h enters the next KV head) and sums it over the heads in float32
+//           registers into partial[b] [T, S]; the sum over b is the column reduction of
+//           kernels/cuda/reduce.cu (fixed order).
 // Registers: at D = 128 the dK and dV accumulators alone take 2 x 64 floats per thread, so the
 // query chunk is 32 there (S^T 16 floats) rather than 64; every kernel fits without spills (ptxas
-// -v), the dk/dv one at 3 blocks per SM for D = 64 and 2 for D = 128.
+// -v), the dk/dv one at 3 blocks per SM for D = 64 and 2 for D = 128, except the dk/dv kernel's
+// bias instantiation, which spills 40 bytes at D = 64 and 28 at D = 128.
 #include <cstdint>
 
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/flash_attention_backward.h"
 #include "kernels/cuda/flash_mma.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/layout.h"
 #include "tensor/cuda/check.h"
+#include "tensor/view.h"
 
 namespace qkv::kernels::cuda {
 namespace {
@@ -78,12 +87,19 @@ struct BackwardArgs {
   const float* lse = nullptr;                                          // [B, H, T] contiguous
   float* delta = nullptr;                                              // [B, H, T] contiguous
   uint16_t *dq = nullptr, *dk = nullptr, *dv = nullptr;                // [B, H, T, D], [B, Hk, S, D] x 2, contiguous
+  const uint16_t* bias = nullptr;                                      // [T, S] contiguous, or none
+  float* dbias_partial = nullptr;                                      // [B, T, S]: dS summed over the heads
   int64_t B = 0, H = 0, Hk = 0;
   int T = 0, S = 0, group = 1;  // T, S at most 65535 tiles of 64 (checked on the host)
   float scale = 1;
   bool causal = false, kv_shared = false;
   bool vector_loads = false;  // q, k, v, dO rows all start 16-byte aligned
 };
+
+// The bias of query row i and key j (both in range), 0 without one.
+template <bool kBF16> __device__ __forceinline__ float bias_at(const BackwardArgs& a, int64_t i, int64_t j) {
+  return a.bias ? Half16<kBF16>::to_float(a.bias[i * a.S + j]) : 0.f;
+}
 
 // delta[r] = <dO_r, O_r> for every row r of [B, H, T]: one warp per row, lane c summing columns
 // c, c + 32, ..., then a fixed shuffle tree.
@@ -106,8 +122,9 @@ __global__ void __launch_bounds__(kDeltaThreads) flash_delta_kernel(BackwardArgs
 }
 
 // One block per (b, KV head, 64-key tile): dk = scale * sum dS^T Q and dv = sum P^T dO over the
-// group's query heads and all the query rows that see the tile.
-template <int D, bool kBF16>
+// group's query heads and all the query rows that see the tile. kBias: a.bias is set (a separate
+// instantiation, so that the common case keeps its registers free of the bias's addressing).
+template <int D, bool kBF16, bool kBias>
 __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>) flash_dkdv_kernel(BackwardArgs a) {
   using H16 = Half16<kBF16>;
   constexpr int LD = D + kPad, BQ = kQueryChunk<D>;
@@ -176,7 +193,10 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>) flash_dkdv_kernel(Ba
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int c = n * 8 + 2 * t + e % 2;
-          st[n][e] = sees(e / 2, c) ? __expf(st[n][e] * a.scale - Ls[c]) : 0.f;
+          const float x = st[n][e] * a.scale;
+          if constexpr (kBias)
+            st[n][e] = sees(e / 2, c) ? __expf(x + bias_at<kBF16>(a, i0 + c, j0 + kr[e / 2]) - Ls[c]) : 0.f;
+          else st[n][e] = sees(e / 2, c) ? __expf(x - Ls[c]) : 0.f;
         }
       }
 
@@ -233,35 +253,77 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>) flash_dkdv_kernel(Ba
   }
 }
 
+// The query rows of one lane in the dq and dbias kernels (accumulator rows g and g + 8 of its
+// warp's 16): lse, delta, and the keys they see, [0, vis) (none past T or when the row saw no key).
+struct LaneRows {
+  int64_t rows[2], vis[2];
+  float lse[2], delta[2];
+};
+__device__ __forceinline__ LaneRows lane_rows(const BackwardArgs& a, int64_t bh, int64_t i0, int warp, int lane) {
+  LaneRows l;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l.rows[r] = i0 + warp * 16 + lane / 4 + 8 * r;
+    const bool ok = l.rows[r] < a.T;
+    l.lse[r] = ok ? a.lse[bh * a.T + l.rows[r]] : -CUDART_INF_F;
+    l.delta[r] = ok ? a.delta[bh * a.T + l.rows[r]] : 0.f;
+    l.vis[r] = ok && l.lse[r] != -CUDART_INF_F ? visible(a, l.rows[r]) : 0;
+  }
+  return l;
+}
+
+// dS = P (dP - delta) of the warp's 16 query rows against the 64 keys j0 .. of the shared tiles
+// (Qs, Gs: the rows' q and dO from row 0 of the block's tile; Ks, Vs: the keys), with S = Q K^T,
+// P = exp(scale S + bias - lse) and dP = dO V^T; n-block n is keys 8n .. 8n+7, element e of it
+// row l.rows[e / 2] and key j0 + 8n + 2t + e % 2, 0 where the row does not see the key.
+template <int D, bool kBF16>
+__device__ __forceinline__ void warp_ds(float (&s)[kTile / 8][4], const BackwardArgs& a, const uint16_t* Qs,
+                                        const uint16_t* Gs, const uint16_t* Ks, const uint16_t* Vs, int64_t j0,
+                                        const LaneRows& l) {
+  constexpr int LD = D + kPad;
+  const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, t = lane % 4;
+  float dp[kTile / 8][4];
+#pragma unroll
+  for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t qa[4], ga[4];
+    load_a(qa, Qs, LD, warp * 16, kk * 16, lane);
+    load_a(ga, Gs, LD, warp * 16, kk * 16, lane);
+    mma_times_nk<kBF16, kTile>(s, qa, Ks, LD, kk * 16, lane);   // S = Q K^T (keys as columns)
+    mma_times_nk<kBF16, kTile>(dp, ga, Vs, LD, kk * 16, lane);  // dP = dO V^T
+  }
+#pragma unroll
+  for (int n = 0; n < kTile / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e / 2;
+      const int64_t j = j0 + n * 8 + 2 * t + e % 2;
+      s[n][e] = j < l.vis[r]
+                    ? __expf(s[n][e] * a.scale + bias_at<kBF16>(a, l.rows[r], j) - l.lse[r]) * (dp[n][e] - l.delta[r])
+                    : 0.f;
+    }
+  }
+}
+
 // One block per (b, h, 64-query tile): dq = scale * sum_j dS_ij k_j over the visible key tiles.
 template <int D, bool kBF16> __global__ void __launch_bounds__(kThreads, kDqBlocks<D>) flash_dq_kernel(BackwardArgs a) {
   using H16 = Half16<kBF16>;
   constexpr int LD = D + kPad;
-  const float kNegInf = -CUDART_INF_F;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   uint16_t* Qs = reinterpret_cast<uint16_t*>(smem_raw);  // [kTile][LD] query rows i0 ..
   uint16_t* Gs = Qs + kTile * LD;                        // [kTile][LD] their dO rows
   uint16_t* Ks = Gs + kTile * LD;                        // [kTile][LD] keys j0 ..
   uint16_t* Vs = a.kv_shared ? Ks : Ks + kTile * LD;     // K=V: one tile, both roles
 
-  const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, g = lane / 4, t = lane % 4;
+  const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, t = lane % 4;
   const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H, hk = h / a.group;
   const int64_t i0 = int64_t(blockIdx.y) * kTile;
   load_tile<D>(Qs, a.q, a.qs, b, h, i0, a.T, a.vector_loads);
   load_tile<D>(Gs, a.g, a.gs, b, h, i0, a.T, a.vector_loads);
-
-  // This lane's rows (accumulator rows g and g + 8 of the warp's 16): lse, delta, and the keys
-  // they see, [0, vis) (none past T or when the row saw no key).
-  const int64_t rows[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
-  float lse[2], delta[2];
-  int64_t vis[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const bool ok = rows[r] < a.T;
-    lse[r] = ok ? a.lse[bh * a.T + rows[r]] : kNegInf;
-    delta[r] = ok ? a.delta[bh * a.T + rows[r]] : 0.f;
-    vis[r] = ok && lse[r] != kNegInf ? visible(a, rows[r]) : 0;
-  }
+  const LaneRows l = lane_rows(a, bh, i0, warp, lane);
   float dq[D / 8][4];  // n-block n: columns 8n + 2t, +1 of rows g (0, 1) and g + 8 (2, 3)
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
@@ -274,32 +336,8 @@ template <int D, bool kBF16> __global__ void __launch_bounds__(kThreads, kDqBloc
     load_tile<D>(Ks, a.k, a.ks, b, hk, j0, a.S, a.vector_loads);
     if (!a.kv_shared) load_tile<D>(Vs, a.v, a.vs, b, hk, j0, a.S, a.vector_loads);
     __syncthreads();
-
-    // S = Q K^T and dP = dO V^T: 16 rows x 64 keys per warp; n-block n is keys 8n .. 8n+7.
-    float s[kTile / 8][4], dp[kTile / 8][4];
-#pragma unroll
-    for (int n = 0; n < kTile / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t qa[4], ga[4];
-      load_a(qa, Qs, LD, warp * 16, kk * 16, lane);
-      load_a(ga, Gs, LD, warp * 16, kk * 16, lane);
-      mma_times_nk<kBF16, kTile>(s, qa, Ks, LD, kk * 16, lane);   // S = Q K^T (keys as columns)
-      mma_times_nk<kBF16, kTile>(dp, ga, Vs, LD, kk * 16, lane);  // dP = dO V^T
-    }
-    // dS = P (dP - delta) in place of S: element e of n-block n is row rows[e / 2] and key
-    // j0 + 8n + 2t + e % 2, seen iff below vis[e / 2].
-#pragma unroll
-    for (int n = 0; n < kTile / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        const int64_t j = j0 + n * 8 + 2 * t + e % 2;
-        s[n][e] = j < vis[r] ? __expf(s[n][e] * a.scale - lse[r]) * (dp[n][e] - delta[r]) : 0.f;
-      }
-    }
+    float s[kTile / 8][4];
+    warp_ds<D, kBF16>(s, a, Qs, Gs, Ks, Vs, j0, l);
     // dQ += dS K: k = the tile's keys, 16 at a time.
 #pragma unroll
     for (int kc = 0; kc < kTile / 16; ++kc) {
@@ -311,13 +349,63 @@ template <int D, bool kBF16> __global__ void __launch_bounds__(kThreads, kDqBloc
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (rows[r] >= a.T) continue;
-    uint16_t* dqrow = a.dq + (bh * a.T + rows[r]) * D;
+    if (l.rows[r] >= a.T) continue;
+    uint16_t* dqrow = a.dq + (bh * a.T + l.rows[r]) * D;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n)
       *reinterpret_cast<uint32_t*>(dqrow + n * 8 + 2 * t) =
           H16::pack(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale);
   }
+}
+
+// One block per (b, 64-query tile, 64-key tile): dbias_partial[b] = sum over the heads h, in
+// order, of dS [T, S] for the tile (0 where no row sees a key); every element in range written.
+template <int D, bool kBF16>
+__global__ void __launch_bounds__(kThreads, kDqBlocks<D>) flash_dbias_kernel(BackwardArgs a) {
+  constexpr int LD = D + kPad;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem_raw);  // [kTile][LD] query rows i0 ..
+  uint16_t* Gs = Qs + kTile * LD;                        // [kTile][LD] their dO rows
+  uint16_t* Ks = Gs + kTile * LD;                        // [kTile][LD] keys j0 ..
+  uint16_t* Vs = a.kv_shared ? Ks : Ks + kTile * LD;     // K=V: one tile, both roles
+
+  const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, t = lane % 4;
+  const int64_t b = blockIdx.x, i0 = int64_t(blockIdx.y) * kTile, j0 = int64_t(blockIdx.z) * kTile;
+  float acc[kTile / 8][4];
+#pragma unroll
+  for (int n = 0; n < kTile / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+
+  const int64_t last_row = (i0 + kTile < a.T ? i0 + kTile : a.T) - 1;
+  const int64_t heads = visible(a, last_row) > j0 ? a.H : 0;  // block-uniform: a tile no row sees is 0
+#pragma unroll 1
+  for (int64_t h = 0; h < heads; ++h) {
+    const int64_t hk = h / a.group;
+    __syncthreads();  // the previous head's readers are done
+    load_tile<D>(Qs, a.q, a.qs, b, h, i0, a.T, a.vector_loads);
+    load_tile<D>(Gs, a.g, a.gs, b, h, i0, a.T, a.vector_loads);
+    if (h % a.group == 0) {  // the first query head of KV head hk
+      load_tile<D>(Ks, a.k, a.ks, b, hk, j0, a.S, a.vector_loads);
+      if (!a.kv_shared) load_tile<D>(Vs, a.v, a.vs, b, hk, j0, a.S, a.vector_loads);
+    }
+    __syncthreads();
+    const LaneRows l = lane_rows(a, b * a.H + h, i0, warp, lane);
+    float s[kTile / 8][4];
+    warp_ds<D, kBF16>(s, a, Qs, Gs, Ks, Vs, j0, l);
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n][e] += s[n][e];
+  }
+
+  const int64_t rows[2] = {i0 + warp * 16 + lane / 4, i0 + warp * 16 + lane / 4 + 8};
+  float* out = a.dbias_partial + b * int64_t(a.T) * a.S;
+#pragma unroll
+  for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t i = rows[e / 2], j = j0 + n * 8 + 2 * t + e % 2;
+      if (i < a.T && j < a.S) out[i * a.S + j] = acc[n][e];
+    }
 }
 
 size_t dkdv_smem(int D, int BQ, bool kv_shared) {
@@ -343,8 +431,13 @@ template <int D, bool kBF16> void run(const BackwardArgs& a) {
                  dq_smem(D, a.kv_shared), a);
   }
   if (a.B * a.Hk * a.S > 0)  // every key row is written, 0 where no query sees it
-    launch_tiles(flash_dkdv_kernel<D, kBF16>, dim3(unsigned(a.B * a.Hk), unsigned(ceil_div(a.S, kTile))),
-                 dkdv_smem(D, kQueryChunk<D>, a.kv_shared), a);
+    launch_tiles(a.bias ? flash_dkdv_kernel<D, kBF16, true> : flash_dkdv_kernel<D, kBF16, false>,
+                 dim3(unsigned(a.B * a.Hk), unsigned(ceil_div(a.S, kTile))), dkdv_smem(D, kQueryChunk<D>, a.kv_shared),
+                 a);
+  if (a.dbias_partial && a.B * a.T * a.S > 0)
+    launch_tiles(flash_dbias_kernel<D, kBF16>,
+                 dim3(unsigned(a.B), unsigned(ceil_div(a.T, kTile)), unsigned(ceil_div(a.S, kTile))),
+                 dq_smem(D, a.kv_shared), a);
 }
 
 void strides(int64_t (&dst)[3], const Tensor& t) {
@@ -354,18 +447,21 @@ void strides(int64_t (&dst)[3], const Tensor& t) {
 }  // namespace
 
 bool flash_attention_backward_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias) {
-  return !bias.defined() && flash_attention_supports(q, k, v);
+  return flash_attention_supports(q, k, v) &&
+         (!bias.defined() || (bias.dtype() == q.dtype() && bias.is_contiguous() && bias.dim() == 2 &&
+                              bias.size(0) == q.size(2) && bias.size(1) == k.size(2) && bias.size(0) <= 65535 * kTile));
 }
 
 void flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& out, const Tensor& lse, const AttentionAttrs& attrs, const Tensor& dq,
-                              const Tensor& dk, const Tensor& dv) {
+                              const Tensor& bias, const Tensor& out, const Tensor& lse, const AttentionAttrs& attrs,
+                              const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dbias) {
   const char* op = "attention_backward";
   check<ValueError>(grad_out.stride(3) == 1 && out.stride(3) == 1 && lse.dtype() == DType::f32 && lse.is_contiguous() &&
-                        dq.is_contiguous() && dk.is_contiguous() && dv.is_contiguous(),
+                        dq.is_contiguous() && dk.is_contiguous() && dv.is_contiguous() &&
+                        bias.defined() == dbias.defined(),
                     op,
                     ": the tensor-core backward needs grad and out rows with a contiguous last dim, a float32 "
-                    "contiguous lse and contiguous gradients");
+                    "contiguous lse, contiguous gradients, and dbias exactly with a bias");
   BackwardArgs a;
   a.q = bits(q);
   a.k = bits(k);
@@ -382,7 +478,10 @@ void flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Ten
   a.dk = static_cast<uint16_t*>(dk.raw_data());
   a.dv = static_cast<uint16_t*>(dv.raw_data());
   const int64_t B = q.size(0), H = q.size(1), Hk = k.size(1), T = q.size(2), S = k.size(2);
-  if (B * H * T == 0 && B * Hk * S == 0) return;
+  if (B * H * T == 0 && B * Hk * S == 0) {
+    if (dbias.defined()) raw::fill(dbias, 0);  // the sum of nothing
+    return;
+  }
   check<ValueError>(B * H <= int64_t(INT32_MAX) && ceil_div(T, kTile) <= 65535 && ceil_div(S, kTile) <= 65535, op,
                     ": too many heads or tiles for one launch (", B * H, " heads, ", T, " queries, ", S, " keys)");
   a.B = B;
@@ -402,9 +501,23 @@ void flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Ten
     delta = empty({rows}, {DType::f32, q.device()});
     a.delta = delta.data<float>();
   }
+  // With a bias: dS summed over the heads into partial [B, T, S] float32, then over b.
+  Tensor partial;
+  if (bias.defined()) {
+    a.bias = bits(bias);
+    partial = empty({B, T, S}, {DType::f32, q.device()});
+    a.dbias_partial = partial.data<float>();
+    check<ValueError>(B <= 65535, op, ": too many batch rows for the dbias launch (", B, ")");
+  }
   const bool bf = q.dtype() == DType::bf16;
   if (q.size(3) == 64) bf ? run<64, true>(a) : run<64, false>(a);
   else bf ? run<128, true>(a) : run<128, false>(a);
+  if (bias.defined()) {
+    const Tensor in[] = {partial};
+    Tensor dbias32[] = {empty({T, S}, {DType::f32, q.device()})};
+    sum(KernelArgs{in, dbias32, ReduceAttrs{{0}, false}});  // the fixed-order column reduction
+    raw::copy(dbias, dbias32[0]);                           // rounded to the bias's dtype
+  }
 }
 
 }  // namespace qkv::kernels::cuda

@@ -159,22 +159,24 @@ template <class T> __global__ void sum_squares_kernel(const __grid_constant__ Te
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-// One block: *norm = sqrt(sum of the n partials), added in a fixed order.
-__global__ void norm_kernel(const double* partial, int64_t n, double* norm) {
+// One block: *norm = sqrt(sum of the n partials) * unscale, added in a fixed order.
+__global__ void norm_kernel(const double* partial, int64_t n, double unscale, double* norm) {
   __shared__ double smem[kWarp];
   double acc = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc = __dadd_rn(acc, partial[i]);
   acc = block_reduce(acc, SumOp{}, smem);
-  if (threadIdx.x == 0) *norm = __dsqrt_rn(acc);
+  if (threadIdx.x == 0) *norm = __dmul_rn(__dsqrt_rn(acc), unscale);
 }
 
-// The CPU's rule: nothing when the norm is not finite or factor >= 1, else g = g * T(factor).
+// The CPU's rule: nothing when the norm is not finite or the factor unscale * min(1, max_norm /
+// (norm + 1e-6)) is 1, else g = g * T(factor).
 template <class T>
-__global__ void scale_kernel(const __grid_constant__ TensorList<T, 1> l, const double* norm, double max_norm) {
+__global__ void scale_kernel(const __grid_constant__ TensorList<T, 1> l, const double* norm, double max_norm,
+                             double unscale) {
   const double n = *norm;
   if (!isfinite(n)) return;
-  const double factor = __ddiv_rn(max_norm, __dadd_rn(n, 1e-6));
-  if (factor >= 1) return;
+  const double factor = __dmul_rn(unscale, fmin(1.0, __ddiv_rn(max_norm, __dadd_rn(n, 1e-6))));
+  if (factor == 1) return;
   const T f = T(factor);
   int64_t begin, end;
   const int s = locate(l, blockIdx.x, begin, end);
@@ -222,7 +224,7 @@ void sgd_update(const KernelArgs& k) {
 
 // One grad per group (contiguous, written); out[0] is the 0-dim float64 norm, left on the device.
 void clip_grad_norm(const KernelArgs& k) {
-  const double max_norm = attr<ClipAttrs>(k.attrs, "clip_grad_norm").max_norm;
+  const ClipAttrs& a = attr<ClipAttrs>(k.attrs, "clip_grad_norm");
   double* norm = k.out[0].data<double>();
   set_device(k.out[0]);
   int64_t slots = 0;
@@ -237,12 +239,12 @@ void clip_grad_norm(const KernelArgs& k) {
           QKV_CUDA_LAUNCH_CHECK();
         });
   });
-  norm_kernel<<<1, kOptimThreads>>>(pp, first_slot, norm);
+  norm_kernel<<<1, kOptimThreads>>>(pp, first_slot, a.unscale, norm);
   QKV_CUDA_LAUNCH_CHECK();
-  if (std::isinf(max_norm)) return;  // factor would be +inf: only measures
+  if (std::isinf(a.max_norm) && a.unscale == 1) return;  // the factor would be 1: only measures
   for_each_dtype(k.in, [&]<class T>(const std::vector<std::array<T*, 1>>& ptrs, const std::vector<int64_t>& numels) {
     for_each_list<T, 1>(ptrs, numels, 0, [&](const TensorList<T, 1>& l, int64_t blocks, int64_t) {
-      scale_kernel<T><<<unsigned(blocks), kOptimThreads>>>(l, norm, max_norm);
+      scale_kernel<T><<<unsigned(blocks), kOptimThreads>>>(l, norm, a.max_norm, a.unscale);
       QKV_CUDA_LAUNCH_CHECK();
     });
   });

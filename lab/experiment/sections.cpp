@@ -164,8 +164,9 @@ const Schema<LoopConfig>& LoopConfig::schema() {
       field("max_consecutive_skips", &T::max_consecutive_skips, 10, at_least(0),
             "more non-finite steps in a row than this stop the run as diverged; 0 = the first one does"),
       field("precision", &T::precision, loops::Precision::fp32,
-            "compute precision: fp32, or bf16 autocast (matmuls, attention, convolutions in bf16; float32 "
-            "weights, optimizer, norms, losses; on the CPU bf16 storage computed in float32)"),
+            "compute precision: fp32; bf16 autocast (matmuls, attention, convolutions in bf16; float32 "
+            "weights, optimizer, norms, losses; on the CPU bf16 storage computed in float32); or fp16, the "
+            "same in float16 with a dynamic loss scale"),
       field("bucket_mb", &T::bucket_mb, 25.0, greater_than(0.0),
             "data-parallel runs: MiB of gradients per all-reduce, started while the backward pass runs"),
   }};

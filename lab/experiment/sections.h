@@ -32,8 +32,8 @@ template <> struct EnumNames<optim::DecayRule> {
       {{"matrices", optim::DecayRule::matrices}, {"all", optim::DecayRule::all}}};
 };
 template <> struct EnumNames<loops::Precision> {
-  static constexpr std::array<std::pair<std::string_view, loops::Precision>, 2> values{
-      {{"fp32", loops::Precision::fp32}, {"bf16", loops::Precision::bf16}}};
+  static constexpr std::array<std::pair<std::string_view, loops::Precision>, 3> values{
+      {{"fp32", loops::Precision::fp32}, {"bf16", loops::Precision::bf16}, {"fp16", loops::Precision::f16}}};
 };
 template <> struct EnumNames<loops::OnNonfinite> {
   static constexpr std::array<std::pair<std::string_view, loops::OnNonfinite>, 2> values{

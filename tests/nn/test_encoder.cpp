@@ -60,7 +60,8 @@ TEST_CASE("the encoder maps [B, T] tokens to [B, T, classes] logits for every va
   CHECK(linear_head.head.fc == nullptr);
 }
 
-TEST_CASE("a small encoder learns the reverse task with the trainer") {
+// Label `long` (tests/CMakeLists.txt): left out of the sanitizer run.
+TEST_CASE("a small encoder learns the reverse task with the trainer" * doctest::test_suite("long")) {
   auto data = data::make_synthetic_splits(data::SyntheticTask::reverse, 8, 10, 4096, 256, 256, 1);
   Generator gen(0);
   nn::Encoder model(small(nn::Sharing::qkv), &gen);

@@ -80,6 +80,10 @@ std::vector<Sample> attention_samples() {
                  qkv({1, 4, 70, 128}, {1, 2, 90, 128}, {1, 2, 90, 128}), attn(true, 128)}),
           large({"tiles: D 64, multi-query, 4 heads, 140 queries and keys",
                  qkv({1, 4, 140, 64}, {1, 1, 140, 64}, {1, 1, 140, 64}), attn(false, 64)}),
+          // The tensor-core backward's dbias (the (+) variants): summed over 2 batch rows and 4
+          // heads of 2 KV heads, causal, several query and key tiles.
+          large({"tiles: D 64, GQA 2, causal, 2 batch rows, 70 queries over 100 keys, bias",
+                 with_bias({2, 4, 70, 64}, {2, 2, 100, 64}, {2, 2, 100, 64}, {70, 100}), attn(true, 64)}),
           // Decode steps: the split-KV kernel on CUDA (a few queries, 128+ keys, no bias).
           large({"decode: GQA 4, causal, 1 query over 300 keys, D 64",
                  qkv({2, 8, 1, 64}, {2, 2, 300, 64}, {2, 2, 300, 64}), attn(true, 64)}),

@@ -133,16 +133,21 @@ OpCase case_clip_grad_norm() {
                {"max_norm +inf only measures", grads(shapes), ClipAttrs{INFINITY}},
                {"52 grads, scaled", grads(many_shapes()), ClipAttrs{1.0}},
                {"52 grads, max_norm above the norm", grads(many_shapes()), ClipAttrs{1e4}},
-               {"52 grads, max_norm +inf only measures", grads(many_shapes()), ClipAttrs{INFINITY}}};
+               {"52 grads, max_norm +inf only measures", grads(many_shapes()), ClipAttrs{INFINITY}},
+               {"unscaled by 1/8, then clipped", grads(shapes), ClipAttrs{0.1, 0.125}},
+               {"unscaled by 1/1024, not clipped", grads(shapes), ClipAttrs{1e3, 1.0 / 1024}},
+               {"52 grads unscaled by 1/4, max_norm +inf", grads(many_shapes()), ClipAttrs{INFINITY, 0.25}}};
+  // PyTorch's GradScaler.unscale_ then clip_grad_norm_: the grads times unscale, then clipped.
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
-    const double max_norm = std::get<ClipAttrs>(attrs).max_norm;
+    const ClipAttrs& a = std::get<ClipAttrs>(attrs);
     double total = 0;
     for (const Ref& g : in)
-      for (double x : g.v) total += x * x;
+      for (double x : g.v) total += x * a.unscale * x * a.unscale;
     Ref norm(Shape{}, std::sqrt(total));
-    const double factor = max_norm / (norm.v[0] + 1e-6);
+    const double factor = a.max_norm / (norm.v[0] + 1e-6);
     std::vector<Ref> out = {norm};
-    for (const Ref& g : in) out.push_back(factor < 1 ? map1(g, [&](double x) { return x * factor; }) : g);
+    for (const Ref& g : in)
+      out.push_back(map1(g, [&](double x) { return x * a.unscale * (factor < 1 ? factor : 1.0); }));
     return out;
   };
   return c;

@@ -11,6 +11,7 @@
 #include "train/dist/consistency.h"
 #include "train/dist/reducer.h"
 #include "train/loops/host_values.h"
+#include "train/loops/loss_scale.h"
 #include "train/loops/preflight_step.h"
 #include "train/loops/run_log.h"
 #include "train/optim/clip.h"
@@ -165,6 +166,7 @@ TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& opti
   const auto start = std::chrono::steady_clock::now();
   const double wait_before = train.wait_seconds();
   NonfiniteGuard guard(o.nonfinite);
+  LossScaler scaler(o.precision);
   int64_t step = 0;
   for (int64_t epoch = 1; epoch <= o.epochs && !result.diverged; ++epoch) {
     model.train();
@@ -189,23 +191,25 @@ TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& opti
       if (rows > 0) {
         loss_t = batch_loss(forward(inputs), targets);
         if (comm) loss_t = loss_t * (double(rows) / all_rows);
-        loss_t.backward();
+        (scaler.active() ? loss_t * scaler.scale() : loss_t).backward();
       }
       if (reducer) reducer->finish();
       // The norm is measured even without clipping (+inf only measures): a NaN gradient can
-      // come with a finite loss. A non-finite norm scales nothing.
-      const Tensor norm_t = clip_grad_norm(optimizer.params(), o.clip > 0 ? o.clip : INFINITY);
+      // come with a finite loss. A non-finite norm scales nothing. fp16: the gradients are
+      // unscaled in the same pass.
+      const Tensor norm_t = clip_grad_norm(optimizer.params(), o.clip > 0 ? o.clip : INFINITY, scaler.unscale());
       // The step's one host read, before the update, so that a non-finite step is not applied.
       std::vector<double> read = read_values({loss_t, norm_t});
       if (comm) read[0] = comm->all_reduce({read[0]}, dist::ReduceOp::sum, cat("the loss at step ", step + 1))[0];
       const double loss = read[0], norm = read[1];
-      const StepAction action = guard.check(loss, norm);
+      const bool overflow = scaler.overflowed(loss, norm);
+      const StepAction action = overflow ? StepAction::skip : guard.check(loss, norm);
       if (action == StepAction::stop) {
         result.diverged = guard.stopped(log, step + 1, epoch, loss, norm);
         break;
       }
-      if (action == StepAction::apply) {
-        optimizer.step();
+      if (action == StepAction::apply) optimizer.step();
+      if (action == StepAction::apply || overflow) {  // an overflowed step's loss is a real one
         epoch_loss += loss * all_rows;
         epoch_examples += int64_t(all_rows);
       }
@@ -213,7 +217,8 @@ TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& opti
       ++batch;
       if (action == StepAction::skip) {
         ++result.skipped_steps;
-        guard.skipped(log, step, epoch, loss, norm);
+        if (overflow) progress.message(scaler.overflow_message(step));
+        else guard.skipped(log, step, epoch, loss, norm);
       }
       progress.update(step, loss, lr);
       if (step % o.log_every == 0) log.record(StepRecord{epoch, step, loss, lr, norm, progress.steps_per_second()});

@@ -50,7 +50,8 @@ struct TrainOptions {
   // gradients and metrics are summed over the ranks, and only rank 0 writes to `dir`.
   dist::Communicator* comm = nullptr;
   double bucket_mb = 25;  // gradient all-reduce bucket size
-  // bf16: the forward and the loss run under autocast (precision.h); logits come back float32.
+  // bf16/fp16: the forward and the loss run under autocast (precision.h); logits come back float32;
+  // fp16 scales the loss (loss_scale.h).
   Precision precision = Precision::fp32;
 };
 

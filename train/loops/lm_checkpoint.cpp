@@ -49,6 +49,8 @@ safetensors::Metadata to_metadata(const LmLoopState& s) {
           {"log_loss_sum", exact(s.log_loss_sum)},
           {"log_count", std::to_string(s.log_count)},
           {"nonfinite_streak", std::to_string(s.nonfinite_streak)},
+          {"loss_scale", std::to_string(int64_t(s.loss_scale.scale))},  // 0, or a power of two
+          {"loss_scale_good_steps", std::to_string(s.loss_scale.good_steps)},
           {"metrics_bytes", std::to_string(s.metrics_bytes)},
           {"generator_seed", std::to_string(s.gen.seed)},
           {"generator_offset", std::to_string(s.gen.offset)},
@@ -78,6 +80,13 @@ LmLoopState from_metadata(const safetensors::Metadata& m, const std::string& fil
   s.log_loss_sum = parse_exact(get("log_loss_sum"), file, "log_loss_sum");
   s.log_count = int64_t(integer("log_count"));
   s.nonfinite_streak = m.count("nonfinite_streak") ? int64_t(integer("nonfinite_streak")) : 0;  // older checkpoints
+  if (m.count("loss_scale")) {  // older checkpoints: none (an fp16 run starts a new scale)
+    const uint64_t v = integer("loss_scale", uint64_t(kMaxLossScale));
+    check<IOError>((v & (v - 1)) == 0, file, ": metadata 'loss_scale' is ", v,
+                   ", expected 0 or a power of two from 1 to 2^24");
+    s.loss_scale.scale = double(v);
+    s.loss_scale.good_steps = int64_t(integer("loss_scale_good_steps"));
+  }
   s.metrics_bytes = integer("metrics_bytes");
   s.gen = {integer("generator_seed", UINT64_MAX), integer("generator_offset", UINT64_MAX)};
   s.cursor = {int64_t(integer("data_epoch")), int64_t(integer("data_index"))};

@@ -12,6 +12,7 @@
 #include "train/dist/reducer.h"
 #include "train/loops/host_values.h"
 #include "train/loops/lm_checkpoint.h"
+#include "train/loops/loss_scale.h"
 #include "train/loops/mfu.h"
 #include "train/loops/preflight_step.h"
 #include "train/loops/run_log.h"
@@ -122,6 +123,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   ThroughputWindow window(start);
   double eval_seconds = 0;
   NonfiniteGuard guard(o.nonfinite, s.nonfinite_streak);
+  LossScaler scaler(o.precision, s.loss_scale, o.loss_scale_growth);
   model.train();
   for (int64_t done = 0; s.step < o.steps && (o.stop_after == 0 || done < o.stop_after); ++done) {
     const double lr = schedule.lr_at(s.step);
@@ -150,7 +152,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
           AutocastGuard guard(autocast);
           loss = model.loss(x.to(device), y.to(device)) * (share / double(o.grad_accum));
         }
-        loss.backward();
+        (scaler.active() ? loss * scaler.scale() : loss).backward();
         loss_sum.add(loss);
       }
       step_tokens += x.numel() * world;  // the job's tokens: every rank has as many rows
@@ -158,11 +160,15 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     if (reducer) reducer->finish();
     tokens_timed += step_tokens;
     window.add(step_tokens);
-    // The step's one host read: the loss and the gradient norm, which decides a skip.
-    std::vector<double> read = read_values({loss_sum.tensor(), clip_grad_norm(params, o.clip > 0 ? o.clip : INFINITY)});
+    // The step's one host read: the loss and the gradient norm (of the unscaled gradients),
+    // which decides a skip.
+    std::vector<double> read =
+        read_values({loss_sum.tensor(), clip_grad_norm(params, o.clip > 0 ? o.clip : INFINITY, scaler.unscale())});
     if (comm) read[0] = comm->all_reduce({read[0]}, dist::ReduceOp::sum, cat("the loss at step ", s.step + 1))[0];
     const double step_loss = read[0], norm = read[1];
-    const StepAction action = guard.check(step_loss, norm);
+    const bool overflow = scaler.overflowed(step_loss, norm);
+    s.loss_scale = scaler.state();
+    const StepAction action = overflow ? StepAction::skip : guard.check(step_loss, norm);
     s.nonfinite_streak = guard.streak();
     if (action == StepAction::stop) {
       result.diverged = guard.stopped(log, s.step + 1, 0, step_loss, norm);
@@ -173,9 +179,12 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     else opt.step();
     ++s.step;
     s.tokens += step_tokens;
-    if (action == StepAction::skip) {  // its loss stays out of the logged mean
+    if (overflow) {
+      progress.message(scaler.overflow_message(s.step));
+    } else if (action == StepAction::skip) {  // its loss stays out of the logged mean
       guard.skipped(log, s.step, 0, step_loss, norm);
-    } else {
+    }
+    if (action != StepAction::skip || overflow) {  // an overflowed step's loss is a real one
       s.log_loss_sum += step_loss;
       ++s.log_count;
     }
@@ -234,6 +243,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   result.finished = !result.diverged && s.step >= o.steps;
   result.steps = s.step;
   result.skipped_steps = s.skipped;
+  result.loss_scale = scaler.state();
   if (result.diverged) {
     result.final_val_loss = result.best_val_loss = NAN;
     progress.finish(cat("diverged at step ", result.diverged->step, ": ", result.diverged->reason));

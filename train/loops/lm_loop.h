@@ -19,6 +19,7 @@
 #include "train/data/token_batches.h"
 #include "train/dist/communicator.h"
 #include "train/loops/lm_checkpoint.h"
+#include "train/loops/loss_scale.h"
 #include "train/loops/metrics.h"
 #include "train/loops/nonfinite.h"
 #include "train/loops/precision.h"
@@ -35,16 +36,17 @@ struct LmTrainOptions {
   int64_t keep_checkpoints = 2;
   int64_t log_every = 10;
   optim::AdamOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
-  optim::DecayRule decay = optim::DecayRule::matrices;  // which parameters adam.weight_decay applies to
-  Precision precision = Precision::fp32;                // compute precision (precision.h)
-  double clip = 1.0;                                    // 0: no clipping
-  double skip_grad_norm = 0;                            // 0: never skip
-  NonfinitePolicy nonfinite;                            // what a NaN or inf loss or gradient norm does
-  double peak_flops = 0;                                // FLOP/s for MFU; 0: MFU not reported
-  std::string peak_source;                              // where peak_flops comes from (printed)
-  std::filesystem::path dir;                            // run folder: checkpoints/, metrics.jsonl, train.log
-  bool resume = false;                                  // continue from the newest checkpoint in dir, if any
-  int64_t stop_after = 0;                               // return after this many steps of this call (0: run to the end)
+  optim::DecayRule decay = optim::DecayRule::matrices;   // which parameters adam.weight_decay applies to
+  Precision precision = Precision::fp32;                 // compute precision (precision.h)
+  int64_t loss_scale_growth = kLossScaleGrowthInterval;  // fp16: good steps before the scale doubles
+  double clip = 1.0;                                     // 0: no clipping
+  double skip_grad_norm = 0;                             // 0: never skip
+  NonfinitePolicy nonfinite;                             // what a NaN or inf loss or gradient norm does
+  double peak_flops = 0;                                 // FLOP/s for MFU; 0: MFU not reported
+  std::string peak_source;                               // where peak_flops comes from (printed)
+  std::filesystem::path dir;                             // run folder: checkpoints/, metrics.jsonl, train.log
+  bool resume = false;                                   // continue from the newest checkpoint in dir, if any
+  int64_t stop_after = 0;  // return after this many steps of this call (0: run to the end)
   std::string label = "lm";
   // Data-parallel (null: one process; a communicator of one rank goes through every collective
   // all the same): the batch sources serve this rank's rows
@@ -62,6 +64,7 @@ struct LmTrainResult {
   double tokens_per_second = 0, mfu = 0, seconds = 0;
   std::vector<EvalRecord> evals;       // of this call
   std::vector<int64_t> logged_tokens;  // of this call, per logged tokens/s: the tokens it counts
+  LossScaleState loss_scale;           // fp16: the loss scale after the last step
 };
 
 // Mean cross-entropy over the first `batches` batches of `data` (seeks to its start, so every

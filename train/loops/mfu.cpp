@@ -45,7 +45,7 @@ double measure_gemm_flops(const Device& device, int64_t n, int reps, DType dtype
 std::optional<double> known_peak_flops(std::string_view device_name, Precision precision) {
   for (const KnownGpu& g : kKnownGpus)
     if (device_name.find(g.name) != std::string_view::npos)
-      return 1e12 * (precision == Precision::bf16 ? g.bf16 : g.fp32);
+      return 1e12 * (precision == Precision::fp32 ? g.fp32 : g.bf16);  // f16's tensor-core rate is bf16's
   return std::nullopt;
 }
 
@@ -55,10 +55,10 @@ PeakFlops peak_flops(const Device& device, Precision precision, double configure
   if (device.is_cuda())
     if (const std::optional<double> known = known_peak_flops(name, precision))
       return {*known, cat(name, " ", precision_name(precision), " dense peak (data sheet)")};
-  // The CPU computes bf16 runs in float32: its float32 GEMM is the peak either way.
-  const bool bf16_gemm = device.is_cuda() && precision == Precision::bf16;
-  const double measured = measure_gemm_flops(device, 1024, 4, bf16_gemm ? DType::bf16 : DType::f32);
-  return {measured, cat("measured ", bf16_gemm ? "bf16" : "float32", " GEMM on ", name)};
+  // The CPU computes bf16 and f16 runs in float32: its float32 GEMM is the peak either way.
+  const DType dtype = device.is_cuda() ? autocast_dtype_for(precision).value_or(DType::f32) : DType::f32;
+  const double measured = measure_gemm_flops(device, 1024, 4, dtype);
+  return {measured, cat("measured ", dtype_name(dtype), " GEMM on ", name)};
 }
 
 }  // namespace qkv::loops

@@ -18,8 +18,9 @@ double lm_train_flops_per_token(const nn::GPT& model, int64_t seq_len);
 // GEMM FLOP/s of the device in `dtype`, timed on an n^3 matmul (best of `reps` after a warm-up).
 double measure_gemm_flops(const Device& device, int64_t n = 1024, int reps = 4, DType dtype = DType::f32);
 
-// The data-sheet dense peak (no sparsity) of a known GPU, by its product name: bf16 on the
-// tensor cores, or float32 without them (fp32 runs use no TF32). nullopt for other devices.
+// The data-sheet dense peak (no sparsity) of a known GPU, by its product name: bf16 (fp16 has the
+// same rate) on the tensor cores, or float32 without them (fp32 runs use no TF32). nullopt for
+// other devices.
 std::optional<double> known_peak_flops(std::string_view device_name, Precision precision);
 
 struct PeakFlops {

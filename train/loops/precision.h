@@ -2,9 +2,11 @@
 // bf16: the official language-model code's bf16 autocast: the forward (and the loss) run under
 // an AutocastGuard (autograd/autocast.h), so matmuls, attention and convolutions take bf16 and
 // softmax, norms, reductions and losses float32, while weights, gradients and the optimizer
-// state stay float32 (no loss scaling: bf16 has float32's range). On a CUDA device the matmuls
-// run on the tensor cores; on the CPU the bf16 tensors are computed in float32 around each
-// kernel (bf16 storage), so one file trains anywhere. result.json records requested and used.
+// state stay float32 (no loss scaling: bf16 has float32's range). fp16: the same autocast in
+// float16, whose narrow range needs a dynamic loss scale (loss_scale.h). On a CUDA device the
+// matmuls run on the tensor cores; on the CPU the 16-bit tensors are computed in float32 around
+// each kernel (16-bit storage), so one file trains anywhere. result.json records requested and
+// used.
 #pragma once
 #include <optional>
 #include <string>
@@ -14,8 +16,8 @@
 
 namespace qkv::loops {
 
-enum class Precision { fp32, bf16 };
-const char* precision_name(Precision p);  // "fp32" / "bf16"
+enum class Precision { fp32, bf16, f16 };
+const char* precision_name(Precision p);  // "fp32" / "bf16" / "fp16"
 
 struct PrecisionChoice {
   Precision requested = Precision::fp32;  // train.precision
@@ -27,7 +29,7 @@ struct PrecisionChoice {
 // computes what is asked.
 PrecisionChoice choose_precision(Precision requested, const Device& device);
 
-// The autocast dtype of a precision: bf16, or none for fp32 (an AutocastGuard's argument).
+// The autocast dtype of a precision: bf16 or f16, or none for fp32 (an AutocastGuard's argument).
 std::optional<DType> autocast_dtype_for(Precision p);
 
 // The line a run prints at its start about its precision ("" for fp32).

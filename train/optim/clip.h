@@ -10,6 +10,8 @@ namespace qkv::optim {
 // before clipping as a 0-dim float64 tensor on the grads' device (read it when it is needed: on
 // a GPU the read waits for the device); a non-finite norm scales nothing, so the caller can skip
 // the step. max_norm must be > 0 (+inf only measures). Parameters without grad are ignored.
-Tensor clip_grad_norm(const NamedTensors& params, double max_norm);
+// unscale (a power of two, f16 training's 1 / loss scale) multiplies every grad in the same pass,
+// before the norm is taken: the norm returned and the clipping are those of the unscaled grads.
+Tensor clip_grad_norm(const NamedTensors& params, double max_norm, double unscale = 1);
 
 }  // namespace qkv::optim

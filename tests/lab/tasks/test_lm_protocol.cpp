@@ -91,8 +91,9 @@ TEST_CASE("lm protocol: the keys' rules name the key") {
   test::check_contains(config_error([&] { config_from_yaml(lm + "  decay: some\n"); }), {"optim.decay", "matrices"});
   const Config ok = config_from_yaml(lm + "  decay: all\ntrain:\n  precision: bf16\n");
   CHECK(ok.as<LmConfig>().optim.decay == optim::DecayRule::all);
-  test::check_contains(config_error([&] { config_from_yaml(lm + "train:\n  precision: fp16\n"); }),
-                       {"train.precision", "fp32", "bf16"});
+  test::check_contains(config_error([&] { config_from_yaml(lm + "train:\n  precision: fp8\n"); }),
+                       {"train.precision", "fp32", "bf16", "fp16"});
+  CHECK(config_from_yaml(lm + "train:\n  precision: fp16\n").loop().precision == loops::Precision::f16);
   // lm.val_text goes with lm.text: a prepared folder has its own val split.
   test::check_contains(config_error([] {
                          config_from_yaml("name: l\ntask:\n  kind: lm\nlm:\n  tokens: p\n  val_text: [v.txt]\n");
@@ -159,7 +160,7 @@ TEST_CASE("lm protocol: a run with validation files, official sampling and bf16 
   nlohmann::json old = j;
   old.erase("precision");
   CHECK_FALSE(result_from_json(old, "old.json").precision.has_value());
-  j["precision"]["used"] = "fp16";
+  j["precision"]["used"] = "fp8";
   test::check_contains(test::error_of<IOError>([&] { result_from_json(j, "r.json"); }),
-                       {"r.json", "precision.used", "fp16"});
+                       {"r.json", "precision.used", "fp8"});
 }

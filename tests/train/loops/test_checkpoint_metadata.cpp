@@ -38,9 +38,20 @@ TEST_CASE("lm checkpoints: metadata numbers that do not fit their type are refus
   test::check_contains(with("tokens", "9223372036854775808"), {"metadata 'tokens'"});
   test::check_contains(with("data_index", "-1"), {"metadata 'data_index'"});
   test::check_contains(with("generator_offset", "18446744073709551616"), {"metadata 'generator_offset'"});
+  test::check_contains(with("loss_scale", "3"), {"metadata 'loss_scale' is 3", "a power of two from 1 to 2^24"});
+  test::check_contains(with("loss_scale", "33554432"), {"metadata 'loss_scale'", "0..16777216"});
   // The generator's seed uses all 64 bits.
   safetensors::Metadata m = meta;
   m["generator_seed"] = "18446744073709551615";
   safetensors::save(file, named, m);
   CHECK(load_latest_lm_checkpoint(run.path, kCPU)->state.gen.seed == UINT64_MAX);
+  // An fp16 run's loss scale round-trips; a checkpoint from before loss scaling has none.
+  m["loss_scale"] = "1024";
+  m["loss_scale_good_steps"] = "17";
+  safetensors::save(file, named, m);
+  CHECK(load_latest_lm_checkpoint(run.path, kCPU)->state.loss_scale == LossScaleState{1024, 17});
+  m.erase("loss_scale");
+  m.erase("loss_scale_good_steps");
+  safetensors::save(file, named, m);
+  CHECK(load_latest_lm_checkpoint(run.path, kCPU)->state.loss_scale == LossScaleState{});
 }

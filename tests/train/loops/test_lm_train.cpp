@@ -34,7 +34,7 @@ nn::GPTConfig tiny_gpt() {
 
 // Trains a fresh model in `dir` as a new process would: its own generator, model and batches.
 LmTrainResult train_in(const fs::path& tokens, const fs::path& dir, bool resume, int64_t stop_after,
-                       double skip_grad_norm = 0) {
+                       double skip_grad_norm = 0, Precision precision = Precision::fp32) {
   Generator gen(3);
   nn::GPT model(tiny_gpt(), &gen);
   data::TokenBatchOptions tb;
@@ -56,6 +56,8 @@ LmTrainResult train_in(const fs::path& tokens, const fs::path& dir, bool resume,
   o.dir = dir;
   o.resume = resume;
   o.stop_after = stop_after;
+  o.precision = precision;
+  o.loss_scale_growth = 3;  // fp16: the scale doubles every third step, so resuming must restore it
   return train_lm(model, gen, train, val, schedule, o);
 }
 
@@ -108,6 +110,25 @@ TEST_CASE("lm training: an interrupted and resumed run's loss curve is bit-ident
   CHECK(names == std::vector<std::string>{"step_00000008.safetensors", "step_00000008.state.safetensors",
                                           "step_00000012.safetensors", "step_00000012.state.safetensors"});
   CHECK(latest_checkpoint(root.path / "split")->filename() == "step_00000012.safetensors");
+}
+
+TEST_CASE("lm training: a resumed fp16 run continues the loss scale and the curve of an uninterrupted one") {
+  test::TempDir root("lm-resume-fp16");
+  const fs::path tokens = test::markov_token_dataset(root.path, kVocab);
+  const LmTrainResult whole = train_in(tokens, root.path / "whole", false, 0, 0, Precision::f16);
+  CHECK(whole.finished);
+  train_in(tokens, root.path / "split", false, 6, 0, Precision::f16);
+  // The step-4 checkpoint holds a scale that has moved from a fresh run's (2^16, no good steps):
+  // doubled after step 3 (or halved by an overflow).
+  const fs::path step4 = root.path / "split" / "checkpoints" / "step_00000004.state.safetensors";
+  const safetensors::Metadata m = safetensors::read_header(step4.string()).metadata;
+  CHECK((m.at("loss_scale") != "65536" || m.at("loss_scale_good_steps") != "0"));
+  const LmTrainResult second = train_in(tokens, root.path / "split", true, 0, 0, Precision::f16);
+  CHECK(second.resumed_from == 4);
+  CHECK(whole.loss_scale.scale > 0);
+  CHECK(second.loss_scale == whole.loss_scale);
+  CHECK(train_curve(root.path / "whole") == train_curve(root.path / "split"));
+  CHECK(val_curve(root.path / "whole") == val_curve(root.path / "split"));
 }
 
 TEST_CASE("lm training: steps whose gradient norm exceeds the threshold are skipped") {
