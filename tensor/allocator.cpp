@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "tensor/error.h"
+#include "tensor/memory_pool.h"
 #ifdef QKV_HAVE_CUDA
 #include "tensor/cuda/cuda_runtime.h"
 #endif
@@ -96,6 +97,7 @@ void cpu_free(void* p, int) { std::free(p); }
 Allocator& cuda_allocator(int device);
 
 Allocator& allocator_for(const Device& d) {
+  if (Allocator* pool = pool_allocator_for(d)) return *pool;  // a PoolScope is active (memory_pool.h)
   if (d.is_cpu()) {
     // Never destroyed: tensors with static storage duration may free into it at exit.
     static auto* cpu = new CachingAllocator(kCPU, RawMemory{cpu_alloc, cpu_free}, kCpuAlignment);

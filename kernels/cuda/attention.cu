@@ -382,7 +382,7 @@ void launch(Kernel kernel, int64_t blocks, const Launch& l, const char* op, Args
   check<ValueError>(blocks <= int64_t(INT32_MAX), op, ": too many tiles for one launch (", blocks, ")");
   if (l.smem > 48 * 1024)
     QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem)));
-  kernel<<<unsigned(blocks), unsigned(l.warps * kWarp), l.smem>>>(args...);
+  kernel<<<unsigned(blocks), unsigned(l.warps * kWarp), l.smem, launch_stream()>>>(args...);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
@@ -435,9 +435,10 @@ void backward_float(const Operands& o, const Tensor& g, const Tensor& out, const
     Tensor delta;
     if (rows > 0) {
       delta = empty({rows}, {o.q.dtype(), o.q.device()});
-      attention_delta_kernel<F><<<blocks_for(rows * kWarp, kMaxThreads), kMaxThreads>>>(head_rows<F>(g),
-                                                                                        head_rows<F>(out), a.H, a.T,
-                                                                                        rows, a.Dv, delta.data<F>());
+      attention_delta_kernel<F>
+          <<<blocks_for(rows * kWarp, kMaxThreads), kMaxThreads, 0, launch_stream()>>>(head_rows<F>(g),
+                                                                                       head_rows<F>(out), a.H, a.T,
+                                                                                       rows, a.Dv, delta.data<F>());
       QKV_CUDA_LAUNCH_CHECK();
     }
     const Grads<F> gr{head_rows<F>(g), rows > 0 ? lse.data<F>() : nullptr, rows > 0 ? delta.data<F>() : nullptr};

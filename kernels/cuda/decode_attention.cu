@@ -231,9 +231,9 @@ void run(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs
   const size_t smem = size_t(smem_floats(a.G, a.D, a.Dv, a.kv_shared)) * sizeof(float);
   if (smem > 48 * 1024)
     QKV_CUDA_CHECK(cudaFuncSetAttribute(split_kernel<St>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  split_kernel<St><<<dim3(unsigned(blocks), unsigned(a.splits)), kThreads, smem>>>(a);
+  split_kernel<St><<<dim3(unsigned(blocks), unsigned(a.splits)), kThreads, smem, launch_stream()>>>(a);
   QKV_CUDA_LAUNCH_CHECK();
-  combine_kernel<St><<<unsigned(blocks * a.G), 128>>>(a, out.data<St>(), lse.data<float>());
+  combine_kernel<St><<<unsigned(blocks * a.G), 128, 0, launch_stream()>>>(a, out.data<St>(), lse.data<float>());
   QKV_CUDA_LAUNCH_CHECK();
 }
 

@@ -173,7 +173,7 @@ template <int D, bool kBF16> void launch(const FlashArgs& a, int64_t bh, int64_t
   auto* kernel = flash_forward_kernel<D, kBF16>;
   if (smem > 48 * 1024)
     QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kernel<<<dim3(unsigned(bh), unsigned(qtiles)), kThreads, smem>>>(a);
+  kernel<<<dim3(unsigned(bh), unsigned(qtiles)), kThreads, smem, launch_stream()>>>(a);
   QKV_CUDA_LAUNCH_CHECK();
 }
 

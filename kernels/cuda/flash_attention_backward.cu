@@ -308,15 +308,25 @@ __device__ __forceinline__ void warp_ds(float (&s)[kTile / 8][4], const Backward
   }
 }
 
+// The dq and dbias kernels' shared tiles, [kTile][D + kPad] each: query rows (q), their dO rows
+// (g), keys (k) and values (v: the keys' tile when K and V are one tensor).
+template <int D> struct QueryTileSmem {
+  uint16_t *q, *g, *k, *v;
+  __device__ QueryTileSmem(unsigned char* raw, bool kv_shared) {
+    q = reinterpret_cast<uint16_t*>(raw);
+    g = q + kTile * (D + kPad);
+    k = g + kTile * (D + kPad);
+    v = kv_shared ? k : k + kTile * (D + kPad);
+  }
+};
+
 // One block per (b, h, 64-query tile): dq = scale * sum_j dS_ij k_j over the visible key tiles.
 template <int D, bool kBF16> __global__ void __launch_bounds__(kThreads, kDqBlocks<D>) flash_dq_kernel(BackwardArgs a) {
   using H16 = Half16<kBF16>;
   constexpr int LD = D + kPad;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem_raw);  // [kTile][LD] query rows i0 ..
-  uint16_t* Gs = Qs + kTile * LD;                        // [kTile][LD] their dO rows
-  uint16_t* Ks = Gs + kTile * LD;                        // [kTile][LD] keys j0 ..
-  uint16_t* Vs = a.kv_shared ? Ks : Ks + kTile * LD;     // K=V: one tile, both roles
+  const QueryTileSmem<D> sm(smem_raw, a.kv_shared);
+  uint16_t *Qs = sm.q, *Gs = sm.g, *Ks = sm.k, *Vs = sm.v;
 
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, t = lane % 4;
   const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H, hk = h / a.group;
@@ -362,12 +372,9 @@ template <int D, bool kBF16> __global__ void __launch_bounds__(kThreads, kDqBloc
 // order, of dS [T, S] for the tile (0 where no row sees a key); every element in range written.
 template <int D, bool kBF16>
 __global__ void __launch_bounds__(kThreads, kDqBlocks<D>) flash_dbias_kernel(BackwardArgs a) {
-  constexpr int LD = D + kPad;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem_raw);  // [kTile][LD] query rows i0 ..
-  uint16_t* Gs = Qs + kTile * LD;                        // [kTile][LD] their dO rows
-  uint16_t* Ks = Gs + kTile * LD;                        // [kTile][LD] keys j0 ..
-  uint16_t* Vs = a.kv_shared ? Ks : Ks + kTile * LD;     // K=V: one tile, both roles
+  const QueryTileSmem<D> sm(smem_raw, a.kv_shared);
+  uint16_t *Qs = sm.q, *Gs = sm.g, *Ks = sm.k, *Vs = sm.v;
 
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, t = lane % 4;
   const int64_t b = blockIdx.x, i0 = int64_t(blockIdx.y) * kTile, j0 = int64_t(blockIdx.z) * kTile;
@@ -416,7 +423,7 @@ size_t dq_smem(int D, bool kv_shared) { return size_t(kv_shared ? 3 : 4) * kTile
 template <class Kernel> void launch_tiles(Kernel kernel, dim3 grid, size_t smem, const BackwardArgs& a) {
   if (smem > 48 * 1024)
     QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kernel<<<grid, kThreads, smem>>>(a);
+  kernel<<<grid, kThreads, smem, launch_stream()>>>(a);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
@@ -425,7 +432,8 @@ int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
 template <int D, bool kBF16> void run(const BackwardArgs& a) {
   const int64_t rows = a.B * a.H * a.T;
   if (rows > 0) {
-    flash_delta_kernel<D, kBF16><<<blocks_for(rows * kWarp, kDeltaThreads), kDeltaThreads>>>(a, rows);
+    flash_delta_kernel<D, kBF16>
+        <<<blocks_for(rows * kWarp, kDeltaThreads), kDeltaThreads, 0, launch_stream()>>>(a, rows);
     QKV_CUDA_LAUNCH_CHECK();
     launch_tiles(flash_dq_kernel<D, kBF16>, dim3(unsigned(a.B * a.H), unsigned(ceil_div(a.T, kTile))),
                  dq_smem(D, a.kv_shared), a);

@@ -152,11 +152,14 @@ void index_add_sorted(const Tensor& out, const Tensor& idx, const Tensor& src, i
   const Tensor sorted_index = empty({n}, {idx.dtype(), dev});
   launch_flat(n, IotaFn{pos.data<int64_t>()});
   size_t temp_bytes = 0;
+  const int bits = int(sizeof(I)) * 8;
   QKV_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, idx.data<I>(), sorted_index.data<I>(),
-                                                 pos.data<int64_t>(), sorted_pos.data<int64_t>(), int(n)));
+                                                 pos.data<int64_t>(), sorted_pos.data<int64_t>(), int(n), 0, bits,
+                                                 launch_stream()));
   const Tensor temp = empty({std::max<int64_t>(1, int64_t(temp_bytes))}, {DType::u8, dev});
   QKV_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw_data(), temp_bytes, idx.data<I>(), sorted_index.data<I>(),
-                                                 pos.data<int64_t>(), sorted_pos.data<int64_t>(), int(n)));
+                                                 pos.data<int64_t>(), sorted_pos.data<int64_t>(), int(n), 0, bits,
+                                                 launch_stream()));
   launch_flat(size * inner, RunSumFn<T, I>{src.data<T>(), sorted_index.data<I>(), sorted_pos.data<int64_t>(),
                                            out.data<T>(), n, inner});
 }

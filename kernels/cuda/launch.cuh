@@ -13,6 +13,7 @@
 
 #include "tensor/cuda/check.h"
 #include "tensor/cuda/indexer.cuh"
+#include "tensor/cuda/stream.h"
 #include "tensor/tensor.h"
 #include "tensor/view.h"
 
@@ -27,6 +28,8 @@ inline constexpr int kWarp = 32;
 inline constexpr unsigned kMaxRowBlocks = 1u << 16;  // row kernels grid-stride beyond this
 
 inline void set_device(const Tensor& t) { QKV_CUDA_CHECK(cudaSetDevice(t.device().index)); }
+// The stream every kernel, cuBLASLt and CUB call goes to (tensor/cuda/stream.h).
+inline cudaStream_t launch_stream() { return ::qkv::cuda::current_stream(); }
 
 // Threads for a block that cooperates on one row of n elements: a multiple of 32 in [32, 256].
 inline int row_threads(int64_t n) {
@@ -57,7 +60,7 @@ template <size_t N, class F> void launch_strided(const Shape& shape, const std::
   const int64_t n = numel(shape);
   if (n == 0) return;
   const Indexer<N> ix = make_indexer(make_strided_loop<N>(shape, strides));
-  strided_kernel<N><<<blocks_for(n, kThreads), kThreads>>>(ix, n, f);
+  strided_kernel<N><<<blocks_for(n, kThreads), kThreads, 0, launch_stream()>>>(ix, n, f);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
@@ -68,7 +71,7 @@ template <class F> __global__ void flat_kernel(int64_t n, F f) {
 
 template <class F> void launch_flat(int64_t n, F f) {
   if (n == 0) return;
-  flat_kernel<<<blocks_for(n, kThreads), kThreads>>>(n, f);
+  flat_kernel<<<blocks_for(n, kThreads), kThreads, 0, launch_stream()>>>(n, f);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
@@ -184,7 +187,7 @@ void launch_elementwise(const Tensor& out, const std::array<const Tensor*, sizeo
   m.row = row_mask ? shape.back() : 0;
   m.row_mask = row_mask;
   const int64_t packs = n / V;
-  packed_map_kernel<M><<<blocks_for(packs > 0 ? packs : 1, kThreads), kThreads>>>(m, n);
+  packed_map_kernel<M><<<blocks_for(packs > 0 ? packs : 1, kThreads), kThreads, 0, launch_stream()>>>(m, n);
   QKV_CUDA_LAUNCH_CHECK();
 }
 

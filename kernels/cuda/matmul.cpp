@@ -25,6 +25,7 @@
 #include "kernels/gemm_plan.h"
 #include "tensor/allocator.h"
 #include "tensor/cuda/check.h"
+#include "tensor/cuda/stream.h"
 #include "tensor/view.h"
 
 namespace qkv::kernels::cuda {
@@ -246,7 +247,7 @@ bool gemm(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& 
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof(ep.bias)));
   }
   QKV_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, desc, alpha, pa, g->la.get(), pb, g->lb.get(), beta, pc, g->lc.get(), pc,
-                                  g->lc.get(), &g->algo, ctx.workspace, kWorkspaceBytes, /*stream=*/0));
+                                  g->lc.get(), &g->algo, ctx.workspace, kWorkspaceBytes, qkv::cuda::current_stream()));
   return true;
 }
 

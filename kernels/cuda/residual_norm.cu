@@ -131,7 +131,7 @@ template <class T, int kItems> __global__ void dropout_add_layer_norm_kernel(Par
 }
 
 template <class T, int kItems> void launch(const Params<T>& p, int threads, size_t smem_bytes) {
-  dropout_add_layer_norm_kernel<T, kItems><<<row_blocks(p.rows), threads, smem_bytes>>>(p);
+  dropout_add_layer_norm_kernel<T, kItems><<<row_blocks(p.rows), threads, smem_bytes, launch_stream()>>>(p);
   QKV_CUDA_LAUNCH_CHECK();
 }
 

@@ -11,6 +11,7 @@
 #include "tensor/cuda/check.h"
 #include "tensor/cuda/cuda_runtime.h"
 #include "tensor/cuda/device_errors.cuh"
+#include "tensor/cuda/stream.h"
 #include "tensor/device.h"
 #include "tensor/index_errors.h"
 
@@ -132,6 +133,7 @@ DeviceErrorRecord* device_error_record(int device) {
 }
 
 void synchronize(int device, const char* after) {
+  refuse_while_capturing("a device synchronisation");
   count_host_sync();
   QKV_CUDA_CHECK(cudaSetDevice(device));
   const cudaError_t err = cudaDeviceSynchronize();
@@ -140,6 +142,7 @@ void synchronize(int device, const char* after) {
 }
 
 void memcpy_d2h(void* dst, const void* src, size_t bytes, int device) {
+  refuse_while_capturing("a device-to-host read");
   count_host_sync();
   QKV_CUDA_CHECK(cudaSetDevice(device));
   const cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
@@ -148,19 +151,20 @@ void memcpy_d2h(void* dst, const void* src, size_t bytes, int device) {
 }
 
 void memcpy_d2d(void* dst, int dst_device, const void* src, int src_device, size_t bytes) {
+  refuse_while_capturing("a copy between devices");
   QKV_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device, src, src_device, bytes));
 }
 
 bool sync_after_each_op() {
   static const bool on = env_on("QKV_CUDA_SYNC");
-  return on;
+  return on && !capturing();  // a captured step runs later: nothing to check per op
 }
 
 void* record_event(int device) {
   QKV_CUDA_CHECK(cudaSetDevice(device));
   cudaEvent_t e = nullptr;
   QKV_CUDA_CHECK(cudaEventCreate(&e));
-  QKV_CUDA_CHECK(cudaEventRecord(e, nullptr));
+  QKV_CUDA_CHECK(cudaEventRecord(e, current_stream()));
   return e;
 }
 float elapsed_ms(void* start, void* stop) {

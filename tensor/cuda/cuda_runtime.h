@@ -4,9 +4,11 @@
 // linked when QKV_HAVE_CUDA.
 //
 // One stream: every kernel, copy and cuBLASLt call of qkvlab runs on the device's legacy
-// default stream, so work on a device runs in the order it was issued. That is what lets the
-// caching allocator hand a freed block to the next kernel at once, and the pinned staging
-// buffers of host-to-device copies are reused only after an event says their copy is done.
+// default stream (tensor/cuda/stream.h: current_stream()), so work on a device runs in the order
+// it was issued. That is what lets the caching allocator hand a freed block to the next kernel at
+// once, and the pinned staging buffers of host-to-device copies are reused only after an event
+// says their copy is done. The exception is a CUDA graph's capture (tensor/cuda/graph.h), whose
+// work is recorded on the graph's stream and replayed on the legacy one.
 #pragma once
 #include <cstddef>
 

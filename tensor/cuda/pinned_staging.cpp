@@ -13,6 +13,7 @@
 
 #include "tensor/cuda/check.h"
 #include "tensor/cuda/cuda_runtime.h"
+#include "tensor/cuda/stream.h"
 
 namespace qkv::cuda {
 namespace {
@@ -119,6 +120,7 @@ StagingPool& pool() {
 
 void copy_h2d_async(void* dst, const void* src, size_t bytes, int device) {
   if (bytes == 0) return;
+  refuse_while_capturing("a host-to-device copy");  // the staging block is reused before a replay
   QKV_CUDA_CHECK(cudaSetDevice(device));
   pool().copy(static_cast<char*>(dst), static_cast<const char*>(src), bytes, device);
 }

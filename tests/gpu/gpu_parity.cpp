@@ -7,7 +7,8 @@
 //   - a small encoder (dropout on) fitted 2 epochs (128 steps) on the synthetic reverse task by
 //     loops::fit: epoch and test losses equal to 1e-4 relative, accuracies within 2 tokens;
 //   - a ViT (dropout on) on MNIST-shaped random data, 5 AdamW steps: losses equal to 1e-4
-//     relative.
+//     relative;
+//   - a CUDA graph of a few ops: replays equal to eager runs, bit for bit.
 // The op harness compares every op on its own; these catch what only shows in composition: a
 // device-dependent random stream (dropout masks are Philox draws that must match across
 // devices), state left on the wrong device by the loops or the optimizer, and errors that
@@ -26,6 +27,9 @@
 #include "nn/models/gpt.h"
 #include "nn/models/resnet.h"
 #include "nn/models/vit.h"
+#ifdef QKV_HAVE_CUDA
+#include "tensor/cuda/graph.h"
+#endif
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
 #include "train/data/synthetic.h"
@@ -330,3 +334,31 @@ TEST_CASE("gpu parity: a ViT trains on MNIST-shaped data on cuda:0 as on the CPU
   if (!have_gpu()) return;
   check_vit_parity(gpu());
 }
+
+#ifdef QKV_HAVE_CUDA
+// A CUDA graph (tensor/cuda/graph.h) of a few ops: replays give eager's result, follow new values
+// written into the step's input between replays, and a host read inside the step is refused.
+TEST_CASE("cuda graph: a captured step replays to the eager result for each new input") {
+  if (!have_gpu()) return;
+  Generator gen(5);
+  const Tensor w = randn({64, 64}, gpu(), &gen), lnw = randn({64}, gpu(), &gen);
+  Tensor x = randn({8, 64}, gpu(), &gen);  // the step's input: written in place between replays
+  auto step = [&] { return layer_norm(gelu(matmul(x, w)) + x, lnw, Tensor()) * 0.5; };
+  NoGradGuard no_grad;
+  cuda::CudaGraph graph(0);
+  Tensor out;
+  graph.capture([&] { out = step(); });
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0) x.copy_(randn({8, 64}, kCPU, &gen));
+    graph.replay();
+    const std::vector<float> got = out.cpu().to_vector<float>(), want = step().cpu().to_vector<float>();
+    REQUIRE(got.size() == want.size());
+    for (size_t j = 0; j < got.size(); ++j) REQUIRE(got[j] == want[j]);  // the same kernels on the same data
+  }
+  CHECK_THROWS_WITH_AS(graph.capture([&] { (void)matmul(x, w).cpu(); }),
+                       doctest::Contains("a device-to-host read while a CUDA graph captures"), DeviceError);
+  graph.capture([&] { out = step(); });  // a failed capture leaves the graph usable
+  graph.replay();
+  CHECK(out.cpu().to_vector<float>() == step().cpu().to_vector<float>());
+}
+#endif
