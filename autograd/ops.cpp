@@ -122,6 +122,16 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   return one(OpId::attention, {q, k, v, bias}, AttentionAttrs{causal, scale});
 }
 
+Tensor cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& start, bool causal,
+                       double scale) {
+  check<ValueError>(scale >= 0, "cache_attention: scale must be non-negative (0 picks 1/sqrt(head dim)), got ", scale);
+  if (scale == 0) scale = 1.0 / std::sqrt(double(q.defined() && q.dim() == 4 ? q.size(3) : 1));
+  return one(OpId::cache_attention, {q, k, v, start}, AttentionAttrs{causal, scale});
+}
+void kv_write_(const Tensor& cache, const Tensor& src, const Tensor& start) {
+  call_op(OpId::kv_write, {cache, src, start}, NoAttrs{});
+}
+
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding) {
   return one(OpId::conv2d, {x, w, b}, Conv2dAttrs{stride, padding});

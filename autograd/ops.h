@@ -85,6 +85,17 @@ Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen =
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias = Tensor(), bool causal = false,
                  double scale = 0);
 
+// The static decode step's ops: `start`, the position of the first of T new rows, is an int64
+// tensor of one element read on the device, so a CUDA graph replays them at every position.
+// cache_attention: q [B, H, T, D] of the new rows attends over positions [0, start + T) of a
+// preallocated cache k [B, Hk, C, D], v [B, Hk, C, Dv] (k and v may be one tensor), causal
+// bottom-right (row t sees positions up to start + t); not differentiable. kv_write_:
+// cache[:, :, start:start + T] = src [B, Hk, T, D] in place. Either raises an IndexError (on a
+// GPU at the next synchronisation) when start + T does not fit the cache.
+Tensor cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& start, bool causal = true,
+                       double scale = 0);
+void kv_write_(const Tensor& cache, const Tensor& src, const Tensor& start);
+
 // ---- convolution, normalization and pooling of images [N, C, H, W] ---------------------------
 // Spatial pairs are (height, width), as in PyTorch.
 // weight [O, C, kh, kw], bias [O] or undefined; zero padding; returns [N, O, Ho, Wo] with

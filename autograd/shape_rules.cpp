@@ -194,6 +194,33 @@ Specs attention(std::span<const Tensor> in, const Attrs&, const char* op) {
   return {{{B, H, T, v.size(3)}, q.dtype()}, {{B, H, T}, lse}};
 }
 
+namespace {
+// A position of the static decode step: one int64, read on the device.
+void position_scalar(const Tensor& t, const char* op, const char* what) {
+  check<DTypeError>(t.dtype() == DType::i64 && t.numel() == 1, op, ": ", what, " must be one int64, got ", describe(t));
+}
+}  // namespace
+
+// Inputs (q, k, v [B, Hk, C, Dv] the whole cache, start) -> (out, lse) as attention's.
+Specs cache_attention(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  position_scalar(in[3], op, "start");
+  const Tensor qkv[] = {in[0], in[1], in[2], Tensor()};
+  return attention(qkv, attrs, op);
+}
+
+// Inputs (cache [B, Hk, C, D], src [B, Hk, T, D], start): no outputs; cache rows written.
+Specs kv_write(std::span<const Tensor> in, const Attrs&, const char* op) {
+  const Tensor &cache = in[0], &src = in[1];
+  same_dtype(cache, src, op);
+  position_scalar(in[2], op, "start");
+  check<ShapeError>(cache.dim() == 4 && src.dim() == 4 && cache.size(0) == src.size(0) &&
+                        cache.size(1) == src.size(1) && cache.size(3) == src.size(3) && src.size(2) <= cache.size(2),
+                    op,
+                    ": expected src [batch, heads, T, dim] of at most the cache's rows and its other dims, got cache ",
+                    describe(cache), " and src ", describe(src));
+  return {};
+}
+
 // Inputs (grad_out, q, k, v, bias?, out, lse) -> (dq, dk, dv, dbias; dbias is [0] without a bias).
 Specs attention_backward(std::span<const Tensor> in, const Attrs&, const char* op) {
   check<ShapeError>(in[0].shape() == in[5].shape(), op, ": grad ", describe(in[0]), " does not match the output ",

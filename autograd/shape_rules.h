@@ -37,6 +37,8 @@ std::vector<OutputSpec> cross_entropy(std::span<const Tensor>, const Attrs&, con
 std::vector<OutputSpec> cross_entropy_backward(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> attention(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> attention_backward(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> cache_attention(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> kv_write(std::span<const Tensor>, const Attrs&, const char* op);
 // Convolution and pooling over [N, C, H, W] (attrs: kernels/attrs.h).
 std::vector<OutputSpec> conv2d(std::span<const Tensor>, const Attrs&, const char* op);  // x, w, bias?
 std::vector<OutputSpec> conv2d_backward(std::span<const Tensor>, const Attrs&,

@@ -98,6 +98,16 @@ Tensor Attention::forward_cached(const Tensor& x, KVCache& cache, int64_t layer)
   return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
 }
 
+Tensor Attention::decode_step(const Tensor& x, KVCache& cache, int64_t layer, const Tensor& start) const {
+  check<ValueError>(config_.causal && config_.pos2d == 0,
+                    "attention: a KV cache serves causal attention without 2D positional scores");
+  const int64_t B = x.size(0), T = x.size(1);
+  Heads h = project(x);
+  auto [k, v] = cache.write_at(layer, h.k, h.v, start);
+  Tensor y = cache_attention(h.q.to(k.dtype()), k, v, start).to(x.dtype());
+  return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
+}
+
 Tensor Attention::scores(const Tensor& x) const {
   const int64_t T = x.size(1), H = config_.heads, Hk = config_.kv_head_count();
   Heads h = project(x);

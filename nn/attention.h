@@ -47,6 +47,10 @@ class Attention : public Module {
   // already there, and their queries attend to every cached position and causally to each
   // other. The caller advances the cache once all layers have run.
   Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t layer) const;
+  // The same with the new positions' first one in `start` (one int64 on x's device), read on
+  // the device (KVCache::write_at, cache_attention): the step is the same kernels at every
+  // position. The cache's length() is neither read nor advanced.
+  Tensor decode_step(const Tensor& x, KVCache& cache, int64_t layer, const Tensor& start) const;
 
   // The pieces, for tests, analysis and plots.
   struct Heads {

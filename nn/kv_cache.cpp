@@ -38,6 +38,15 @@ std::pair<Tensor, Tensor> KVCache::append(int64_t layer, const Tensor& k, const 
   return {keys, values};
 }
 
+std::pair<Tensor, Tensor> KVCache::write_at(int64_t layer, const Tensor& k, const Tensor& v, const Tensor& start) {
+  check<IndexError>(layer >= 0 && layer < int64_t(keys_.size()), "kv cache: layer ", layer, " of ", keys_.size());
+  NoGradGuard no_grad;
+  kv_write_(keys_[size_t(layer)], k.to(dtype_), start);  // rounded to the cache's dtype
+  if (!stores_values()) return {keys_[size_t(layer)], keys_[size_t(layer)]};
+  kv_write_(values_[size_t(layer)], v.to(dtype_), start);
+  return {keys_[size_t(layer)], values_[size_t(layer)]};
+}
+
 void KVCache::advance(int64_t T) {
   check<ValueError>(T >= 0 && length_ + T <= capacity_, "kv cache: cannot advance ", length_, " by ", T,
                     " past its capacity ", capacity_);

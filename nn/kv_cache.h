@@ -30,6 +30,10 @@ class KVCache {
   std::pair<Tensor, Tensor> append(int64_t layer, const Tensor& k, const Tensor& v);
   // Marks T more positions filled, once every layer has appended them.
   void advance(int64_t T);
+  // The static decode step (GPT::decode_step): writes layer `layer`'s k and v [B, Hk, T, dh] at
+  // the position `start` (one int64) holds, read on the device, and returns the layer's whole
+  // cache (every position of its capacity) for cache_attention. length() is not used.
+  std::pair<Tensor, Tensor> write_at(int64_t layer, const Tensor& k, const Tensor& v, const Tensor& start);
   void reset() { length_ = 0; }
 
   // Bytes the cache holds: its tensors' storage.

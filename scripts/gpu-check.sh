@@ -124,12 +124,14 @@ sanitize() {
 }
 
 # decode: tokens/s of QKV and Q-K=V (the 300M shapes, bf16 cache read in place, split-KV
-# attention) at caches of 2k and 8k positions.
+# attention) at caches of 2k and 8k positions, eager and replayed as a CUDA graph (--graph).
 decode() {
-  local ctx
+  local ctx graph
   for ctx in 2048 8192; do
-    "$bin/qkvlab" bench decode experiments/lm/gpt-300m.yaml --scale paper "sweep.variants=[QKV,Q-K=V]" \
-      --context "$ctx" --prompt $((ctx - 32)) --new-tokens 32 --precision bf16 --device cuda:0 || return 1
+    for graph in "" --graph; do
+      "$bin/qkvlab" bench decode experiments/lm/gpt-300m.yaml --scale paper "sweep.variants=[QKV,Q-K=V]" \
+        --context "$ctx" --prompt $((ctx - 32)) --new-tokens 32 --precision bf16 --device cuda:0 $graph || return 1
+    done
   done
 }
 
@@ -159,7 +161,7 @@ run_check() {
   fi
   local heavy='op attention,op attention_backward,op conv2d,op conv2d_backward,op batch_norm,op max_pool2d'
   heavy+=',op adaptive_avg_pool2d,op adam_update,op sgd_update,op clip_grad_norm,op cross_entropy,op embedding'
-  heavy+=',op cross_entropy_backward,op index_add,op scatter_add,op layer_norm_backward'
+  heavy+=',op cross_entropy_backward,op index_add,op scatter_add,op layer_norm_backward,op cache_attention,op kv_write'
   local shared='op attention,op attention_backward,op softmax,op log_softmax,op layer_norm,op layer_norm_backward'
   shared+=',op cross_entropy,op sum,op mean,op amax,op max,op clip_grad_norm,op conv2d_backward'
 
@@ -173,7 +175,7 @@ run_check() {
   step precision "bf16 and fp16 smoke runs on cuda:0" low_precision
   step bench "qkvlab beside PyTorch, float32" bench f32
   step bench_bf16 "bf16 GEMMs (300M shapes), flash attention beside PyTorch" bench bf16
-  step decode "decode tokens/s, QKV vs Q-K=V, 2k and 8k caches" decode
+  step decode "decode tokens/s, QKV vs Q-K=V, 2k and 8k caches, eager and CUDA graph" decode
 
   echo
   {

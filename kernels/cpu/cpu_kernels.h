@@ -56,6 +56,9 @@ void scatter_add(const KernelArgs&);
 // attention.cpp
 void attention(const KernelArgs&);
 void attention_backward(const KernelArgs&);
+// kv_cache_ops.cpp
+void cache_attention(const KernelArgs&);
+void kv_write(const KernelArgs&);
 // conv.cpp
 void conv2d(const KernelArgs&);
 void conv2d_backward(const KernelArgs&);

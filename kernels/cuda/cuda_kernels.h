@@ -61,6 +61,9 @@ void bernoulli(const KernelArgs&);
 // attention.cu
 void attention(const KernelArgs&);
 void attention_backward(const KernelArgs&);
+// kv_cache_ops.cu
+void cache_attention(const KernelArgs&);
+void kv_write(const KernelArgs&);
 // conv.cu
 void conv2d(const KernelArgs&);
 void conv2d_backward(const KernelArgs&);

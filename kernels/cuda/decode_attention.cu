@@ -17,6 +17,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/layout.h"
 #include "tensor/cuda/check.h"
+#include "tensor/cuda/device_errors.cuh"
 #include "tensor/half.h"
 
 namespace qkv::kernels::cuda {
@@ -39,7 +40,24 @@ template <class St> struct DecodeArgs {
   bool causal = false, kv_shared = false;
   float* part_acc = nullptr;  // [B Hk, splits, G, Dv]: unnormalised outputs
   float* part_ml = nullptr;   // [B Hk, splits, G, 2]: running max and sum
+  // cache_attention: the new rows' first position, read on the device: the keys in use are
+  // [0, *start + T) (S is then the cache's capacity, which the splits cover; splits past the
+  // keys in use are empty). nullptr: all S.
+  const int64_t* start = nullptr;
+  qkv::cuda::DeviceErrorRecord* record = nullptr;  // where a start that does not fit is reported
+  const char* op = nullptr;                        // the host's name for it (read back by the host)
 };
+
+// The keys in use: S, or *start + T clamped to [0, S] (a start that does not fit is reported
+// once, by the first block, as cache_attention's index error).
+template <class St> __device__ __forceinline__ int64_t keys_in_use(const DecodeArgs<St>& a) {
+  if (!a.start) return a.S;
+  const int64_t s = *a.start;
+  if (s >= 0 && s + a.T <= a.S) return s + a.T;
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
+    qkv::cuda::report_device_error(a.record, qkv::cuda::DeviceErrorKind::index, a.op, s, 0, a.S - a.T + 1, 0);
+  return s < 0 ? 0 : a.S;
+}
 
 // Query row t of T sees keys [0, visible): all, or bottom-right causal.
 template <class St> __device__ __forceinline__ int64_t visible(const DecodeArgs<St>& a, int64_t t) {
@@ -54,6 +72,7 @@ int64_t smem_floats(int G, int D, int Dv, bool kv_shared) {
 }
 
 template <class St> __global__ void __launch_bounds__(kThreads) split_kernel(DecodeArgs<St> a) {
+  a.S = keys_in_use(a);
   extern __shared__ __align__(16) float smem[];
   const float neg_inf = -CUDART_INF_F;
   float* qs = smem;                                                // [G][D]
@@ -158,7 +177,7 @@ template <class St> __global__ void __launch_bounds__(kThreads) split_kernel(Dec
 
 // One block per (b, KV head, row g): the splits rescaled to their common max and summed.
 template <class St> __global__ void combine_kernel(DecodeArgs<St> a, St* out, float* lse) {
-  const float neg_inf = -CUDART_INF_F;
+  const float neg_inf = -CUDART_INF_F;  // (splits past cache_attention's keys in use hold -inf maxima)
   const int64_t row = blockIdx.x, bhk = row / a.G;
   const int g = int(row % a.G);
   const float* pml = a.part_ml + bhk * a.splits * int64_t(a.G) * 2;
@@ -190,8 +209,13 @@ int shared_limit() {
 
 template <class St>
 void run(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs& at, const Tensor& out,
-         const Tensor& lse) {
+         const Tensor& lse, const int64_t* start) {
   DecodeArgs<St> a;
+  a.start = start;
+  if (start) {
+    a.record = qkv::cuda::device_error_record(q.device().index);
+    a.op = "cache_attention";
+  }
   a.q = q.data<St>();
   a.k = k.data<St>();
   a.v = v.data<St>();
@@ -250,11 +274,11 @@ bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const 
 }
 
 void split_kv_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs& attrs,
-                        const Tensor& out, const Tensor& lse) {
+                        const Tensor& out, const Tensor& lse, const int64_t* start) {
   switch (q.dtype()) {
-    case DType::f32: run<float>(q, k, v, attrs, out, lse); return;
-    case DType::bf16: run<bf16>(q, k, v, attrs, out, lse); return;
-    case DType::f16: run<f16>(q, k, v, attrs, out, lse); return;
+    case DType::f32: run<float>(q, k, v, attrs, out, lse, start); return;
+    case DType::bf16: run<bf16>(q, k, v, attrs, out, lse, start); return;
+    case DType::f16: run<f16>(q, k, v, attrs, out, lse, start); return;
     default:
       throw DTypeError(cat("attention: the split-KV kernel takes float32, bf16 or f16, got ", dtype_name(q.dtype())));
   }

@@ -12,8 +12,9 @@ namespace qkv::kernels::cuda {
 bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias);
 
 // out [B, H, T, Dv] (q's dtype, contiguous), lse [B, H, T] float32 contiguous; q, k, v with a
-// contiguous last dim.
+// contiguous last dim. `start` (device memory, or nullptr): the new rows' first position, as
+// cache_attention takes it: attend over keys [0, *start + T) only, the launch planned for all S.
 void split_kv_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs& attrs,
-                        const Tensor& out, const Tensor& lse);
+                        const Tensor& out, const Tensor& lse, const int64_t* start = nullptr);
 
 }  // namespace qkv::kernels::cuda

@@ -3,7 +3,8 @@
 //   qkvlab flops FILE --seq N                multiply-accumulates of a forward pass (the paper's table)
 //   qkvlab cache FILE --context N [--batch B] [--dtype bf16] [--no-measure] [--device D]
 //                                            KV-cache bytes per variant, computed and measured
-//   qkvlab bench decode FILE [--batch B] [--context N] [--new-tokens K] [--precision bf16|fp32] [--device D]
+//   qkvlab bench decode FILE [--batch B] [--context N] [--new-tokens K] [--precision bf16|fp32] [--graph]
+//                            [--device D]
 //                                            decode tokens/s and peak memory per variant, and the
 //                                            Q-K=V-vs-QKV ratios beside the paper's
 // FILE takes --scale and key=value overrides like `qkvlab run`.
@@ -96,6 +97,7 @@ void add_lm_report_commands(CLI::App& app) {
     auto precision = std::make_shared<std::string>("fp32");
     auto device = std::make_shared<std::string>("cpu");
     auto paper = std::make_shared<std::string>(default_paper_tables() + "/decode.yaml");
+    auto graph = std::make_shared<bool>(false);
     auto* cmd = bench->add_subcommand(
         "decode", "Decode tokens/s and peak memory per variant (random weights), beside the paper's Q-K=V gains");
     add_file_options(cmd, *o);
@@ -109,8 +111,11 @@ void add_lm_report_commands(CLI::App& app) {
                     "float32)")
         ->excludes(dtype_opt);
     cmd->add_option("--paper", *paper, "the paper's decode measurements (default experiments/paper/decode.yaml)");
+    cmd->add_flag("--graph", *graph,
+                  "decode through the static step (positions read on the device), captured once as a CUDA graph on "
+                  "a GPU and replayed per token; its first step is not timed");
     add_device_option(cmd, *device);
-    cmd->callback([o, batch, context, prompt, tokens, dtype, precision, device, paper, dtype_opt] {
+    cmd->callback([o, batch, context, prompt, tokens, dtype, precision, device, paper, dtype_opt, graph] {
       check<ValueError>(*prompt + *tokens <= *context, "bench decode: --prompt ", *prompt, " + --new-tokens ", *tokens,
                         " exceed --context ", *context);
       const infer::DecodeDtypes dts = infer::decode_dtypes(infer::parse_decode_precision(*precision));
@@ -126,17 +131,22 @@ void add_lm_report_commands(CLI::App& app) {
       std::printf("\n%s", report::decode_header().c_str());
       std::vector<report::DecodeRow> rows;
       DType weights = DType::f32;
+      bool graphed = false;
       for (const auto& m : models) {
         nn::GPTConfig c = m.config;
         c.context = std::max(c.context, *context);
-        const infer::DecodeBenchResult r = infer::bench_decode(c, *batch, *context, *prompt, *tokens, dt, dev);
+        const infer::DecodeBenchResult r = infer::bench_decode(c, *batch, *context, *prompt, *tokens, dt, dev, *graph);
         weights = r.weight_dtype;
+        graphed = r.graphed;
         rows.push_back({m.variant, r.prefill_ms, r.decode_tokens_per_s, r.cache_bytes, r.peak_bytes, r.peak_rss_bytes,
                         r.rss_since_start});
         std::printf("%s", report::decode_row(rows.back()).c_str());
         std::fflush(stdout);
       }
-      std::printf("\nran: weights %s, KV cache %s\n", dtype_name(weights), dtype_name(dt));
+      std::printf("\nran: weights %s, KV cache %s%s\n", dtype_name(weights), dtype_name(dt),
+                  !*graph   ? ""
+                  : graphed ? ", decode steps replayed as a CUDA graph"
+                            : ", the static decode step (eager)");
       std::printf("%s", report::decode_comparison(rows, theirs ? &*theirs : nullptr).c_str());
       if (!theirs) std::printf("(no paper decode numbers: %s not found; pass --paper)\n", paper->c_str());
     });

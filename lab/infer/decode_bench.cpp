@@ -12,6 +12,7 @@
 #endif
 
 #include "autograd/grad_mode.h"
+#include "lab/infer/static_decoder.h"
 #include "tensor/allocator.h"
 
 namespace qkv::infer {
@@ -80,7 +81,7 @@ DecodeDtypes decode_dtypes(DecodePrecision p) {
 }
 
 DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t context, int64_t prompt,
-                               int64_t new_tokens, DType cache_dtype, const Device& device) {
+                               int64_t new_tokens, DType cache_dtype, const Device& device, bool static_step) {
   check<ValueError>(batch > 0 && prompt > 0 && new_tokens >= 0, "bench_decode: batch ", batch, " and prompt ", prompt,
                     " must be positive and new_tokens ", new_tokens, " non-negative");
   check<ValueError>(prompt + new_tokens <= context && context <= c.context, "bench_decode: prompt ", prompt, " + ",
@@ -106,10 +107,20 @@ DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t co
   Tensor next = next_tokens(model.forward_cached(ids, cache));
   r.prefill_ms = 1e3 * seconds_since(t0);
 
-  t0 = Clock::now();
-  for (int64_t i = 0; i < new_tokens; ++i) next = next_tokens(model.forward_cached(next.to(device), cache));
+  int64_t timed = new_tokens;
+  if (static_step && new_tokens > 0) {
+    StaticDecoder decoder(model, cache);
+    next = next_tokens(decoder.step(next, prompt));  // the capture: not timed
+    timed = new_tokens - 1;
+    t0 = Clock::now();
+    for (int64_t i = 1; i < new_tokens; ++i) next = next_tokens(decoder.step(next, prompt + i));
+    r.graphed = decoder.graphed();
+  } else {
+    t0 = Clock::now();
+    for (int64_t i = 0; i < new_tokens; ++i) next = next_tokens(model.forward_cached(next.to(device), cache));
+  }
   const double decode_s = seconds_since(t0);
-  r.decode_tokens_per_s = new_tokens > 0 ? double(batch * new_tokens) / decode_s : 0.0;
+  r.decode_tokens_per_s = timed > 0 ? double(batch * timed) / decode_s : 0.0;
   r.peak_bytes = int64_t(memory_stats(device).peak);
   r.peak_rss_bytes = peak_rss_bytes();
   return r;

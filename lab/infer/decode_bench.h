@@ -21,6 +21,7 @@ struct DecodeBenchResult {
   std::optional<int64_t> peak_rss_bytes;
   bool rss_since_start = false;
   DType cache_dtype = DType::f32, weight_dtype = DType::f32;  // the storage actually used
+  bool graphed = false;  // the decode steps replayed a CUDA graph (static_decoder.h)
 };
 
 // Builds the GPT on `device` (random N(0, 0.02) weights), prefills `prompt` tokens for `batch`
@@ -29,9 +30,11 @@ struct DecodeBenchResult {
 // device allocator and peak RSS from the kernel, both reset once the model is built (cached
 // allocator blocks are returned first, so an earlier model's memory does not count); cache
 // bytes from KVCache::bytes(). Weights are float32. Needs prompt >= 1 and
-// prompt + new_tokens <= context <= c.context.
+// prompt + new_tokens <= context <= c.context. `static_step`: decode through StaticDecoder
+// (GPT::decode_step; a CUDA graph on a GPU), whose first step (the capture) is not timed.
 DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t context, int64_t prompt,
-                               int64_t new_tokens, DType cache_dtype, const Device& device = kCPU);
+                               int64_t new_tokens, DType cache_dtype, const Device& device = kCPU,
+                               bool static_step = false);
 
 // `--precision`: fp32, or bf16 as far as the backend goes. The KV cache can be stored in
 // bfloat16 on every device; weights and arithmetic stay float32 (the kernels compute in

@@ -96,6 +96,11 @@ Tensor GPTBlock::forward_cached(const Tensor& x, KVCache& cache, int64_t layer) 
   return h + mlp(ln2.forward(h));
 }
 
+Tensor GPTBlock::decode_step(const Tensor& x, KVCache& cache, int64_t layer, const Tensor& start) const {
+  Tensor h = x + attn.decode_step(ln1.forward(x), cache, layer, start);
+  return h + mlp(ln2.forward(h));
+}
+
 GPT::GPT(const GPTConfig& config, Generator* gen)
     : wte(config.vocab, config.attention.d_model, gen),
       wpe(config.context, config.attention.d_model, gen),
@@ -152,6 +157,18 @@ Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
   Tensor x = embed(ids, cache.length());
   for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_cached(x, cache, int64_t(l));
   cache.advance(ids.size(1));
+  return logits(ln_f.forward(x));
+}
+
+Tensor GPT::decode_step(const Tensor& ids, const Tensor& positions, KVCache& cache) const {
+  check<ShapeError>(ids.dim() == 2 && ids.size(0) == cache.batch(), "gpt: expected ids [", cache.batch(),
+                    ", len] for a cache of ", cache.batch(), " sequences, got ", shape_str(ids.shape()));
+  check<ShapeError>(positions.dim() == 1 && positions.size(0) == ids.size(1) && positions.dtype() == DType::i64,
+                    "gpt: expected positions [", ids.size(1), "] int64 for ids ", shape_str(ids.shape()), ", got ",
+                    dtype_name(positions.dtype()), " ", shape_str(positions.shape()));
+  Tensor x = wte.forward(ids) + wpe.forward(positions);  // [B, T, d] + [T, d]
+  const Tensor start = positions.narrow(0, 0, 1);
+  for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->decode_step(x, cache, int64_t(l), start);
   return logits(ln_f.forward(x));
 }
 

@@ -47,6 +47,7 @@ class GPTBlock : public Module {
   // The block's output alone, for walking the residual stream one block at a time.
   Tensor forward(const Tensor& x) const;
   Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t layer) const;
+  Tensor decode_step(const Tensor& x, KVCache& cache, int64_t layer, const Tensor& start) const;
   LayerNorm ln1;
   Attention attn;
   LayerNorm ln2;
@@ -71,6 +72,12 @@ class GPT : public Module {
   // The next positions of the sequences in `cache`: ids [B, T] -> logits [B, T, vocab]; the
   // cache then holds them too. Prefill is the first call; decoding feeds one token at a time.
   Tensor forward_cached(const Tensor& ids, KVCache& cache) const;
+  // forward_cached with the positions on the device: ids [B, T] at positions [T] (int64,
+  // consecutive, on the model's device) -> logits [B, T, vocab]. Every position is read on the
+  // device, so the step's kernels and arguments do not change from one position to the next
+  // and a CUDA graph of it replays at any (lab/infer). cache.length() is neither read nor
+  // advanced: the caller keeps the positions.
+  Tensor decode_step(const Tensor& ids, const Tensor& positions, KVCache& cache) const;
   const GPTConfig& config() const { return config_; }
 
   Embedding wte, wpe;

@@ -8,7 +8,8 @@
 //     loops::fit: epoch and test losses equal to 1e-4 relative, accuracies within 2 tokens;
 //   - a ViT (dropout on) on MNIST-shaped random data, 5 AdamW steps: losses equal to 1e-4
 //     relative;
-//   - a CUDA graph of a few ops: replays equal to eager runs, bit for bit.
+//   - a CUDA graph of a few ops: replays equal to eager runs, bit for bit; a GPT decoding
+//     through its replayed static step as through forward_cached, to 1e-4 of the logits.
 // The op harness compares every op on its own; these catch what only shows in composition: a
 // device-dependent random stream (dropout masks are Philox draws that must match across
 // devices), state left on the wrong device by the loops or the optimizer, and errors that
@@ -28,6 +29,7 @@
 #include "nn/models/resnet.h"
 #include "nn/models/vit.h"
 #ifdef QKV_HAVE_CUDA
+#include "lab/infer/static_decoder.h"
 #include "tensor/cuda/graph.h"
 #endif
 #include "tests/support/test_support.h"
@@ -360,5 +362,51 @@ TEST_CASE("cuda graph: a captured step replays to the eager result for each new 
   graph.capture([&] { out = step(); });  // a failed capture leaves the graph usable
   graph.replay();
   CHECK(out.cpu().to_vector<float>() == step().cpu().to_vector<float>());
+}
+
+// Decoding through the static step replayed as a CUDA graph (lab/infer/static_decoder.h) against
+// forward_cached, on cuda:0: the split-KV kernel reads the position on the device and is
+// planned for the whole cache, so its splits differ from the eager call's: equal to 1e-4 of the
+// logits' scale, not bit for bit.
+TEST_CASE("cuda graph: a GPT decodes through its replayed step as through forward_cached") {
+  if (!have_gpu()) return;
+  for (auto [sharing, cache_dtype] : {std::pair{nn::Sharing::q_kv, DType::f32}, {nn::Sharing::qkv, DType::bf16}}) {
+    nn::GPTConfig c;
+    c.vocab = 97;
+    c.context = 256;
+    c.layers = 2;
+    c.dropout = 0;
+    c.attention.d_model = 128;
+    c.attention.heads = 2;  // head dim 64
+    c.attention.sharing = sharing;
+    Generator gen(9);
+    nn::GPT model(c, &gen);
+    model.to(gpu());
+    model.eval();
+    NoGradGuard no_grad;
+    const int64_t batch = 2, prompt = 140;  // past 128 keys: the eager step splits over the keys too
+    const Tensor ids = cast(uniform({batch, prompt}, 0, 97, DType::f64, &gen), DType::i64).to(gpu());
+    nn::KVCache eager = model.make_cache(batch, 0, cache_dtype), fixed = model.make_cache(batch, 0, cache_dtype);
+    auto greedy = [](const Tensor& logits) { return argmax(logits.narrow(1, logits.size(1) - 1, 1), -1); };
+    Tensor next = greedy(model.forward_cached(ids, eager));
+    model.forward_cached(ids, fixed);
+    infer::StaticDecoder decoder(model, fixed);
+    double worst = 0;
+    for (int64_t i = 0; i < 20; ++i) {
+      const Tensor want = model.forward_cached(next, eager).cpu(), got = decoder.step(next, prompt + i).cpu();
+      CHECK(decoder.graphed());
+      const std::vector<float> w = want.to_vector<float>(), g = got.to_vector<float>();
+      double scale = 0, diff = 0;
+      for (size_t j = 0; j < w.size(); ++j) {
+        scale = std::max(scale, double(std::abs(w[j])));
+        diff = std::max(diff, double(std::abs(w[j] - g[j])));
+      }
+      REQUIRE(diff <= 1e-4 * scale);
+      worst = std::max(worst, diff / scale);
+      next = greedy(want.to(gpu()));
+    }
+    MESSAGE(cat("graph decode, ", nn::sharing_name(sharing), ", ", dtype_name(cache_dtype),
+                " cache: largest relative difference of the logits, replayed vs forward_cached ", worst));
+  }
 }
 #endif

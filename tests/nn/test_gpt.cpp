@@ -141,6 +141,40 @@ TEST_CASE("gpt: prefill plus one-token decoding over the KV cache equals the ful
   }
 }
 
+// The static step (positions on the device, what a CUDA graph captures) against the cached
+// forward, every variant, float32 and bf16 caches: the same logits bit for bit, since both run
+// the same kernels on the same values, the attention only over the keys in use.
+TEST_CASE("gpt: decode_step with device-side positions gives forward_cached's logits exactly") {
+  for (DType cache_dtype : {DType::f32, DType::bf16})
+    for (const auto& v : kVariants) {
+      CAPTURE(v.name);
+      CAPTURE(std::string(dtype_name(cache_dtype)));
+      Generator g(5);
+      GPT model(tiny(v), &g);
+      model.eval();
+      NoGradGuard no_grad;
+      const int64_t B = 2, T = 12, prompt = 5;
+      Tensor ids = random_ids(B, T, 97, 6);
+      KVCache eager = model.make_cache(B, 0, cache_dtype), fixed = model.make_cache(B, 0, cache_dtype);
+      Tensor want = model.forward_cached(ids.narrow(1, 0, prompt), eager);
+      Tensor got = model.decode_step(ids.narrow(1, 0, prompt), arange(prompt, DType::i64), fixed);
+      CHECK(max_abs_diff(got, want) == 0);
+      Tensor position = zeros({1}, DType::i64);  // written in place each step, as a graph's input
+      for (int64_t t = prompt; t < T; ++t) {
+        position.fill_(double(t));
+        want = model.forward_cached(ids.narrow(1, t, 1), eager);
+        got = model.decode_step(ids.narrow(1, t, 1), position, fixed);
+        REQUIRE(max_abs_diff(got, want) == 0);
+      }
+      CHECK(fixed.length() == 0);  // the host's count is the caller's
+      // A position inside the context but past a smaller cache: kv_write refuses it.
+      KVCache small = model.make_cache(B, 8, cache_dtype);
+      position.fill_(8);
+      CHECK_THROWS_WITH_AS(model.decode_step(ids.narrow(1, 0, 1), position, small),
+                           doctest::Contains("kv_write: index 8 at position 0 is out of range [0, 8)"), IndexError);
+    }
+}
+
 TEST_CASE("gpt: a bfloat16 cache decodes close to the float32 forward pass") {
   Generator g(7);
   GPT model(tiny(find("Q-K=V")), &g);

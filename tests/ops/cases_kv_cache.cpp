@@ -1,0 +1,71 @@
+// Test cases for the static decode step's ops: cache_attention (new rows at a position held in
+// an int64 tensor attending over the cache up to them) against the attention reference on that
+// prefix, and kv_write (rows written into the cache at such a position). The positions are
+// drawn, so a sample covers a different prefix per run of the harness; the larger sample reaches
+// the CUDA split-KV kernel with the position read on the device (splits past the keys in use
+// empty).
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/autograd.h"
+#include "tests/ops/references.h"
+
+namespace qkv::test {
+
+OpCase case_attention();  // cases_attention.cpp: its reference, on the prefix
+
+namespace {
+
+// The first n positions (dim 2) of a [B, Hk, C, D] array.
+Ref prefix(const Ref& x, int64_t n) {
+  Ref out({x.shape[0], x.shape[1], n, x.shape[3]});
+  for_each_index(out.shape, [&](const std::vector<int64_t>& i) { out.at(i) = x.at(i); });
+  return out;
+}
+
+AttentionAttrs scaled(bool causal, int64_t head_dim) { return {causal, 1.0 / std::sqrt(double(head_dim))}; }
+
+}  // namespace
+
+OpCase case_cache_attention() {
+  OpCase c;
+  c.gradcheck = false;
+  c.samples = {{"one query at a drawn position of 6",
+                {real({1, 2, 1, 3}), real({1, 2, 6, 3}), real({1, 2, 6, 3}), index({}, 6)},
+                scaled(true, 3)},
+               {"3 queries, grouped heads, causal",
+                {real({2, 4, 3, 4}), real({2, 2, 9, 4}), real({2, 2, 9, 2}), index({}, 7)},
+                scaled(true, 4)},
+               {"not causal",
+                {real({1, 2, 2, 3}), real({1, 1, 5, 3}), real({1, 1, 5, 3}), index({}, 4)},
+                scaled(false, 3)},
+               {"split-KV sizes: GQA 4, one query, 200 cached positions, D 64",
+                {real({2, 8, 1, 64}), real({2, 2, 200, 64}), real({2, 2, 200, 64}), index({}, 200)},
+                scaled(true, 64),
+                false}};
+  c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
+    const int64_t n = int64_t(in[3].v[0]) + in[0].shape[2];  // the keys in use: up to the last new row
+    return case_attention().reference({in[0], prefix(in[1], n), prefix(in[2], n), Ref()}, attrs);
+  };
+  return c;
+}
+
+OpCase case_kv_write() {
+  OpCase c;
+  c.gradcheck = false;
+  c.samples = {{"2 rows at a drawn position",
+                {constant(real({2, 3, 5, 4})), constant(real({2, 3, 2, 4})), index({}, 4)}},
+               {"one row, 64 wide", {constant(real({1, 2, 9, 64})), constant(real({1, 2, 1, 64})), index({}, 9)}}};
+  c.reference = [](const std::vector<Ref>& in, const Attrs&) {
+    Ref cache = in[0];
+    const auto start = int64_t(in[2].v[0]);
+    for_each_index(in[1].shape, [&](const std::vector<int64_t>& i) {
+      cache.at({i[0], i[1], start + i[2], i[3]}) = in[1].at(i);
+    });
+    return std::vector<Ref>{cache};
+  };
+  return c;
+}
+
+}  // namespace qkv::test
