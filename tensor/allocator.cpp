@@ -96,8 +96,9 @@ void cpu_free(void* p, int) { std::free(p); }
 // Defined in tensor/cuda/cuda_allocator.cpp when the CUDA backend is built.
 Allocator& cuda_allocator(int device);
 
-Allocator& allocator_for(const Device& d) {
-  if (Allocator* pool = pool_allocator_for(d)) return *pool;  // a PoolScope is active (memory_pool.h)
+namespace {
+// The device's caching allocator, whatever pool this thread is in: what the counters report.
+Allocator& shared_allocator(const Device& d) {
   if (d.is_cpu()) {
     // Never destroyed: tensors with static storage duration may free into it at exit.
     static auto* cpu = new CachingAllocator(kCPU, RawMemory{cpu_alloc, cpu_free}, kCpuAlignment);
@@ -106,11 +107,17 @@ Allocator& allocator_for(const Device& d) {
   check_device_usable(d, "allocator");
   return cuda_allocator(d.index);
 }
+}  // namespace
 
-MemoryStats memory_stats(const Device& d) { return allocator_for(d).stats(); }
-void reset_peak_memory(const Device& d) { allocator_for(d).reset_peak(); }
+Allocator& allocator_for(const Device& d) {
+  if (Allocator* pool = pool_allocator_for(d)) return *pool;  // a PoolScope is active (memory_pool.h)
+  return shared_allocator(d);
+}
+
+MemoryStats memory_stats(const Device& d) { return shared_allocator(d).stats(); }
+void reset_peak_memory(const Device& d) { shared_allocator(d).reset_peak(); }
 void empty_cache(const Device& d) {
-  allocator_for(d).empty_cache();
+  shared_allocator(d).empty_cache();
 #ifdef QKV_HAVE_CUDA
   if (d.is_cuda()) cuda::release_pinned_staging();
 #endif

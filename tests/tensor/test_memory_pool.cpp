@@ -25,8 +25,10 @@ TEST_CASE("memory pool: its blocks are reused inside it and never handed out out
   }
   {
     PoolScope scope(pool);
+    const size_t shared_allocations = memory_stats(kCPU).allocations;
     Tensor v = empty({1000}, DType::f32);
     CHECK(v.raw_data() == inside);  // the same address again: what a graph replay writes to
+    CHECK(memory_stats(kCPU).allocations == shared_allocations);  // the device's counters, not the pool's
     {
       MemoryPool other(kCPU);  // scopes nest; a pool made inside one draws from the shared cache
       PoolScope inner(other);
