@@ -116,20 +116,37 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   return one(OpId::dropout, {x}, DropoutAttrs{p, seed, offset});
 }
 
+namespace {
+// The score scale: the caller's, or 1/sqrt(head dim) for 0.
+double attention_scale(const char* op, const Tensor& q, double scale) {
+  check<ValueError>(scale >= 0, op, ": scale must be non-negative (0 picks 1/sqrt(head dim)), got ", scale);
+  return scale > 0 ? scale : 1.0 / std::sqrt(double(q.defined() && q.dim() == 4 ? q.size(3) : 1));
+}
+}  // namespace
+
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal, double scale) {
-  check<ValueError>(scale >= 0, "attention: scale must be non-negative (0 picks 1/sqrt(head dim)), got ", scale);
-  if (scale == 0) scale = 1.0 / std::sqrt(double(q.defined() && q.dim() == 4 ? q.size(3) : 1));
+  scale = attention_scale("attention", q, scale);
   return one(OpId::attention, {q, k, v, bias}, AttentionAttrs{causal, scale});
 }
 
 Tensor cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& start, bool causal,
                        double scale) {
-  check<ValueError>(scale >= 0, "cache_attention: scale must be non-negative (0 picks 1/sqrt(head dim)), got ", scale);
-  if (scale == 0) scale = 1.0 / std::sqrt(double(q.defined() && q.dim() == 4 ? q.size(3) : 1));
-  return one(OpId::cache_attention, {q, k, v, start}, AttentionAttrs{causal, scale});
+  scale = attention_scale("cache_attention", q, scale);
+  return one(OpId::cache_attention, {q, k, v, start, Tensor(), Tensor()}, AttentionAttrs{causal, scale});
 }
 void kv_write_(const Tensor& cache, const Tensor& src, const Tensor& start) {
   call_op(OpId::kv_write, {cache, src, start}, NoAttrs{});
+}
+
+Tensor cache_attention_int8(const Tensor& q, const Tensor& k, const Tensor& k_scale, const Tensor& v,
+                            const Tensor& v_scale, const Tensor& start, bool causal, double scale) {
+  scale = attention_scale("cache_attention", q, scale);
+  return one(OpId::cache_attention, {q, k, v, start, k_scale, v_scale}, AttentionAttrs{causal, scale});
+}
+
+std::pair<Tensor, Tensor> quantize_int8(const Tensor& x) {
+  std::vector<Tensor> out = call_op(OpId::quantize_int8, {x}, NoAttrs{});
+  return {out[0], out[1]};
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::array<int64_t, 2> stride,

@@ -95,6 +95,14 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
 Tensor cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& start, bool causal = true,
                        double scale = 0);
 void kv_write_(const Tensor& cache, const Tensor& src, const Tensor& start);
+// An int8 cache: rows quantized by quantize_int8 (below), read with their float32 scales
+// k_scale, v_scale [B, Hk, C, 1] (K=V: the same tensor and scales twice).
+Tensor cache_attention_int8(const Tensor& q, const Tensor& k, const Tensor& k_scale, const Tensor& v,
+                            const Tensor& v_scale, const Tensor& start, bool causal = true, double scale = 0);
+// Symmetric int8 rows: x [..., D] -> (q int8 [..., D], scale float32 [..., 1]) with
+// scale = max |x| / 127 per row and q = round(x / scale), so |q * scale - x| <= scale / 2.
+// A row holding a NaN or inf gets a NaN scale. Not differentiable.
+std::pair<Tensor, Tensor> quantize_int8(const Tensor& x);
 
 // ---- convolution, normalization and pooling of images [N, C, H, W] ---------------------------
 // Spatial pairs are (height, width), as in PyTorch.

@@ -169,10 +169,9 @@ Specs cross_entropy_backward(std::span<const Tensor> in, const Attrs&, const cha
   return {{in[1].shape(), in[1].dtype()}};
 }
 
-// q [B, H, T, D], k [B, Hk, S, D], v [B, Hk, S, Dv], bias [T, S]; H a multiple of Hk.
-Specs attention(std::span<const Tensor> in, const Attrs&, const char* op) {
-  const Tensor &q = in[0], &k = in[1], &v = in[2], &bias = in[3];
-  for (const Tensor* t : {&k, &v}) same_dtype(q, *t, op);
+namespace {
+// q [B, H, T, D], k [B, Hk, S, D], v [B, Hk, S, Dv], bias [T, S]; H a multiple of Hk. Shapes only.
+Specs attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, const char* op) {
   check<ShapeError>(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op,
                     ": expected q, k, v of shape [batch, heads, len, dim], got ", describe(q), ", ", describe(k), ", ",
                     describe(v));
@@ -193,19 +192,55 @@ Specs attention(std::span<const Tensor> in, const Attrs&, const char* op) {
   const DType lse = q.dtype() == DType::f64 ? DType::f64 : DType::f32;
   return {{{B, H, T, v.size(3)}, q.dtype()}, {{B, H, T}, lse}};
 }
+}  // namespace
+
+Specs attention(std::span<const Tensor> in, const Attrs&, const char* op) {
+  for (const Tensor* t : {&in[1], &in[2]}) same_dtype(in[0], *t, op);
+  return attention_shapes(in[0], in[1], in[2], in[3], op);
+}
 
 namespace {
 // A position of the static decode step: one int64, read on the device.
 void position_scalar(const Tensor& t, const char* op, const char* what) {
   check<DTypeError>(t.dtype() == DType::i64 && t.numel() == 1, op, ": ", what, " must be one int64, got ", describe(t));
 }
+
+// An int8 cache tensor's scales: float32 [B, Hk, C, 1], one per row.
+void row_scales(const Tensor& t, const Tensor& scales, const char* op, const char* what) {
+  check<ValueError>(scales.defined(), op, ": an int8 ", what, " needs its float32 row scales");
+  check<DTypeError>(scales.dtype() == DType::f32, op, ": ", what, " scales must be float32, got ", describe(scales));
+  Shape want = t.shape();
+  want.back() = 1;
+  check<ShapeError>(scales.shape() == want, op, ": ", what, " ", describe(t), " needs scales of shape ",
+                    shape_str(want), ", got ", describe(scales));
+}
 }  // namespace
 
-// Inputs (q, k, v [B, Hk, C, Dv] the whole cache, start) -> (out, lse) as attention's.
+// Inputs (q, k, v [B, Hk, C, Dv] the whole cache, start, k_scale?, v_scale?) -> (out, lse) as
+// attention's. k and v are q's dtype, or both int8 with their row scales.
 Specs cache_attention(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
   position_scalar(in[3], op, "start");
-  const Tensor qkv[] = {in[0], in[1], in[2], Tensor()};
-  return attention(qkv, attrs, op);
+  const Tensor &q = in[0], &k = in[1], &v = in[2];
+  if (k.dtype() != DType::i8 && v.dtype() != DType::i8) {
+    check<ValueError>(!in[4].defined() && !in[5].defined(), op, ": scales are for int8 keys and values only, got ",
+                      describe(k));
+    const Tensor qkv[] = {q, k, v, Tensor()};
+    return attention(qkv, attrs, op);
+  }
+  check<DTypeError>(k.dtype() == DType::i8 && v.dtype() == DType::i8, op,
+                    ": keys and values are both int8 or neither, got ", describe(k), " and ", describe(v));
+  row_scales(k, in[4], op, "keys");
+  row_scales(v, in[5], op, "values");
+  return attention_shapes(q, k, v, Tensor(), op);
+}
+
+// Inputs (x [..., D]) -> (q int8 [..., D], scale float32 [..., 1]).
+Specs quantize_int8(std::span<const Tensor> in, const Attrs&, const char* op) {
+  const Tensor& x = in[0];
+  check<ShapeError>(x.dim() >= 1, op, ": expected rows [..., D], got ", describe(x));
+  Shape scale = x.shape();
+  scale.back() = 1;
+  return {{x.shape(), DType::i8}, {scale, DType::f32}};
 }
 
 // Inputs (cache [B, Hk, C, D], src [B, Hk, T, D], start): no outputs; cache rows written.

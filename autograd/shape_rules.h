@@ -38,6 +38,7 @@ std::vector<OutputSpec> cross_entropy_backward(std::span<const Tensor>, const At
 std::vector<OutputSpec> attention(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> attention_backward(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> cache_attention(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> quantize_int8(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> kv_write(std::span<const Tensor>, const Attrs&, const char* op);
 // Convolution and pooling over [N, C, H, W] (attrs: kernels/attrs.h).
 std::vector<OutputSpec> conv2d(std::span<const Tensor>, const Attrs&, const char* op);  // x, w, bias?

@@ -1,9 +1,11 @@
 #include "nn/attention.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "nn/init.h"
 #include "nn/kv_cache.h"
+#include "nn/linear_attention.h"
 #include "nn/position.h"
 
 namespace qkv::nn {
@@ -18,6 +20,13 @@ void AttentionConfig::validate() const {
                       role_name(r), " to Q, so ", role_name(r), " has all ", heads, " heads; kv_heads ", kv_heads,
                       " (GQA/MQA) needs K and V untied from Q (QKV or Q-K=V)");
   check<ValueError>(pos2d >= 0 && pos2d % 2 == 0, "attention: pos2d channels must be even, got ", pos2d);
+  check<ValueError>(v_rank == 0 || (pattern().has_v_residual() && v_rank <= head_dim()), "attention: a low-rank V ",
+                    "residual (rank ", v_rank, ") needs a row whose V is K (Q-K=V, Q=K=V) and a rank of at most the ",
+                    "head dim ", head_dim(), "; got ", sharing_name(sharing));
+  check<ValueError>(!linear || (hk == heads && v_rank == 0 && pos2d == 0 && linear_decay > 0 && linear_decay <= 1),
+                    "attention: linear attention takes as many KV heads as heads, no low-rank V residual, no 2D ",
+                    "scores and a decay in (0, 1]; got kv_heads ", kv_heads, ", v_rank ", v_rank, ", pos2d ", pos2d,
+                    ", decay ", linear_decay);
   check<ValueError>(pos2d == 0 || !causal,
                     "attention: the 2D positional scores are defined for non-causal "
                     "attention only (PAPER.md: '(+) ... non-causal tasks only')");
@@ -32,6 +41,12 @@ Attention::Attention(const AttentionConfig& c, Generator* gen) : o(c.d_model, c.
     register_module(std::string(p.slot_name(i)), slots_.back().get());
   }
   register_module("o", &o);
+  if (c.v_rank > 0) {
+    v_down = std::make_unique<Linear>(d, c.kv_head_count() * c.v_rank, c.bias, gen);
+    register_module("v_down", v_down.get());
+    v_up = init_normal({c.kv_head_count(), c.v_rank, c.head_dim()}, 0.02, kCPU, gen);
+    register_parameter("v_up", &v_up);
+  }
   if (c.pos2d > 0) {
     pos2d_weight = init_normal({c.pos2d}, 0.02, kCPU, gen);
     pos2d_bias = zeros({1});
@@ -40,12 +55,12 @@ Attention::Attention(const AttentionConfig& c, Generator* gen) : o(c.d_model, c.
   }
 }
 
-Tensor Attention::split_heads(const Tensor& x, int64_t heads) const {
+Tensor Attention::split_heads(const Tensor& x, int64_t heads, int64_t width) const {
   const int64_t B = x.size(0), T = x.size(1);
-  return x.reshape({B, T, heads, config_.head_dim()}).permute({0, 2, 1, 3});
+  return x.reshape({B, T, heads, width > 0 ? width : config_.head_dim()}).permute({0, 2, 1, 3});
 }
 
-Attention::Heads Attention::project(const Tensor& x) const {
+Attention::Heads Attention::project_slots(const Tensor& x) const {
   check<ShapeError>(x.dim() == 3 && x.size(2) == config_.d_model, "attention: expected input [batch, len, ",
                     config_.d_model, "], got ", shape_str(x.shape()));
   const SharingPattern& p = config_.pattern();
@@ -54,6 +69,31 @@ Attention::Heads Attention::project(const Tensor& x) const {
     out.push_back(
         split_heads(slots_[size_t(i)]->forward(x), p.serves_query(i) ? config_.heads : config_.kv_head_count()));
   return {out[size_t(p.slot_index(Role::q))], out[size_t(p.slot_index(Role::k))], out[size_t(p.slot_index(Role::v))]};
+}
+
+Attention::Heads Attention::project(const Tensor& x) const {
+  Heads h = project_slots(x);
+  if (config_.v_rank > 0)  // V = K + (X A) B, per KV head
+    h.v = h.v + matmul(split_heads(v_down->forward(x), config_.kv_head_count(), config_.v_rank), v_up);
+  return h;
+}
+
+Tensor Attention::cache_rows(const Tensor& x, const Heads& h) const {
+  if (config_.v_rank == 0) return h.k;
+  return concat({h.k, split_heads(v_down->forward(x), config_.kv_head_count(), config_.v_rank)}, -1);
+}
+
+Tensor Attention::finish_residual(const Tensor& y) const {
+  const int64_t dh = config_.head_dim(), r = config_.v_rank, H = config_.heads, Hk = config_.kv_head_count();
+  if (r == 0) return y;
+  Tensor up = v_up;  // [Hk, r, dh] -> one per query head
+  if (Hk != H) up = up.unsqueeze(1).expand({Hk, H / Hk, r, dh}).reshape({H, r, dh});
+  return y.narrow(-1, 0, dh) + matmul(y.narrow(-1, dh, r), up.to(y.dtype()));
+}
+
+Tensor Attention::merge_heads(const Tensor& y) const {
+  const int64_t B = y.size(0), T = y.size(2);
+  return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
 }
 
 std::pair<Tensor, Tensor> Attention::pos2d_terms(int64_t T) const {
@@ -72,7 +112,7 @@ std::pair<Tensor, Tensor> Attention::pos2d_terms(int64_t T) const {
 }
 
 Tensor Attention::forward(const Tensor& x) const {
-  const int64_t B = x.size(0), T = x.size(1);
+  const int64_t T = x.size(1);
   Heads h = project(x);
   Tensor bias;
   Tensor q = h.q;
@@ -81,31 +121,45 @@ Tensor Attention::forward(const Tensor& x) const {
     bias = b;
     q = q * multiplier;  // S sum(w) = scale (sum(w) q) k^T
   }
-  Tensor y = attention(q, h.k, h.v, bias, config_.causal);  // [B, H, T, dh]
-  return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
+  if (config_.linear) return merge_heads(linear_attention(h.q, h.k, h.v, config_.causal, config_.linear_decay));
+  return merge_heads(attention(q, h.k, h.v, bias, config_.causal));  // [B, H, T, dh] -> [B, T, d]
 }
 
 Tensor Attention::forward_cached(const Tensor& x, KVCache& cache, int64_t layer) const {
   check<ValueError>(config_.causal && config_.pos2d == 0,
                     "attention: a KV cache serves causal attention without "
                     "2D positional scores");
-  const int64_t B = x.size(0), T = x.size(1);
-  Heads h = project(x);
-  auto [k, v] = cache.append(layer, h.k, h.v);
+  // Linear attention's cache is its state, and an int8 cache is read with its scales by
+  // cache_attention: both are the static step at this position.
+  if (config_.linear || cache.quantized())
+    return decode_step(x, cache, layer, full({1}, double(cache.length()), TensorOptions(DType::i64, x.device())));
+  Heads h = project_slots(x);
+  const Tensor rows = cache_rows(x, h);
+  auto [k, v] = cache.append(layer, rows, h.v);
+  if (config_.v_rank > 0) std::tie(k, v) = std::pair(k.narrow(-1, 0, config_.head_dim()), k);
   // A 16-bit cache is read in its dtype: the new queries are rounded to it (a few values) rather
   // than the cached prefix widened (every value, every step).
   Tensor y = attention(h.q.to(k.dtype()), k, v, Tensor(), /*causal=*/true).to(x.dtype());  // bottom-right causal
-  return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
+  return merge_heads(finish_residual(y));
 }
 
 Tensor Attention::decode_step(const Tensor& x, KVCache& cache, int64_t layer, const Tensor& start) const {
   check<ValueError>(config_.causal && config_.pos2d == 0,
                     "attention: a KV cache serves causal attention without 2D positional scores");
-  const int64_t B = x.size(0), T = x.size(1);
-  Heads h = project(x);
-  auto [k, v] = cache.write_at(layer, h.k, h.v, start);
-  Tensor y = cache_attention(h.q.to(k.dtype()), k, v, start).to(x.dtype());
-  return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
+  Heads h = project_slots(x);
+  if (config_.linear) {  // the state carries the position: `start` is not needed
+    auto [state, normalizer] = cache.linear_state(layer);
+    return merge_heads(linear_attention_chunk(h.q, h.k, h.v, state, normalizer, config_.linear_decay));
+  }
+  CachedKV c = cache.write_at(layer, cache_rows(x, h), h.v, start);
+  if (config_.v_rank > 0) {  // the rows serve as values; their first d_head columns as keys
+    c.values = c.keys;
+    c.value_scales = c.key_scales;
+    c.keys = c.keys.narrow(-1, 0, config_.head_dim());
+  }
+  Tensor y = c.quantized() ? cache_attention_int8(h.q, c.keys, c.key_scales, c.values, c.value_scales, start)
+                           : cache_attention(h.q.to(c.keys.dtype()), c.keys, c.values, start).to(x.dtype());
+  return merge_heads(finish_residual(y));
 }
 
 Tensor Attention::scores(const Tensor& x) const {
@@ -125,6 +179,14 @@ Tensor Attention::scores(const Tensor& x) const {
 }
 
 Tensor Attention::probabilities(const Tensor& x) const {
+  if (config_.linear) {  // phi(q) phi(k)^T, masked and decayed, each row normalized
+    const Heads h = project(x);
+    const int64_t T = x.size(1);
+    std::vector<float> identity(size_t(T * T), 0.0f);
+    for (int64_t i = 0; i < T; ++i) identity[size_t(i * T + i)] = 1.0f;
+    const Tensor values = from_vector(identity, {T, T}, x.device()).expand({h.k.size(0), h.k.size(1), T, T});
+    return linear_attention(h.q, h.k, values, config_.causal, config_.linear_decay);  // A I / A 1
+  }
   Tensor s = scores(x);
   if (config_.causal) {
     const int64_t T = s.size(-1);

@@ -8,6 +8,15 @@
 // positional scores of the (+) variants (pos2d channels m: S' = S sum(w) + P.w + b, per layer),
 // and causal masking. A tied role is the same tensor as the role it is tied to, all the way into
 // the fused attention op. Every projection has an output projection W_o beside it.
+//
+// The low-rank V residual (v_rank r > 0, rows whose V is K): V = K + (X A) B per KV head, with
+// A = v_down [d -> Hk r] and B = v_up [Hk, r, d_head]. Training materializes V; a KV cache
+// stores each position's row [K | X A] (d_head + r wide) once, and attention reads it as keys
+// (its first d_head columns) and as values (all of it), so the output [P K | P X A] is finished
+// by the small product P X A B: the cache is read once and V is never formed for the prefix.
+//
+// `linear`: the appendix's linear attention (nn/linear_attention.h) in place of softmax, in
+// parallel form for training and as a recurrence over a fixed-size state for decoding.
 #pragma once
 #include <map>
 #include <memory>
@@ -27,10 +36,17 @@ struct AttentionConfig {
   Sharing sharing = Sharing::qkv;
   int64_t pos2d = 0;  // channels m of the 2D positional scores; 0: off
   bool causal = false;
-  bool bias = true;  // biases on the projections
+  bool bias = true;    // biases on the projections
+  int64_t v_rank = 0;  // the low-rank V residual's rank r per KV head (1..head_dim); 0: none
+  // Linear attention (nn/linear_attention.h) instead of softmax: phi(q) phi(k)^T, causal with
+  // the decay lambda; a KV cache then holds the recurrent state, not rows per position.
+  bool linear = false;
+  double linear_decay = 1.0;
 
   int64_t head_dim() const { return d_model / heads; }
   int64_t kv_head_count() const { return kv_heads == 0 ? heads : kv_heads; }
+  // Width of one cached row per KV head: d_head, plus r for the low-rank V residual's X A.
+  int64_t cache_row_width() const { return head_dim() + v_rank; }
   const SharingPattern& pattern() const { return sharing_pattern(sharing); }
   void validate() const;  // throws ValueError naming the bad combination
 };
@@ -55,8 +71,8 @@ class Attention : public Module {
   // The pieces, for tests, analysis and plots.
   struct Heads {
     Tensor q, k, v;
-  };  // q [B, H, T, dh]; k, v [B, Hk, T, dh]; tied roles share
-  Heads project(const Tensor& x) const;
+  };                                            // q [B, H, T, dh]; k, v [B, Hk, T, dh]; tied roles share
+  Heads project(const Tensor& x) const;         // with the low-rank residual, V = K + (X A) B
   Tensor scores(const Tensor& x) const;         // S' [B, H, T, T] before masking (with 2D scores)
   Tensor probabilities(const Tensor& x) const;  // softmax of the masked scores [B, H, T, T]
 
@@ -65,11 +81,21 @@ class Attention : public Module {
   Linear& projection(Role role) const { return *slots_[size_t(config_.pattern().slot_index(role))]; }
   Linear o;
   Tensor pos2d_weight, pos2d_bias;  // [m] and [1], when pos2d > 0
+  std::unique_ptr<Linear> v_down;   // A: d -> Hk r, when v_rank > 0
+  Tensor v_up;                      // B: [Hk, r, d_head], when v_rank > 0
 
  private:
   // The 2D score bias [T, T] = P.w + b and the score multiplier sum(w).
   std::pair<Tensor, Tensor> pos2d_terms(int64_t T) const;
-  Tensor split_heads(const Tensor& x, int64_t heads) const;  // [B, T, h*dh] -> [B, h, T, dh]
+  // [B, T, h*w] -> [B, h, T, w], w the head dim unless given.
+  Tensor split_heads(const Tensor& x, int64_t heads, int64_t width = 0) const;
+  Heads project_slots(const Tensor& x) const;  // project() without the low-rank V residual
+  // The cached rows [B, Hk, T, dh (+ r)]: K, or [K | X A] with the low-rank V residual.
+  Tensor cache_rows(const Tensor& x, const Heads& h) const;
+  // Attention's output [B, H, T, dh] from one over cached rows: as it is, or with the residual,
+  // y[..., :dh] + y[..., dh:] B.
+  Tensor finish_residual(const Tensor& y) const;
+  Tensor merge_heads(const Tensor& y) const;  // [B, H, T, dh] -> W_o of [B, T, d]
   AttentionConfig config_;
   std::vector<std::unique_ptr<Linear>> slots_;  // one per distinct slot of the pattern's row
   mutable std::mutex table_mu_;

@@ -64,6 +64,9 @@ struct SharingPattern {
   constexpr bool serves_query(int index) const { return slot_index(Role::q) == index; }
   // Tensors a KV cache stores per layer: one when K and V share a slot.
   constexpr int cache_tensors() const { return ties(Role::k, Role::v) ? 1 : 2; }
+  // Whether the row has the low-rank V-residual form (nn/variant.h "+LRr"): V = K + (X A) B,
+  // rank r per KV head, for rows whose V is K. The cache then holds K and the r-dim X A.
+  constexpr bool has_v_residual() const { return ties(Role::k, Role::v); }
   // Output width of the variant's own projections (W_o excluded), for model width d and
   // key/value width d_kv = kv_heads x d_head.
   constexpr int64_t projection_width(int64_t d, int64_t d_kv) const {

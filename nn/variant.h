@@ -7,6 +7,12 @@
 //   GQA-g, MQA             g KV heads (MQA: one), for rows where Q, K and V have slots of
 //                          their own (QKV)
 //   Q-GQA-g, Q-MQA         the same for rows where Q has its own slot and K, V share one (Q-K=V)
+//   <any of these>+LRr     for rows whose V is K (Q-K=V, Q=K=V and their head-sharing forms): V
+//                          = K + (X A) B with A [d, r] and B [r, d_head] per KV head, r in
+//                          1..d_head; the cache holds K and the r-dim X A. Between the row itself
+//                          (r = 0) and separate K and V (r = d_head): Q-K=V+LR8, Q-MQA+LR4
+//   <name>+linear          a row with linear attention (the appendix's, lambda 1) instead of
+//                          softmax: Q=K=V+linear; decoding keeps a fixed-size state
 //
 // parse_variant is the one place a variant name is read; the typed Variant then travels
 // through the experiment config into AttentionConfig.
@@ -23,6 +29,8 @@ struct Variant {
   Sharing sharing = Sharing::qkv;
   int64_t kv_heads = 0;  // 0: as many as the query heads (MHA); 1: MQA; g: GQA-g
   bool pos2d = false;    // the (+) variants' 2D positional scores
+  int64_t v_rank = 0;    // the +LRr form's rank r; 0: none
+  bool linear = false;   // the +linear form
   bool operator==(const Variant&) const = default;
 };
 

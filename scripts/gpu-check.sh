@@ -124,7 +124,8 @@ sanitize() {
 }
 
 # decode: tokens/s of QKV and Q-K=V (the 300M shapes, bf16 cache read in place, split-KV
-# attention) at caches of 2k and 8k positions, eager and replayed as a CUDA graph (--graph).
+# attention) at caches of 2k and 8k positions, eager and replayed as a CUDA graph (--graph);
+# then an int8 cache (widened per step on a GPU), the low-rank V residual and linear attention.
 decode() {
   local ctx graph
   for ctx in 2048 8192; do
@@ -133,6 +134,9 @@ decode() {
         --context "$ctx" --prompt $((ctx - 32)) --new-tokens 32 --precision bf16 --device cuda:0 $graph || return 1
     done
   done
+  "$bin/qkvlab" bench decode experiments/lm/gpt-300m.yaml --scale paper \
+    "sweep.variants=[Q-K=V,Q-MQA,Q-K=V+LR16,Q=K=V+linear]" --context 2048 --prompt 2016 --new-tokens 32 \
+    --dtype int8 --device cuda:0 || return 1
 }
 
 # bench DTYPE: qkvlab's kernels and PyTorch's in one dtype (f32 or bf16), side by side.
@@ -162,6 +166,7 @@ run_check() {
   local heavy='op attention,op attention_backward,op conv2d,op conv2d_backward,op batch_norm,op max_pool2d'
   heavy+=',op adaptive_avg_pool2d,op adam_update,op sgd_update,op clip_grad_norm,op cross_entropy,op embedding'
   heavy+=',op cross_entropy_backward,op index_add,op scatter_add,op layer_norm_backward,op cache_attention,op kv_write'
+  heavy+=',op quantize_int8'
   local shared='op attention,op attention_backward,op softmax,op log_softmax,op layer_norm,op layer_norm_backward'
   shared+=',op cross_entropy,op sum,op mean,op amax,op max,op clip_grad_norm,op conv2d_backward'
 

@@ -13,7 +13,8 @@ size_t dtype_size(DType dt) {
     case DType::bf16:
     case DType::f16: return 2;
     case DType::u8:
-    case DType::b8: return 1;
+    case DType::b8:
+    case DType::i8: return 1;
   }
   return 0;
 }
@@ -28,6 +29,7 @@ const char* dtype_name(DType dt) {
     case DType::i64: return "int64";
     case DType::u8: return "uint8";
     case DType::b8: return "bool";
+    case DType::i8: return "int8";
   }
   return "invalid";
 }
@@ -41,8 +43,9 @@ DType parse_dtype(std::string_view s) {
   if (s == "int64" || s == "i64" || s == "long") return DType::i64;
   if (s == "uint8" || s == "u8") return DType::u8;
   if (s == "bool" || s == "b8") return DType::b8;
-  throw DTypeError(
-      cat("unknown dtype '", s, "': expected one of float32, float64, bfloat16, float16, int32, int64, uint8, bool"));
+  if (s == "int8" || s == "i8") return DType::i8;
+  throw DTypeError(cat("unknown dtype '", s,
+                       "': expected one of float32, float64, bfloat16, float16, int32, int64, uint8, bool, int8"));
 }
 
 bool is_floating(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16 || dt == DType::f16; }
@@ -60,6 +63,7 @@ const char* dtype_short_name(DType dt) {
     case DType::i64: return "i64";
     case DType::u8: return "u8";
     case DType::b8: return "bool";
+    case DType::i8: return "i8";
   }
   return "?";
 }

@@ -1,5 +1,6 @@
 // Element types: float32 / float64 (compute), bfloat16 / float16 (storage and conversion),
-// int32 / int64 (indices), uint8 / bool (masks). Visitors turn a runtime DType into a C++ type.
+// int32 / int64 (indices), uint8 / bool (masks), int8 (quantized storage: a KV cache with
+// per-row float32 scales). Visitors turn a runtime DType into a C++ type.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,15 +12,15 @@
 
 namespace qkv {
 
-enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, u8, b8 };
-inline constexpr int kNumDTypes = 8;
+enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, u8, b8, i8 };
+inline constexpr int kNumDTypes = 9;
 
 size_t dtype_size(DType dt);
 const char* dtype_name(DType dt);          // "float32", ...
 const char* dtype_short_name(DType dt);    // "f32", ...
 DType parse_dtype(std::string_view name);  // accepts "float32", "f32", "fp32", "bf16", ...
 bool is_floating(DType dt);
-bool is_integral(DType dt);  // int32, int64, uint8, bool
+bool is_integral(DType dt);  // int32, int64, uint8, bool, int8
 std::ostream& operator<<(std::ostream& os, DType dt);
 
 // A set of dtypes, used by the op table to say what an op accepts.
@@ -42,7 +43,9 @@ inline constexpr DTypeSet kMask = DTypeSet(DType::b8) | DType::u8;
 inline constexpr DTypeSet kLowFloat = DTypeSet(DType::bf16) | DType::f16;  // 16-bit floats
 inline constexpr DTypeSet kAnyFloat = kFloat | kLowFloat;
 inline constexpr DTypeSet kAnyNumeric = kNumeric | kLowFloat;
-inline constexpr DTypeSet kAllDTypes = kNumeric | kMask | kLowFloat;
+// What a KV cache stores: any float, or int8 with row scales.
+inline constexpr DTypeSet kCacheDTypes = kAnyFloat | DType::i8;
+inline constexpr DTypeSet kAllDTypes = kNumeric | kMask | kLowFloat | DType::i8;
 
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
@@ -53,6 +56,7 @@ template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
 template <> constexpr DType dtype_of<bool>() { return DType::b8; }
+template <> constexpr DType dtype_of<int8_t>() { return DType::i8; }
 
 // visit_dtype(dt, [&]<class T>() { ... }) calls the lambda with T = the C++ element type.
 template <class F> decltype(auto) visit_dtype(DType dt, F&& f) {
@@ -65,6 +69,7 @@ template <class F> decltype(auto) visit_dtype(DType dt, F&& f) {
     case DType::i64: return f.template operator()<int64_t>();
     case DType::u8: return f.template operator()<uint8_t>();
     case DType::b8: return f.template operator()<bool>();
+    case DType::i8: return f.template operator()<int8_t>();
   }
   throw DTypeError("visit_dtype: invalid dtype value");
 }

@@ -26,8 +26,9 @@ struct CodeName {
   DType dtype;
   const char* code;
 };
-constexpr CodeName kCodes[] = {{DType::f32, "F32"}, {DType::f64, "F64"}, {DType::bf16, "BF16"}, {DType::f16, "F16"},
-                               {DType::i32, "I32"}, {DType::i64, "I64"}, {DType::u8, "U8"},     {DType::b8, "BOOL"}};
+constexpr CodeName kCodes[] = {{DType::f32, "F32"}, {DType::f64, "F64"}, {DType::bf16, "BF16"},
+                               {DType::f16, "F16"}, {DType::i32, "I32"}, {DType::i64, "I64"},
+                               {DType::u8, "U8"},   {DType::i8, "I8"},   {DType::b8, "BOOL"}};
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) {
   throw IOError(cat(path, ": not a valid safetensors file: ", what));
@@ -45,7 +46,7 @@ DType parse_dtype_code(const std::string& code, const std::string& context) {
   for (const auto& c : kCodes)
     if (code == c.code) return c.dtype;
   throw IOError(
-      cat(context, ": unsupported dtype \"", code, "\" (qkvlab reads F32, F64, BF16, F16, I32, I64, U8, BOOL)"));
+      cat(context, ": unsupported dtype \"", code, "\" (qkvlab reads F32, F64, BF16, F16, I32, I64, U8, I8, BOOL)"));
 }
 
 void save(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,

@@ -27,11 +27,13 @@ constexpr int64_t kBlockQ = 64, kBlockK = 64;
 constexpr int64_t kBiasChunks = 32;  // bias-gradient partial sums (attention_backward)
 
 // A [B, H, T, D] tensor whose last dim is contiguous (a permuted [B, T, H, D] projection is
-// used in place); heads are read as T x D row-major matrices with the tensor's row stride.
+// used in place); heads are read as T x D row-major matrices with the tensor's row stride. An
+// int8 tensor (a quantized KV cache) comes with its float32 scales [B, H, T, 1], one per row.
 struct Heads {
-  Tensor t;
+  Tensor t, scales;
   int64_t heads = 0, rows = 0, cols = 0;
-  explicit Heads(const Tensor& x) : t(x.stride(-1) == 1 ? x : raw::contiguous(x)) {
+  explicit Heads(const Tensor& x, const Tensor& row_scales = Tensor())
+      : t(x.stride(-1) == 1 ? x : raw::contiguous(x)), scales(row_scales) {
     heads = t.shape()[1];
     rows = t.shape()[2];
     cols = t.shape()[3];
@@ -39,6 +41,10 @@ struct Heads {
   template <class T> ConstMap<T> head(int64_t b, int64_t h) const {
     const T* p = static_cast<const T*>(t.raw_data()) + b * t.stride(0) + h * t.stride(1);
     return ConstMap<T>(p, rows, cols, Eigen::OuterStride<>(t.stride(2)));
+  }
+  // The scale of row r of head (b, h).
+  float scale(int64_t b, int64_t h, int64_t r) const {
+    return scales.data<float>()[b * scales.stride(0) + h * scales.stride(1) + r * scales.stride(2)];
   }
 };
 
@@ -70,7 +76,8 @@ void tile_scores(RowMat<T>& s, const ConstMap<T>& q, const ConstMap<T>& k, int64
 }
 
 // Rows [r0, r0 + n) of head (b, h) as a ConstMap<F>: in place when stored as F, else converted
-// into `buf` (so a bf16 KV cache is read as bf16, one tile at a time, never copied whole).
+// into `buf` (so a bf16 KV cache is read as bf16, one tile at a time, never copied whole); int8
+// rows are multiplied by their scales on the way.
 template <class F, class S>
 ConstMap<F> rows_of(const Heads& x, int64_t b, int64_t h, int64_t r0, int64_t n, RowMat<F>& buf) {
   const int64_t ld = x.t.stride(2);
@@ -79,10 +86,67 @@ ConstMap<F> rows_of(const Heads& x, int64_t b, int64_t h, int64_t r0, int64_t n,
     return ConstMap<F>(p, n, x.cols, Eigen::OuterStride<>(ld));
   } else {
     buf.resize(n, x.cols);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < x.cols; ++c) buf(r, c) = F(p[r * ld + c]);
+    for (int64_t r = 0; r < n; ++r) {
+      const F scale = std::is_same_v<S, int8_t> ? F(x.scale(b, h, r0 + r)) : F(1);
+      for (int64_t c = 0; c < x.cols; ++c) buf(r, c) = F(p[r * ld + c]) * scale;
+    }
     return ConstMap<F>(buf.data(), n, x.cols, Eigen::OuterStride<>(x.cols));
   }
+}
+
+// The forward of both entry points: queries stored as St, keys and values as Kv (St, or int8
+// with scales), computed in compute_t<St>.
+template <class St, class Kv>
+void attend(const Heads& Q, const Heads& K, const Heads& V, const Tensor& bias_in, const KernelArgs& k,
+            const AttentionAttrs& a) {
+  using F = compute_t<St>;
+  const bool kv_shared = same_view(K.t, V.t);
+  const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, Dv = V.cols;
+  const int64_t group = H / Hk, qblocks = (T + kBlockQ - 1) / kBlockQ;
+  const Tensor bias = bias_in.defined() ? raw::to(raw::contiguous(bias_in), dtype_of<F>(), kCPU) : Tensor();
+  St* out = k.out[0].data<St>();
+  F* lse = k.out[1].data<F>();
+  const F* bp = bias.defined() ? bias.data<F>() : nullptr;
+  const F scale = F(a.scale), ninf = -std::numeric_limits<F>::infinity();
+#pragma omp parallel for collapse(3) schedule(dynamic, 1) if (B * H * T * S * Dv >= (1 << 16))
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t qb = 0; qb < qblocks; ++qb) {
+        const int64_t i0 = qb * kBlockQ, ni = std::min(kBlockQ, T - i0);
+        const int64_t kend = visible_keys(i0 + ni - 1, T, S, a.causal);
+        RowMat<F> qbuf, kbuf, vbuf;  // used for 16-bit and int8 storage only
+        const ConstMap<F> q = rows_of<F, St>(Q, b, h, i0, ni, qbuf);
+        RowMat<F> acc = RowMat<F>::Zero(ni, Dv), s(ni, kBlockK);
+        Vec<F> m = Vec<F>::Constant(ni, ninf), l = Vec<F>::Zero(ni);
+        for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+          const int64_t nj = std::min(kBlockK, kend - j0);
+          const ConstMap<F> kt = rows_of<F, Kv>(K, b, h / group, j0, nj, kbuf);
+          const ConstMap<F> vt = kv_shared ? kt : rows_of<F, Kv>(V, b, h / group, j0, nj, vbuf);  // K=V: once
+          s.resize(ni, nj);
+          scores_of<F>(s, q, kt, i0, j0, scale, bp, S, T, a.causal);
+          for (int64_t r = 0; r < ni; ++r) {
+            const F row_max = s.row(r).maxCoeff();
+            const F m_new = std::max(m[r], row_max);
+            if (m_new == ninf) {
+              s.row(r).setZero();
+              continue;
+            }  // nothing visible yet
+            const F correction = std::exp(m[r] - m_new);
+            s.row(r) = (s.row(r).array() - m_new).exp().matrix();
+            l[r] = l[r] * correction + s.row(r).sum();
+            acc.row(r) *= correction;
+            m[r] = m_new;
+          }
+          acc.noalias() += s * vt;
+        }
+        St* o = out + ((b * H + h) * T + i0) * Dv;
+        F* L = lse + (b * H + h) * T + i0;
+        for (int64_t r = 0; r < ni; ++r) {
+          const bool empty = l[r] == F(0);  // a row that sees no key (causal with T > S)
+          for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] = St(empty ? F(0) : acc(r, c) / l[r]);
+          L[r] = empty ? ninf : m[r] + std::log(l[r]);
+        }
+      }
 }
 
 }  // namespace
@@ -93,56 +157,14 @@ ConstMap<F> rows_of(const Heads& x, int64_t b, int64_t h, int64_t r0, int64_t n,
 void attention(const KernelArgs& k) {
   const auto& a = attr<AttentionAttrs>(k.attrs, "attention");
   const Heads Q(k.in[0]), K(k.in[1]), V(k.in[2]);
-  const bool kv_shared = same_view(K.t, V.t);
-  const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, Dv = V.cols;
-  const int64_t group = H / Hk, qblocks = (T + kBlockQ - 1) / kBlockQ;
-  visit_any_float(Q.t.dtype(), "attention", [&]<class St>() {
-    using F = compute_t<St>;
-    const Tensor bias = k.in[3].defined() ? raw::to(raw::contiguous(k.in[3]), dtype_of<F>(), kCPU) : Tensor();
-    St* out = k.out[0].data<St>();
-    F* lse = k.out[1].data<F>();
-    const F* bp = bias.defined() ? bias.data<F>() : nullptr;
-    const F scale = F(a.scale), ninf = -std::numeric_limits<F>::infinity();
-#pragma omp parallel for collapse(3) schedule(dynamic, 1) if (B * H * T * S * Dv >= (1 << 16))
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t qb = 0; qb < qblocks; ++qb) {
-          const int64_t i0 = qb * kBlockQ, ni = std::min(kBlockQ, T - i0);
-          const int64_t kend = visible_keys(i0 + ni - 1, T, S, a.causal);
-          RowMat<F> qbuf, kbuf, vbuf;  // used for 16-bit storage only
-          const ConstMap<F> q = rows_of<F, St>(Q, b, h, i0, ni, qbuf);
-          RowMat<F> acc = RowMat<F>::Zero(ni, Dv), s(ni, kBlockK);
-          Vec<F> m = Vec<F>::Constant(ni, ninf), l = Vec<F>::Zero(ni);
-          for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
-            const int64_t nj = std::min(kBlockK, kend - j0);
-            const ConstMap<F> kt = rows_of<F, St>(K, b, h / group, j0, nj, kbuf);
-            const ConstMap<F> vt = kv_shared ? kt : rows_of<F, St>(V, b, h / group, j0, nj, vbuf);  // K=V: once
-            s.resize(ni, nj);
-            scores_of<F>(s, q, kt, i0, j0, scale, bp, S, T, a.causal);
-            for (int64_t r = 0; r < ni; ++r) {
-              const F row_max = s.row(r).maxCoeff();
-              const F m_new = std::max(m[r], row_max);
-              if (m_new == ninf) {
-                s.row(r).setZero();
-                continue;
-              }  // nothing visible yet
-              const F correction = std::exp(m[r] - m_new);
-              s.row(r) = (s.row(r).array() - m_new).exp().matrix();
-              l[r] = l[r] * correction + s.row(r).sum();
-              acc.row(r) *= correction;
-              m[r] = m_new;
-            }
-            acc.noalias() += s * vt;
-          }
-          St* o = out + ((b * H + h) * T + i0) * Dv;
-          F* L = lse + (b * H + h) * T + i0;
-          for (int64_t r = 0; r < ni; ++r) {
-            const bool empty = l[r] == F(0);  // a row that sees no key (causal with T > S)
-            for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] = St(empty ? F(0) : acc(r, c) / l[r]);
-            L[r] = empty ? ninf : m[r] + std::log(l[r]);
-          }
-        }
-  });
+  visit_any_float(Q.t.dtype(), "attention", [&]<class St>() { attend<St, St>(Q, K, V, k.in[3], k, a); });
+}
+
+void attention_int8_kv(const Tensor& q, const Tensor& keys, const Tensor& key_scales, const Tensor& values,
+                       const Tensor& value_scales, const KernelArgs& k) {
+  const auto& a = attr<AttentionAttrs>(k.attrs, "cache_attention");
+  const Heads Q(q), K(keys, key_scales), V(values, value_scales);
+  visit_any_float(Q.t.dtype(), "cache_attention", [&]<class St>() { attend<St, int8_t>(Q, K, V, Tensor(), k, a); });
 }
 
 // Inputs (grad_out, q, k, v, bias?, out, lse) -> (dq, dk, dv, dbias). Recomputes each score

@@ -56,9 +56,14 @@ void scatter_add(const KernelArgs&);
 // attention.cpp
 void attention(const KernelArgs&);
 void attention_backward(const KernelArgs&);
+// attention's forward over int8 keys and values with float32 row scales [B, Hk, S, 1] (K=V: one
+// tensor and one scale), into k.out; k.attrs are AttentionAttrs.
+void attention_int8_kv(const Tensor& q, const Tensor& keys, const Tensor& key_scales, const Tensor& values,
+                       const Tensor& value_scales, const KernelArgs& k);
 // kv_cache_ops.cpp
 void cache_attention(const KernelArgs&);
 void kv_write(const KernelArgs&);
+void quantize_int8(const KernelArgs&);
 // conv.cpp
 void conv2d(const KernelArgs&);
 void conv2d_backward(const KernelArgs&);

@@ -64,6 +64,7 @@ void attention_backward(const KernelArgs&);
 // kv_cache_ops.cu
 void cache_attention(const KernelArgs&);
 void kv_write(const KernelArgs&);
+void quantize_int8(const KernelArgs&);
 // conv.cu
 void conv2d(const KernelArgs&);
 void conv2d_backward(const KernelArgs&);

@@ -4,7 +4,9 @@
 // checked on the device (an IndexError at the next synchronisation, as the index ops report).
 // cache_attention: the split-KV kernel (decode_attention.cu) planned for the whole cache, its
 // splits past the keys in use empty; shapes it does not take read the start on the host and run
-// the attention kernels on the keys in use (not capturable).
+// the attention kernels on the keys in use (not capturable). An int8 cache is widened to the
+// queries' dtype (its row scales applied) into a buffer of the cache's size first, then read
+// as a float one; quantize_int8 is one warp per row.
 #include <cstdint>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -40,6 +42,54 @@ template <class T> struct KvWrite {
   }
 };
 
+// One warp per row of D: q = round(x * 127 / max |x|), scale = max |x| / 127 (NaN when the row
+// holds a NaN or inf, whose q is then 0).
+template <class T> __global__ void quantize_rows(const T* x, int8_t* q, float* scale, int64_t rows, int64_t D) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = grid_threads() / kWarp;
+  for (int64_t r = global_thread() / kWarp; r < rows; r += warps) {
+    const T* row = x + r * D;
+    float amax = 0;
+    bool finite = true;
+    for (int64_t c = lane; c < D; c += kWarp) {
+      const float v = fabsf(float(row[c]));
+      finite = finite && isfinite(v);
+      amax = fmaxf(amax, v);
+    }
+    amax = warp_reduce(amax, MaxOp{});
+    finite = __all_sync(0xffffffffu, finite);
+    if (!finite) amax = 0;
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    for (int64_t c = lane; c < D; c += kWarp)
+      q[r * D + c] = int8_t(__float2int_rn(fminf(fmaxf(float(row[c]) * inv, -127.0f), 127.0f)));
+    if (lane == 0) scale[r] = finite ? amax / 127.0f : CUDART_NAN_F;
+  }
+}
+
+// out[i] = q[i] * scale[i / D] over a contiguous [rows, D] int8 tensor.
+template <class T> struct Dequantize {
+  T* out;
+  const int8_t* q;
+  const float* scale;
+  int64_t D;
+  __device__ void operator()(int64_t i) const { out[i] = T(float(q[i]) * scale[i / D]); }
+};
+
+Tensor dequantized(const Tensor& q, const Tensor& scale, DType dtype) {
+  const Tensor qc = raw::contiguous(q), sc = raw::contiguous(scale);
+  Tensor out = empty(qc.shape(), {dtype, q.device()});
+  visit_any_float(dtype, "cache_attention", [&]<class T>() {
+    launch_flat(qc.numel(), Dequantize<T>{out.data<T>(), qc.data<int8_t>(), sc.data<float>(), qc.size(-1)});
+  });
+  return out;
+}
+
+// Cache elements: the float types, or int8.
+template <class F> void visit_cache_dtype(DType dt, F&& f) {
+  if (dt == DType::i8) return f.template operator()<int8_t>();
+  visit_any_float(dt, "kv_write", std::forward<F>(f));
+}
+
 }  // namespace
 
 // Inputs (cache [B, Hk, C, D] written, src [B, Hk, T, D], start: one int64).
@@ -49,17 +99,26 @@ void kv_write(const KernelArgs& k) {
   const int64_t n = src.numel();
   if (n == 0) return;
   check<ValueError>(cache.stride(3) == 1, "kv_write: the cache's rows must have a contiguous last dim");
-  visit_any_float(cache.dtype(), "kv_write", [&]<class T>() {
+  visit_cache_dtype(cache.dtype(), [&]<class T>() {
     launch_flat(n, KvWrite<T>{cache.data<T>(), src.data<T>(), start.data<int64_t>(), cache.size(1), src.size(2),
                               src.size(3), cache.size(2), cache.stride(0), cache.stride(1), cache.stride(2),
                               qkv::cuda::device_error_record(cache.device().index), "kv_write"});
   });
 }
 
-// Inputs (q [B, H, T, D], k [B, Hk, C, D], v [B, Hk, C, Dv], start: one int64) -> (out, lse).
+// Inputs (q [B, H, T, D], k [B, Hk, C, D], v [B, Hk, C, Dv], start: one int64, k_scale?,
+// v_scale? for int8 k, v) -> (out, lse).
 void cache_attention(const KernelArgs& k) {
   const auto& at = attr<AttentionAttrs>(k.attrs, "cache_attention");
-  const Tensor &q = k.in[0], &keys = k.in[1], &values = k.in[2], &start = k.in[3];
+  const Tensor &q = k.in[0], &start = k.in[3];
+  if (k.in[1].dtype() == DType::i8) {
+    set_device(q);
+    const Tensor keys = dequantized(k.in[1], k.in[4], q.dtype());
+    const Tensor values = same_view(k.in[1], k.in[2]) ? keys : dequantized(k.in[2], k.in[5], q.dtype());
+    const Tensor in[] = {q, keys, values, start, Tensor(), Tensor()};
+    return cache_attention(KernelArgs{in, k.out, k.attrs});
+  }
+  const Tensor &keys = k.in[1], &values = k.in[2];
   if (split_kv_supports(q, keys, values, Tensor())) {
     split_kv_attention(q, keys, values, at, k.out[0], k.out[1], start.data<int64_t>());
     return;
@@ -72,6 +131,21 @@ void cache_attention(const KernelArgs& k) {
   const Tensor vp = same_view(keys, values) ? kp : raw::slice(values, 2, 0, n, 1);
   const Tensor in[] = {q, kp, vp, Tensor()};
   attention(KernelArgs{in, k.out, k.attrs});
+}
+
+// Inputs (x [..., D]) -> (q int8 [..., D], scale float32 [..., 1]).
+void quantize_int8(const KernelArgs& k) {
+  const Tensor x = raw::contiguous(k.in[0]);
+  set_device(x);
+  const int64_t D = x.size(-1), rows = D == 0 ? 0 : x.numel() / D;
+  if (rows == 0) return;
+  visit_any_float(x.dtype(), "quantize_int8", [&]<class T>() {
+    const int64_t threads = rows * kWarp;
+    quantize_rows<T><<<blocks_for(threads, kThreads), kThreads, 0, launch_stream()>>>(x.data<T>(),
+                                                                                      k.out[0].data<int8_t>(),
+                                                                                      k.out[1].data<float>(), rows, D);
+  });
+  QKV_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace qkv::kernels::cuda

@@ -10,6 +10,7 @@
 #include "lab/cli/device_option.h"
 #include "lab/experiment/models.h"
 #include "lab/infer/generate.h"
+#include "lab/infer/run_model.h"
 #include "lab/report/kv_analysis.h"
 #include "lab/tasks/lm.h"
 #include "tensor/atomic_file.h"
@@ -28,32 +29,13 @@ struct AnalyzeOptions {
   int64_t tokens = 8192;
 };
 
-// The run's prepared token folder: --token-data, else lm.tokens, else the one `qkvlab run`
-// tokenized lm.text into beside the experiment's folder (prepared again, as a run would, when
-// it is gone).
-fs::path token_folder(const experiment::LmRunFiles& f, const experiment::LmConfig& c, const std::string& token_data) {
-  if (!token_data.empty()) return token_data;
-  if (!c.lm.tokens.empty()) return tasks::lm_token_folder(c, {});  // lm.tokens under data.root
-  const auto root = experiment::run_output_root(f);
-  check<IOError>(root.has_value(), "analyze: ", f.folder.string(), " does not end in <experiment>/<run id> = ", c.name,
-                 "/", f.run.id, " (a moved run?), so its token data cannot be found; give --token-data ",
-                 "DIR, the prepared folder it was trained on (<out>/tokens/", c.name, ")");
-  const fs::path prepared = *root / "tokens" / c.name;
-  if (fs::is_regular_file(prepared / "dataset.json")) return prepared;
-  return tasks::lm_token_folder(c, *root);
-}
-
 report::KvAnalysis analyze_run(const std::string& folder, const AnalyzeOptions& o, const Device& device) {
   const experiment::LmRunFiles f = experiment::open_lm_run(folder, "analyze");
   experiment::LmConfig c = f.config;
   if (!o.data_root.empty()) c.data.root = o.data_root;
-  const fs::path tokens = token_folder(f, c, o.token_data);
-  Generator gen(0);
-  nn::GPT model(experiment::gpt_config(c, f.run.variant), &gen);
-  model.load(f.checkpoint.string());
-  infer::check_finite_weights(model, f.checkpoint.string());
-  model.to(device);
-  model.eval();
+  const fs::path tokens = tasks::run_token_folder(f, c, o.token_data, "analyze");
+  const std::unique_ptr<nn::GPT> loaded = infer::load_run_model(f, c, device);
+  nn::GPT& model = *loaded;
   const std::vector<Tensor> batches =
       report::validation_batches(tokens, "val", c.model.context, o.tokens, c.train.eval_batch_size);
   report::KvAnalysis a = report::analyze_gpt(model, batches);

@@ -11,6 +11,7 @@
 #include "lab/experiment/result.h"
 #include "lab/experiment/sweep.h"
 #include "lab/infer/generate.h"
+#include "lab/infer/run_model.h"
 #include "tensor/error.h"
 #include "train/data/bpe.h"
 
@@ -28,7 +29,6 @@ struct GenerateOptions {
 
 void generate_text(const GenerateOptions& o) {
   const experiment::LmRunFiles f = experiment::open_lm_run(o.run, "generate");
-  const experiment::Run& r = f.run;
   experiment::LmConfig c = f.config;
   if (!o.data_root.empty()) c.data.root = o.data_root;
   fs::path tok = o.tokenizer.empty() ? fs::path(c.lm.tokenizer) : fs::path(o.tokenizer);
@@ -36,12 +36,8 @@ void generate_text(const GenerateOptions& o) {
   const data::Gpt2Tokenizer tokenizer = data::Gpt2Tokenizer::load(tok);
 
   const Device device = usable_device(o.device, "generate");
-  Generator gen(0);
-  nn::GPT model(experiment::gpt_config(c, r.variant), &gen);
-  model.load(f.checkpoint.string());
-  infer::check_finite_weights(model, f.checkpoint.string());  // on the host, before the move
-  model.to(device);
-  model.eval();
+  const std::unique_ptr<nn::GPT> loaded = infer::load_run_model(f, c, device);
+  const nn::GPT& model = *loaded;
   std::vector<int64_t> prompt;
   if (o.prompt.empty()) {
     prompt.push_back(tokenizer.eot());  // an empty prompt starts a new document

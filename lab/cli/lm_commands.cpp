@@ -1,21 +1,26 @@
 // The language-model commands that read an experiment file without training:
 //   qkvlab params FILE                       parameter counts per variant
 //   qkvlab flops FILE --seq N                multiply-accumulates of a forward pass (the paper's table)
-//   qkvlab cache FILE --context N [--batch B] [--dtype bf16] [--no-measure] [--device D]
-//                                            KV-cache bytes per variant, computed and measured
+//   qkvlab cache FILE --context N [--batch B] [--dtype bf16,int8] [--no-measure] [--device D]
+//                                            KV-cache bytes per variant and dtype, computed and measured
 //   qkvlab bench decode FILE [--batch B] [--context N] [--new-tokens K] [--precision bf16|fp32] [--graph]
 //                            [--device D]
 //                                            decode tokens/s and peak memory per variant, and the
 //                                            Q-K=V-vs-QKV ratios beside the paper's
+//   qkvlab bench decode --run RUN [--dtype f32,bf16,int8] [--eval-batches N] ...
+//                                            a trained run's decode speed and validation
+//                                            perplexity per KV-cache dtype (bench_decode_run.h)
 // FILE takes --scale and key=value overrides like `qkvlab run`.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 
+#include "lab/cli/bench_decode_run.h"
 #include "lab/cli/commands.h"
 #include "lab/cli/device_option.h"
 #include "lab/experiment/experiment.h"
+#include "lab/experiment/overrides.h"
 #include "lab/infer/decode_bench.h"
 #include "lab/report/decode_report.h"
 #include "lab/report/lm_reports.h"
@@ -30,16 +35,16 @@ struct FileOptions {
   std::string scale;
 };
 
-void add_file_options(CLI::App* cmd, FileOptions& o) {
+void add_file_options(CLI::App* cmd, FileOptions& o, bool required = true) {
   cmd->add_option("args", o.args,
                   "a language-model experiment file (e.g. experiments/lm/gpt-300m.yaml) and key=value overrides")
-      ->required();
+      ->required(required);
   cmd->add_option("--scale", o.scale, "a named scale of the file");
 }
 
 std::vector<report::LmVariantModel> models_of(const FileOptions& o) {
   std::vector<std::string> files, overrides;
-  for (const std::string& a : o.args) (a.find('=') != std::string::npos ? overrides : files).push_back(a);
+  experiment::split_arguments(o.args, files, overrides);
   check<ValueError>(files.size() == 1, "expected one experiment file, got ", files.size());
   return report::lm_variant_models(experiment::load_experiment(files[0], o.scale, overrides));
 }
@@ -74,13 +79,15 @@ void add_lm_report_commands(CLI::App& app) {
     add_file_options(cmd, *o);
     cmd->add_option("--context", c->context, "tokens cached per sequence")->required()->check(CLI::PositiveNumber);
     cmd->add_option("--batch", c->batch, "sequences (default 1)")->check(CLI::PositiveNumber);
-    cmd->add_option("--dtype", *dtype, "cache storage: bf16 (default), f16 or f32");
+    cmd->add_option("--dtype", *dtype,
+                    "cache storage, one or a comma-separated list: bf16 (default), f16, f32 or int8 (a float32 scale "
+                    "per row)");
     cmd->add_option("--prefill", c->prefill, "prompt tokens run through the model to fill the cache (default 16)")
         ->check(CLI::PositiveNumber);
     cmd->add_flag("--no-measure", *no_measure, "closed form only: build no model");
     add_device_option(cmd, *device);
     cmd->callback([o, c, dtype, no_measure, device] {
-      c->dtype = parse_dtype(*dtype);
+      c->dtypes = parse_cache_dtypes(*dtype, "cache --dtype");
       c->measure = !*no_measure;
       if (c->measure) c->device = usable_device(*device, "cache");
       const auto models = models_of(*o);
@@ -98,14 +105,32 @@ void add_lm_report_commands(CLI::App& app) {
     auto device = std::make_shared<std::string>("cpu");
     auto paper = std::make_shared<std::string>(default_paper_tables() + "/decode.yaml");
     auto graph = std::make_shared<bool>(false);
-    auto* cmd = bench->add_subcommand(
-        "decode", "Decode tokens/s and peak memory per variant (random weights), beside the paper's Q-K=V gains");
-    add_file_options(cmd, *o);
-    cmd->add_option("--batch", *batch, "sequences decoded together (default 1)")->check(CLI::PositiveNumber);
-    cmd->add_option("--context", *context, "cache capacity per sequence (default 512)")->check(CLI::PositiveNumber);
-    cmd->add_option("--prompt", *prompt, "prefilled tokens (default 128)")->check(CLI::PositiveNumber);
-    cmd->add_option("--new-tokens", *tokens, "tokens decoded one at a time (default 32)")->check(CLI::PositiveNumber);
-    auto* dtype_opt = cmd->add_option("--dtype", *dtype, "cache storage: f32 (default), bf16 or f16");
+    auto run = std::make_shared<BenchDecodeRunOptions>();
+    auto* cmd = bench->add_subcommand("decode",
+                                      "Decode tokens/s and peak memory per variant (random weights), beside the "
+                                      "paper's Q-K=V gains; or a trained run's, per KV-cache dtype, with its "
+                                      "validation perplexity (--run)");
+    add_file_options(cmd, *o, /*required=*/false);
+    auto* batch_opt =
+        cmd->add_option("--batch", *batch, "sequences decoded together (default 1)")->check(CLI::PositiveNumber);
+    auto* context_opt =
+        cmd->add_option("--context", *context, "cache capacity per sequence (default 512; --run: its context)")
+            ->check(CLI::PositiveNumber);
+    auto* prompt_opt = cmd->add_option("--prompt", *prompt, "prefilled tokens (default 128; --run: what fits)")
+                           ->check(CLI::PositiveNumber);
+    auto* tokens_opt = cmd->add_option("--new-tokens", *tokens, "tokens decoded one at a time (default 32)")
+                           ->check(CLI::PositiveNumber);
+    auto* dtype_opt = cmd->add_option("--dtype", *dtype,
+                                      "cache storage: f32 (default), bf16, f16 or int8 (a float32 scale per row); "
+                                      "with --run a comma-separated list (default f32,bf16,int8)");
+    cmd->add_option("--run", run->run,
+                    "a trained language-model run folder: decode with its weights and report its validation "
+                    "perplexity through the cache, per --dtype");
+    cmd->add_option("--eval-batches", run->eval_batches,
+                    "--run: validation batches scored (default the run's train.eval_batches)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--data-root", run->data_root, "--run: data.root, if the run's is not valid here");
+    cmd->add_option("--token-data", run->token_data, "--run: the prepared token folder the run was trained on");
     cmd->add_option("--precision", *precision,
                     "fp32 (default) or bf16: the KV cache in bfloat16, read in place by attention (weights stay "
                     "float32)")
@@ -115,7 +140,19 @@ void add_lm_report_commands(CLI::App& app) {
                   "decode through the static step (positions read on the device), captured once as a CUDA graph on "
                   "a GPU and replayed per token; its first step is not timed");
     add_device_option(cmd, *device);
-    cmd->callback([o, batch, context, prompt, tokens, dtype, precision, device, paper, dtype_opt, graph] {
+    cmd->callback([=] {
+      if (!run->run.empty()) {
+        check<ValueError>(o->args.empty(), "bench decode: give an experiment file or --run, not both");
+        BenchDecodeRunOptions r = *run;
+        r.device = *device;
+        if (batch_opt->count() > 0) r.batch = *batch;
+        if (context_opt->count() > 0) r.context = *context;
+        if (prompt_opt->count() > 0) r.prompt = *prompt;
+        if (tokens_opt->count() > 0) r.new_tokens = *tokens;
+        if (dtype_opt->count() > 0) r.dtypes = parse_cache_dtypes(*dtype, "bench decode --dtype");
+        return bench_decode_run(r);
+      }
+      check<ValueError>(!o->args.empty(), "bench decode: give a language-model experiment file, or --run RUN");
       check<ValueError>(*prompt + *tokens <= *context, "bench decode: --prompt ", *prompt, " + --new-tokens ", *tokens,
                         " exceed --context ", *context);
       const infer::DecodeDtypes dts = infer::decode_dtypes(infer::parse_decode_precision(*precision));

@@ -19,6 +19,7 @@
 #include "lab/cli/mpi_launch.h"
 #include "lab/experiment/experiment.h"
 #include "lab/experiment/node.h"
+#include "lab/experiment/overrides.h"
 #include "lab/tasks/lm.h"
 #include "lab/tasks/run_task.h"
 #include "tensor/error.h"
@@ -55,7 +56,7 @@ constexpr const char* kSkip = "skip";
 // The experiment files named on the command line, suites expanded.
 std::vector<std::string> experiment_files(const RunOptions& o, std::vector<std::string>& overrides) {
   std::vector<std::string> files;
-  for (const std::string& a : o.args) (a.find('=') != std::string::npos ? overrides : files).push_back(a);
+  experiment::split_arguments(o.args, files, overrides);
   check<ValueError>(!files.empty(), "run: no experiment file given (e.g. qkvlab run experiments/synthetic/suite.yaml)");
   std::vector<std::string> experiments;
   for (const std::string& f : files) {

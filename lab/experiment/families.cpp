@@ -288,7 +288,11 @@ const Schema<GptModel>& GptModel::schema() {
       fields<T>({model_kind_field<T>("gpt", "lm"),
                  field("vocab", &T::vocab, 50304, in_range(2, 1 << 24),
                        "output vocabulary (GPT-2's 50257 padded to 50304)"),
-                 field("context", &T::context, 1024, in_range(2, 1 << 20), "positions = training sequence length")},
+                 field("context", &T::context, 1024, in_range(2, 1 << 20), "positions = training sequence length"),
+                 field("init_from", &T::init_from, "",
+                       "start from these weights instead of N(0, 0.02): a run folder (its newest checkpoint, e.g. "
+                       "one `qkvlab convert` wrote) or a .safetensors file, relative to the working directory; "
+                       "empty = random init")},
                 inherit<T>(ModelBase::schema())),
       [](const T& m, const Located& at) {
         check_model_base(m, at);
@@ -391,13 +395,44 @@ const Schema<AnomalyConfig>& AnomalyConfig::schema() {
   return s;
 }
 
+const Schema<ConvertStudy>& ConvertStudy::schema() {
+  using T = ConvertStudy;
+  static const Schema<T> s{
+      {
+          field("methods", &T::methods, {ConvertMethod::copy_k, ConvertMethod::average, ConvertMethod::svd},
+                "conversions compared: copy-k (W_kv = W_k), average ((W_k + W_v) / 2), svd (data-aware, maps "
+                "folded into W_q and W_o)"),
+          field("calibration_batches", &T::calibration_batches, 16, in_range(1, 1 << 20),
+                "training batches (train.batch_size x model.context tokens) the svd fit reads"),
+          field("finetune_steps", &T::finetune_steps, 100, in_range(1, 1 << 30),
+                "optimizer steps of each converted model's fine-tune (the scratch run trains train.steps + these)"),
+          field("finetune_lr", &T::finetune_lr, 1e-3, greater_than(0.0), "the fine-tune's peak learning rate"),
+          field("finetune_warmup_steps", &T::finetune_warmup_steps, 10, at_least(0), "the fine-tune's warmup steps"),
+          field("finetune_eval_every", &T::finetune_eval_every, 20, in_range(1, 1 << 30),
+                "steps between the fine-tune's validations"),
+      },
+      [](const T& c, const Located& at) {
+        if (c.methods.empty()) at.fail("methods", "[]", "a non-empty list of copy-k, average, svd");
+        for (size_t i = 0; i < c.methods.size(); ++i)
+          for (size_t j = 0; j < i; ++j)
+            if (c.methods[i] == c.methods[j]) at.fail("methods", enum_name(c.methods[i]), "each method listed once");
+        if (c.finetune_warmup_steps >= c.finetune_steps)
+          at.fail("finetune_warmup_steps", c.finetune_warmup_steps,
+                  cat("fewer than convert.finetune_steps = ", c.finetune_steps));
+      }};
+  return s;
+}
+
 const Schema<LmConfig>& LmConfig::schema() {
   using T = LmConfig;
   static const Schema<T> s{
-      family_fields<T>({section("task", &T::task, "the task family"),
-                        section("data", &T::data, "where the text and the tokenizer are"),
-                        section("lm", &T::lm, "the token data"), section("model", &T::model, "the GPT")},
-                       "the optimizer (adamw)", "the learning-rate schedule (in steps)", "the step-counted loop"),
+      fields(family_fields<T>({section("task", &T::task, "the task family"),
+                               section("data", &T::data, "where the text and the tokenizer are"),
+                               section("lm", &T::lm, "the token data"), section("model", &T::model, "the GPT")},
+                              "the optimizer (adamw)", "the learning-rate schedule (in steps)",
+                              "the step-counted loop"),
+             {section("convert", &T::convert,
+                      "the conversion study of `qkvlab convert-study` (not read by `qkvlab run`)")}),
       [](const T& c, const Located& at) {
         if (c.optim.name != OptimName::adamw) at.fail("optim.name", enum_name(c.optim.name), "adamw for task.kind lm");
         if (c.schedule.warmup_steps >= c.train.steps)

@@ -22,6 +22,8 @@ enum class HeadKind { mlp, linear };
 enum class DatasetName { mnist, fashion_mnist, cifar10, cifar100, tinyimagenet };
 enum class FeatureSource { resnet34, file };
 enum class LmSamplingName { packed, per_document, official };
+// How a QKV (or GQA) checkpoint becomes its K=V form (lab/infer/convert.h).
+enum class ConvertMethod { copy_k, average, svd };
 
 template <> struct EnumNames<TaskKind> {
   static constexpr std::array<std::pair<std::string_view, TaskKind>, 4> values{{{"synthetic", TaskKind::synthetic},
@@ -64,6 +66,10 @@ template <> struct EnumNames<LmSamplingName> {
       {{"packed", LmSamplingName::packed},
        {"per_document", LmSamplingName::per_document},
        {"official", LmSamplingName::official}}};
+};
+template <> struct EnumNames<ConvertMethod> {
+  static constexpr std::array<std::pair<std::string_view, ConvertMethod>, 3> values{
+      {{"copy-k", ConvertMethod::copy_k}, {"average", ConvertMethod::average}, {"svd", ConvertMethod::svd}}};
 };
 
 // ---- task sections ------------------------------------------------------------------------
@@ -188,8 +194,9 @@ struct SetModel : ModelBase {
   static const Schema<SetModel>& schema();
 };
 struct GptModel : ModelBase {
-  int vocab = 0;    // output vocabulary (GPT-2's 50257 padded)
-  int context = 0;  // positions = the training sequence length
+  int vocab = 0;          // output vocabulary (GPT-2's 50257 padded)
+  int context = 0;        // positions = the training sequence length
+  std::string init_from;  // start from these weights: a run folder (its newest checkpoint) or a .safetensors file
   bool operator==(const GptModel&) const = default;
   static const Schema<GptModel>& schema();
 };
@@ -250,6 +257,20 @@ struct AnomalyConfig {
   static const Schema<AnomalyConfig>& schema();
 };
 
+// The conversion study (`qkvlab convert-study`): the experiment's one run is the source (QKV or
+// GQA-g), converted to its K=V form by each method, then fine-tuned; a K=V model trained from
+// scratch on the same total tokens is the reference. `qkvlab run` does not read this section.
+struct ConvertStudy {
+  std::vector<ConvertMethod> methods;
+  int calibration_batches = 0;  // training batches whose ln1 outputs the data-aware fit reads
+  int finetune_steps = 0;
+  double finetune_lr = 0;  // the fine-tune's peak learning rate (cosine to schedule.min_lr)
+  int finetune_warmup_steps = 0;
+  int finetune_eval_every = 0;
+  bool operator==(const ConvertStudy&) const = default;
+  static const Schema<ConvertStudy>& schema();
+};
+
 struct LmConfig {
   static constexpr TaskKind kKind = TaskKind::lm;
   std::string name;
@@ -261,6 +282,7 @@ struct LmConfig {
   StepSchedule schedule;
   StepTrain train;
   SweepConfig sweep;
+  ConvertStudy convert;
   bool operator==(const LmConfig&) const = default;
   static const Schema<LmConfig>& schema();
 };

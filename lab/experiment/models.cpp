@@ -11,6 +11,8 @@ nn::AttentionConfig attention_config(const ModelBase& m, const nn::Variant& vari
   a.d_model = m.d_model;
   a.heads = m.heads;
   a.kv_heads = variant.kv_heads;
+  a.v_rank = variant.v_rank;
+  a.linear = variant.linear;
   a.sharing = variant.sharing;
   a.pos2d = variant.pos2d ? pos2d_channels : 0;
   return a;

@@ -2,6 +2,8 @@
 // into a configuration tree.
 #include "lab/experiment/overrides.h"
 
+#include <cctype>
+
 namespace qkv::experiment {
 
 Override parse_override(const std::string& arg) {
@@ -13,6 +15,19 @@ Override parse_override(const std::string& arg) {
   o.value = parse_yaml(arg.substr(eq + 1), where.origin);  // a syntax error names the argument
   o.value.set_source(where);
   return o;
+}
+
+bool is_override(std::string_view arg) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string_view::npos || eq == 0) return false;
+  for (char c : arg.substr(0, eq))
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) return false;
+  return true;
+}
+
+void split_arguments(const std::vector<std::string>& args, std::vector<std::string>& files,
+                     std::vector<std::string>& overrides) {
+  for (const std::string& a : args) (is_override(a) ? overrides : files).push_back(a);
 }
 
 std::vector<std::string> split_key(std::string_view dotted) {

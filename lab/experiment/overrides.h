@@ -19,6 +19,14 @@ struct Override {
 // there is no '=', the key is empty, or the value is not valid YAML.
 Override parse_override(const std::string& arg);
 
+// Whether a command-line argument is an override rather than a file: an '=' after a dotted key
+// of letters, digits and '_' ("model.d_model=128"), so that a path holding '=' is a file
+// ("runs/lm/shakespeare/Q-K=V/seed0/config.yaml").
+bool is_override(std::string_view arg);
+// The arguments in order, overrides to `overrides` and the rest to `files`.
+void split_arguments(const std::vector<std::string>& args, std::vector<std::string>& files,
+                     std::vector<std::string>& overrides);
+
 // "sweep.grid.model.d_model" -> {"sweep", "grid", "model.d_model"}: a grid key is one part.
 std::vector<std::string> split_key(std::string_view dotted);
 

@@ -72,6 +72,12 @@ std::vector<fs::path> RunDir::remove_temporaries() const { return remove_temp_fi
 
 void RunDir::settle_checkpoints(bool resume, bool restart, std::FILE* log) const {
   const std::vector<int64_t> steps = loops::checkpoint_steps(path_);
+  // A converted model's folder (`qkvlab convert`) holds a checkpoint with no optimizer state and
+  // no run behind it: neither continued nor deleted.
+  check<ValueError>(steps.empty() || !fs::exists(path_ / "convert.json"), "run: ", path_.string(),
+                    " holds a converted model (convert.json), not an unfinished run; fine-tune it with "
+                    "model.init_from=",
+                    path_.string(), " in a run of its own output folder");
   if (steps.empty() || resume) return;
   check<ValueError>(restart, "run: ", path_.string(),
                     " holds checkpoints of an unfinished run (newest: ", loops::latest_checkpoint(path_)->string(),

@@ -33,7 +33,8 @@ class RunDir {
   // An unfinished run's checkpoints (train/loops/lm_checkpoint.h) are never deleted silently:
   // with `resume` they stay for the run to continue from; with `restart` they are deleted, saying
   // which on `log`; with neither, ValueError naming the folder, the newest checkpoint and the
-  // options --resume and --restart. Call it holding the lock.
+  // options --resume and --restart. A converted model's folder (convert.json beside its
+  // checkpoint) is refused either way. Call it holding the lock.
   void settle_checkpoints(bool resume, bool restart, std::FILE* log) const;
   // Creates the folder and writes config.yaml and meta.json (both atomically).
   void start(const Config& resolved) const;

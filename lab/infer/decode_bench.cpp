@@ -36,6 +36,14 @@ void release_cached_memory(const Device& device) {
   malloc_trim(0);
 #endif
 }
+// Before anything is built: the sizes must fit the cache and the model.
+void check_sizes(const nn::GPTConfig& c, int64_t batch, int64_t context, int64_t prompt, int64_t new_tokens) {
+  check<ValueError>(batch > 0 && prompt > 0 && new_tokens >= 0, "bench_decode: batch ", batch, " and prompt ", prompt,
+                    " must be positive and new_tokens ", new_tokens, " non-negative");
+  check<ValueError>(prompt + new_tokens <= context && context <= c.context, "bench_decode: prompt ", prompt, " + ",
+                    new_tokens, " new tokens must fit the cache's ", context, " positions, at most the model's ",
+                    c.context);
+}
 }  // namespace
 
 std::optional<int64_t> peak_rss_bytes() {
@@ -82,17 +90,22 @@ DecodeDtypes decode_dtypes(DecodePrecision p) {
 
 DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t context, int64_t prompt,
                                int64_t new_tokens, DType cache_dtype, const Device& device, bool static_step) {
-  check<ValueError>(batch > 0 && prompt > 0 && new_tokens >= 0, "bench_decode: batch ", batch, " and prompt ", prompt,
-                    " must be positive and new_tokens ", new_tokens, " non-negative");
-  check<ValueError>(prompt + new_tokens <= context && context <= c.context, "bench_decode: prompt ", prompt, " + ",
-                    new_tokens, " new tokens must fit the cache's ", context, " positions, at most the model's ",
-                    c.context);
-  NoGradGuard no_grad;
+  check_sizes(c, batch, context, prompt, new_tokens);
   release_cached_memory(device);
   Generator gen(0);
   nn::GPT model(c, &gen);
   model.to(device);
   model.eval();
+  return bench_decode(model, batch, context, prompt, new_tokens, cache_dtype, static_step);
+}
+
+DecodeBenchResult bench_decode(const nn::GPT& model, int64_t batch, int64_t context, int64_t prompt, int64_t new_tokens,
+                               DType cache_dtype, bool static_step) {
+  const nn::GPTConfig& c = model.config();
+  check_sizes(c, batch, context, prompt, new_tokens);
+  NoGradGuard no_grad;
+  const Device device = model.wte.weight.device();
+  Generator gen(0);
   Tensor ids = cast(uniform({batch, prompt}, 0, double(c.vocab), DType::f64, &gen), DType::i64).to(device);
 
   reset_peak_memory(device);

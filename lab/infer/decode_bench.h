@@ -35,6 +35,11 @@ struct DecodeBenchResult {
 DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t context, int64_t prompt,
                                int64_t new_tokens, DType cache_dtype, const Device& device = kCPU,
                                bool static_step = false);
+// The same on a given model (a trained run's weights), on its device, in eval mode; the prompt
+// is random token ids below the model's vocabulary. Peaks are reset first but the model's
+// weights count in them.
+DecodeBenchResult bench_decode(const nn::GPT& model, int64_t batch, int64_t context, int64_t prompt, int64_t new_tokens,
+                               DType cache_dtype, bool static_step = false);
 
 // `--precision`: fp32, or bf16 as far as the backend goes. The KV cache can be stored in
 // bfloat16 on every device; weights and arithmetic stay float32 (the kernels compute in

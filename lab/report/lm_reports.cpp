@@ -1,6 +1,8 @@
 #include "lab/report/lm_reports.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -67,43 +69,65 @@ std::string flops_report(const std::vector<LmVariantModel>& models, int64_t seq)
 std::vector<CacheRow> cache_rows(const std::vector<LmVariantModel>& models, const CacheOptions& o) {
   check<ValueError>(o.context > 0 && o.batch > 0 && o.prefill > 0,
                     "cache: context, batch and prefill must be positive");
+  check<ValueError>(!o.dtypes.empty(), "cache: no cache dtype given");
   std::vector<CacheRow> rows;
   for (const auto& m : models) {
-    CacheRow r;
-    r.variant = m.variant;
     nn::AttentionConfig a = m.config.attention;
     a.causal = true;
-    r.bytes_per_token = nn::KVCache::bytes_per_token(a, m.config.layers, o.dtype);
-    r.computed_bytes = r.bytes_per_token * o.batch * o.context;
+    std::optional<nn::GPT> model;
+    Generator gen(0);
     if (o.measure) {
       nn::GPTConfig c = m.config;
       c.context = std::max(c.context, o.context);  // positions for the whole cache
-      Generator gen(0);
-      nn::GPT model(c, &gen);
-      model.to(o.device);
-      model.eval();
-      NoGradGuard no_grad;
-      Tensor prompt = zeros({o.batch, std::min(o.prefill, o.context)}, {DType::i64, o.device});
-      const size_t before = memory_stats(o.device).current;
-      nn::KVCache cache = model.make_cache(o.batch, o.context, o.dtype);
-      model.forward_cached(prompt, cache);  // a real prefill; its temporaries are gone after it
-      r.measured_bytes = int64_t(memory_stats(o.device).current - before);
+      model.emplace(c, &gen);
+      model->to(o.device);
+      model->eval();
     }
-    r.reduction = rows.empty() ? 0.0 : 1.0 - double(r.bytes_per_token) / double(rows.front().bytes_per_token);
-    rows.push_back(r);
+    for (DType dtype : o.dtypes) {
+      CacheRow r;
+      r.variant = m.variant;
+      r.dtype = dtype;
+      r.bytes_per_token = nn::KVCache::bytes_per_token(a, m.config.layers, dtype);
+      r.computed_bytes =
+          (r.bytes_per_token * o.context + nn::KVCache::bytes_per_sequence(a, m.config.layers)) * o.batch;
+      if (model) {
+        NoGradGuard no_grad;
+        Tensor prompt = zeros({o.batch, std::min(o.prefill, o.context)}, {DType::i64, o.device});
+        const size_t before = memory_stats(o.device).current;
+        nn::KVCache cache = model->make_cache(o.batch, o.context, dtype);
+        model->forward_cached(prompt, cache);  // a real prefill; its temporaries are gone after it
+        r.measured_bytes = int64_t(memory_stats(o.device).current - before);
+      }
+      r.reduction = rows.empty() ? 0.0 : 1.0 - double(r.computed_bytes) / double(rows.front().computed_bytes);
+      rows.push_back(r);
+    }
   }
   return rows;
 }
 
 std::string cache_report(const std::vector<CacheRow>& rows, const CacheOptions& o) {
   std::ostringstream s;
-  s << "KV cache, " << dtype_name(o.dtype) << ", batch " << o.batch << ", context " << o.context << " tokens\n\n"
-    << "| variant | bytes/token | bytes at " << o.context << " | measured | reduction vs "
-    << (rows.empty() ? "" : rows.front().variant) << " |\n|---|---:|---:|---:|---:|\n";
+  std::string dtypes;
+  for (DType d : o.dtypes)
+    dtypes += cat(dtypes.empty() ? "" : ", ", dtype_name(d), d == DType::i8 ? " (row scales)" : "");
+  const std::string base = rows.empty() ? "" : cat(rows.front().variant, " ", dtype_short_name(rows.front().dtype));
+  s << "KV cache, " << dtypes << ", batch " << o.batch << ", context " << o.context << " tokens\n\n"
+    << "| variant | dtype | bytes/token | bytes at " << o.context << " | measured | reduction vs " << base
+    << " |\n|---|---|---:|---:|---:|---:|\n";
   for (const auto& r : rows)
-    s << "| " << r.variant << " | " << with_commas(r.bytes_per_token) << " | " << with_commas(r.computed_bytes) << " | "
+    s << "| " << r.variant << " | " << dtype_short_name(r.dtype) << " | " << with_commas(r.bytes_per_token) << " | "
+      << with_commas(r.computed_bytes) << " | "
       << (r.measured_bytes ? with_commas(*r.measured_bytes) : std::string("–")) << " | " << percent(r.reduction)
       << " |\n";
+  if (rows.size() > 1) {
+    const auto smallest = std::min_element(rows.begin(), rows.end(), [](const CacheRow& a, const CacheRow& b) {
+      return a.computed_bytes < b.computed_bytes;
+    });
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.1fx", double(rows.front().computed_bytes) / double(smallest->computed_bytes));
+    s << "\nsmallest: " << smallest->variant << " " << dtype_short_name(smallest->dtype) << ", " << ratio
+      << " less than " << base << "\n";
+  }
   return s.str();
 }
 

@@ -25,17 +25,19 @@ std::string flops_report(const std::vector<LmVariantModel>& models, int64_t seq)
 
 struct CacheRow {
   std::string variant;
+  DType dtype = DType::bf16;              // the cache's storage (int8: with float32 row scales)
   int64_t bytes_per_token = 0;            // one sequence, all layers
-  int64_t computed_bytes = 0;             // x batch x context
+  int64_t computed_bytes = 0;             // (per token x context + a linear-attention state) x batch
   std::optional<int64_t> measured_bytes;  // allocator delta after a real prefill
-  double reduction = 0;                   // vs the first (QKV) row
+  double reduction = 0;                   // of computed_bytes vs the first row (QKV at the first dtype)
 };
 struct CacheOptions {
   int64_t context = 2048, batch = 1, prefill = 16;
-  DType dtype = DType::bf16;
+  std::vector<DType> dtypes{DType::bf16};  // a row per variant and dtype, in this order
   bool measure = true;
   Device device = kCPU;  // where the measuring prefill runs
 };
+// One row per variant and dtype (variant-major); one model per variant is built when measuring.
 std::vector<CacheRow> cache_rows(const std::vector<LmVariantModel>& models, const CacheOptions& o);
 std::string cache_report(const std::vector<CacheRow>& rows, const CacheOptions& o);
 

@@ -6,6 +6,7 @@
 #include "lab/experiment/models.h"
 #include "lab/tasks/common.h"
 #include "train/data/token_dataset.h"
+#include "train/loops/lm_checkpoint.h"
 #include "train/loops/lm_loop.h"
 #include "train/loops/mfu.h"
 #include "train/loops/run_log.h"
@@ -59,7 +60,24 @@ std::string lm_protocol(const LmConfig& c) {
   return s;
 }
 
+fs::path init_weights_file(const LmConfig& c) {
+  const fs::path p(c.model.init_from);
+  const std::string key = cat("model.init_from '", c.model.init_from, "'");
+  check<IOError>(!p.empty(), key, ": no weights named");
+  if (fs::is_directory(p)) {
+    const auto checkpoint = loops::latest_checkpoint(p);
+    check<IOError>(checkpoint.has_value(), key, ": the folder ", p.string(),
+                   " holds no checkpoint (expected checkpoints/step_N.safetensors with its .state.safetensors, as "
+                   "`qkvlab run` and `qkvlab convert` write them)");
+    return *checkpoint;
+  }
+  check<IOError>(fs::is_regular_file(p), key, ": no such file or folder (expected a run folder or a .safetensors ",
+                 "file, relative to the working directory)");
+  return p;
+}
+
 void check_lm_inputs(const LmConfig& c) {
+  if (!c.model.init_from.empty()) init_weights_file(c);
   if (!c.lm.tokens.empty()) {
     const fs::path folder = under_root(c, c.lm.tokens);
     check<IOError>(fs::is_directory(folder), "lm.tokens '", c.lm.tokens, "': no folder ", folder.string(),
@@ -88,6 +106,20 @@ fs::path lm_token_folder(const LmConfig& c, const fs::path& out) {
   return data::prepare_once(p);
 }
 
+fs::path run_token_folder(const experiment::LmRunFiles& f, const LmConfig& c, const std::string& token_data,
+                          const std::string& command) {
+  if (!token_data.empty()) return token_data;
+  if (!c.lm.tokens.empty()) return lm_token_folder(c, {});  // lm.tokens under data.root
+  const auto root = experiment::run_output_root(f);
+  check<IOError>(root.has_value(), command, ": ", f.folder.string(),
+                 " does not end in <experiment>/<run id> = ", c.name, "/", f.run.id,
+                 " (a moved run?), so its token data cannot be found; give --token-data ",
+                 "DIR, the prepared folder it was trained on (<out>/tokens/", c.name, ")");
+  const fs::path prepared = *root / "tokens" / c.name;
+  if (fs::is_regular_file(prepared / "dataset.json")) return prepared;
+  return lm_token_folder(c, *root);
+}
+
 experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDir& dir, const fs::path& out,
                              bool resume, dist::Communicator* comm) {
   const auto& c = run.config.as<LmConfig>();
@@ -111,6 +143,13 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   Generator gen(uint64_t(run.seed));
   const nn::GPTConfig config = experiment::gpt_config(c, run.variant);
   nn::GPT model(config, &gen);
+  if (!c.model.init_from.empty()) {  // a resumed run then restores its own checkpoint over these
+    const fs::path weights = init_weights_file(c);
+    try {
+      model.load(weights.string());
+    } catch (const Error& e) { throw IOError(cat("model.init_from '", c.model.init_from, "': ", e.what())); }
+    if (dist::is_writer(comm)) std::printf("  model.init_from: starting from %s\n", weights.string().c_str());
+  }
   model.to(device);
   const auto schedule = optim::make_schedule(schedule_spec(c.schedule, c.optim.lr, c.train.steps));
 
@@ -157,9 +196,11 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   for (const auto& e : evals) best = std::min(best, e.val_loss);
   if (r.diverged) best = NAN;  // a diverged run has no final metrics (result.h)
   const double final_loss = r.diverged ? NAN : evals.empty() ? r.final_val_loss : evals.back().val_loss;
-  nn::AttentionConfig qkv = config.attention;
+  nn::AttentionConfig qkv = config.attention;  // the reference: plain QKV softmax attention
   qkv.sharing = nn::Sharing::qkv;
   qkv.kv_heads = 0;
+  qkv.v_rank = 0;
+  qkv.linear = false;
   const int64_t cache = nn::KVCache::bytes_per_token(config.attention, c.model.layers, DType::bf16);
   const int64_t cache_qkv = nn::KVCache::bytes_per_token(qkv, c.model.layers, DType::bf16);
 

@@ -6,18 +6,30 @@
 #include <filesystem>
 #include <string>
 
+#include "lab/experiment/lm_run.h"
 #include "lab/experiment/run_dir.h"
 #include "train/dist/communicator.h"
 
 namespace qkv::tasks {
 
-// Fails before anything trains when an input file, the tokenizer or lm.tokens is missing
-// (IOError naming the key and the path looked for).
+// Fails before anything trains when an input file, the tokenizer, lm.tokens or the weights of
+// model.init_from are missing (IOError naming the key and the path looked for).
 void check_lm_inputs(const experiment::LmConfig& c);
+
+// The weights file model.init_from names: the file itself, or a run folder's newest checkpoint
+// (train/loops/lm_checkpoint.h); IOError naming the key and the path when there is none.
+std::filesystem::path init_weights_file(const experiment::LmConfig& c);
 
 // The prepared token folder: lm.tokens resolved against data.root, or the lm.text files
 // tokenized into <out>/tokens/<experiment name>/ the first time.
 std::filesystem::path lm_token_folder(const experiment::LmConfig& c, const std::filesystem::path& out);
+
+// The prepared token folder a trained run `f` read (with `c`, its config, data.root perhaps
+// replaced): `token_data` when given, else lm.tokens, else the folder `qkvlab run` tokenized
+// lm.text into beside the experiment's folder (prepared again, as a run would, when it is gone).
+// IOError naming `command` for a moved run whose folder cannot be found.
+std::filesystem::path run_token_folder(const experiment::LmRunFiles& f, const experiment::LmConfig& c,
+                                       const std::string& token_data, const std::string& command);
 
 // The data, validation, optimizer and precision protocol of an lm experiment in one line, for
 // `qkvlab run` to show (e.g. the official code's at paper scale).

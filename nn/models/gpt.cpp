@@ -19,11 +19,14 @@ namespace {
 int64_t projection_width(const GPTConfig& c) {
   return c.attention.pattern().projection_width(c.d_model(), c.attention.kv_head_count() * c.attention.head_dim());
 }
+// The low-rank V residual's A: d -> Hk r.
+int64_t residual_width(const GPTConfig& c) { return c.attention.kv_head_count() * c.attention.v_rank; }
 }  // namespace
 
 int64_t gpt_attention_parameter_count(const GPTConfig& c) {
   const int64_t d = c.d_model();
-  return projection_width(c) * (d + 1) + d * (d + 1);  // projections and W_o, with biases
+  // Projections, the residual's A and B [Hk, r, dh], and W_o, with biases.
+  return (projection_width(c) + residual_width(c)) * (d + 1) + residual_width(c) * c.attention.head_dim() + d * (d + 1);
 }
 
 int64_t gpt_parameter_count(const GPTConfig& c) {
@@ -35,7 +38,8 @@ int64_t gpt_parameter_count(const GPTConfig& c) {
 GPTMacs gpt_macs(const GPTConfig& c, int64_t n) {
   const int64_t d = c.d_model(), L = c.layers;
   GPTMacs m;
-  m.projections = L * n * d * projection_width(c);
+  // With the low-rank residual also X A and (X A) B, as the training forward computes V.
+  m.projections = L * n * (d * (projection_width(c) + residual_width(c)) + residual_width(c) * c.attention.head_dim());
   m.attention = L * 2 * n * n * d;
   m.output = L * n * d * d;
   m.mlp = L * 2 * n * d * c.ffn_width();

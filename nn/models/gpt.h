@@ -29,7 +29,8 @@ struct GPTConfig {
 
 // Closed forms, no model built: parameters (tied head counted once) and multiply-accumulates of
 // one forward pass over a sequence of n tokens (PAPER.md: projections p n d^2, scores and
-// mixing 2 n^2 d, output n d^2, MLP 2 n d d_ff, LM head n d V), per sequence.
+// mixing 2 n^2 d, output n d^2, MLP 2 n d d_ff, LM head n d V), per sequence. The low-rank V
+// residual adds its A and B to the projections (n d Hk r + n Hk r dh MACs).
 int64_t gpt_parameter_count(const GPTConfig& c);
 int64_t gpt_attention_parameter_count(const GPTConfig& c);  // one layer: projections and W_o
 struct GPTMacs {

@@ -1,6 +1,6 @@
 // GPT: parameter counts and MACs against the paper's closed forms, the tied output layer,
-// decoding over the KV cache against the full forward pass for every variant, and the cache's
-// bytes as the allocator counts them.
+// decoding over the KV cache against the full forward pass for every variant (float32, 16-bit
+// and int8 caches), and the cache's bytes as the allocator counts them.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -18,16 +18,23 @@ namespace {
 struct LmVariant {
   std::string name;
   Sharing sharing;
-  int64_t kv_heads;  // 0: MHA
+  int64_t kv_heads;     // 0: MHA
+  int64_t v_rank = 0;   // the low-rank V residual's rank
+  bool linear = false;  // linear attention: the cache is a fixed-size state
 };
 // Every row of the sharing table, and with 4 heads its GQA-2 and MQA forms where it has them:
-// the language-model study's eight variants and any row added since.
+// the language-model study's eight variants and any row added since; and a low-rank V
+// residual (rank 3 of d_head 8) on each of those whose V is K, and linear attention on
+// Q=K=V (the appendix's) and QKV.
 const std::vector<LmVariant> kVariants = [] {
   std::vector<LmVariant> out;
   for (const SharingPattern& p : sharing_table())
     for (int64_t kv_heads : {0, 2, 1})
-      if (kv_heads == 0 || has_head_sharing_forms(p.id))
+      if (kv_heads == 0 || has_head_sharing_forms(p.id)) {
         out.push_back({variant_name({p.id, kv_heads, false}), p.id, kv_heads});
+        if (p.has_v_residual()) out.push_back({variant_name({p.id, kv_heads, false, 3}), p.id, kv_heads, 3});
+      }
+  for (Sharing s : {Sharing::all, Sharing::qkv}) out.push_back({variant_name({s, 0, false, 0, true}), s, 0, 0, true});
   return out;
 }();
 
@@ -48,6 +55,8 @@ GPTConfig tiny(const LmVariant& v) {
   c.attention.heads = 4;
   c.attention.kv_heads = v.kv_heads;
   c.attention.sharing = v.sharing;
+  c.attention.v_rank = v.v_rank;
+  c.attention.linear = v.linear;
   return c;
 }
 
@@ -145,7 +154,7 @@ TEST_CASE("gpt: prefill plus one-token decoding over the KV cache equals the ful
 // forward, every variant, float32 and bf16 caches: the same logits bit for bit, since both run
 // the same kernels on the same values, the attention only over the keys in use.
 TEST_CASE("gpt: decode_step with device-side positions gives forward_cached's logits exactly") {
-  for (DType cache_dtype : {DType::f32, DType::bf16})
+  for (DType cache_dtype : {DType::f32, DType::bf16, DType::i8})
     for (const auto& v : kVariants) {
       CAPTURE(v.name);
       CAPTURE(std::string(dtype_name(cache_dtype)));
@@ -167,7 +176,9 @@ TEST_CASE("gpt: decode_step with device-side positions gives forward_cached's lo
         REQUIRE(max_abs_diff(got, want) == 0);
       }
       CHECK(fixed.length() == 0);  // the host's count is the caller's
-      // A position inside the context but past a smaller cache: kv_write refuses it.
+      // A position inside the context but past a smaller cache: kv_write refuses it (a linear
+      // attention state has no rows to overrun).
+      if (v.linear) continue;
       KVCache small = model.make_cache(B, 8, cache_dtype);
       position.fill_(8);
       CHECK_THROWS_WITH_AS(model.decode_step(ids.narrow(1, 0, 1), position, small),
@@ -220,11 +231,13 @@ TEST_CASE("kv cache: bytes from the allocator equal the closed form and K=V stor
     CAPTURE(v.name);
     GPTConfig c = tiny(v);
     c.attention.causal = true;
-    for (DType dt : {DType::f32, DType::bf16}) {
+    for (DType dt : {DType::f32, DType::bf16, DType::i8}) {
       const size_t before = memory_stats(kCPU).current;
       {
         KVCache cache(c.attention, c.layers, 3, 16, dt);
-        const int64_t expected = KVCache::bytes_per_token(c.attention, c.layers, dt) * 3 * 16;
+        const int64_t expected = (KVCache::bytes_per_token(c.attention, c.layers, dt) * 16 +
+                                  KVCache::bytes_per_sequence(c.attention, c.layers)) *
+                                 3;
         CHECK(cache.bytes() == expected);
         CHECK(int64_t(memory_stats(kCPU).current - before) == expected);
         CHECK(cache.stores_values() == !sharing_pattern(v.sharing).ties(Role::k, Role::v));
@@ -236,4 +249,56 @@ TEST_CASE("kv cache: bytes from the allocator equal the closed form and K=V stor
   // 4 heads: K=V halves the cache, one KV head divides it by 4 more.
   CHECK(KVCache::bytes_per_token(qkv.attention, 2, DType::f32) == 2 * 4 * 8 * 4 * 2);
   CHECK(KVCache::bytes_per_token(q_mqa.attention, 2, DType::f32) == 1 * 1 * 8 * 4 * 2);
+  // int8: a byte per value and a float32 scale per row (position and KV head).
+  CHECK(KVCache::bytes_per_token(qkv.attention, 2, DType::i8) == 2 * 4 * (8 + 4) * 2);
+  CHECK(KVCache::bytes_per_token(q_mqa.attention, 2, DType::i8) == 1 * 1 * (8 + 4) * 2);
+}
+
+TEST_CASE("quantize_int8: each value within half a step of its row's scale, zero rows exact, non-finite rows kept") {
+  Generator g(11);
+  const Tensor x = randn({3, 5, 16}, {}, &g) * 3.0;
+  auto [q, scale] = quantize_int8(x);
+  REQUIRE(q.dtype() == DType::i8);
+  REQUIRE(scale.shape() == Shape{3, 5, 1});
+  const Tensor back = q.to(DType::f32) * scale;
+  const Tensor err = abs(back - x);
+  const float* e = err.contiguous().data<float>();
+  const float* s = scale.contiguous().data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) CHECK(e[i] <= 0.5f * s[i / 16] * (1 + 1e-6f));
+  for (int64_t r = 0; r < 15; ++r) CHECK(s[r] > 0);
+  // The largest value of each row is +-127 exactly.
+  const Tensor row_max = amax(abs(q.to(DType::f32)), {-1}).contiguous();
+  for (int64_t r = 0; r < 15; ++r) CHECK(row_max.data<float>()[r] == 127.0f);
+
+  Tensor special = zeros({3, 4});
+  special.narrow(0, 1, 1).fill_(2.0);
+  special.narrow(0, 2, 1).fill_(1.0);
+  special.narrow(0, 2, 1).narrow(1, 3, 1).fill_(NAN);
+  auto [q2, s2] = quantize_int8(special);
+  CHECK(s2.data<float>()[0] == 0);  // a zero row: scale 0, values 0, dequantized exactly
+  CHECK(max_abs_diff(q2.narrow(0, 0, 1).to(DType::f32), zeros({1, 4})) == 0);
+  CHECK(std::fabs(s2.data<float>()[1] - 2.0f / 127) < 1e-9);
+  CHECK(std::isnan(s2.data<float>()[2]));  // the NaN is not lost: the row dequantizes to NaN
+}
+
+// int8 rows (dh + 4 bytes instead of 4 dh) against the float32 forward pass: every variant
+// stays within a bound set by the quantization step (about 1/254 of each row's largest value).
+TEST_CASE("gpt: an int8 cache decodes close to the float32 forward pass for every variant") {
+  for (const auto& v : kVariants) {
+    if (v.linear) continue;  // its state stays float32
+    CAPTURE(v.name);
+    Generator g(7);
+    GPT model(tiny(v), &g);
+    model.eval();
+    NoGradGuard no_grad;
+    const int64_t T = 12, prompt = 6;
+    Tensor ids = random_ids(2, T, 97, 8);
+    Tensor full = model.forward(ids);
+    KVCache cache = model.make_cache(2, 0, DType::i8);
+    double worst = max_abs_diff(model.forward_cached(ids.narrow(1, 0, prompt), cache), full.narrow(1, 0, prompt));
+    for (int64_t t = prompt; t < T; ++t)
+      worst = std::max(worst, max_abs_diff(model.forward_cached(ids.narrow(1, t, 1), cache), full.narrow(1, t, 1)));
+    CHECK(worst > 0);     // the cache is quantized, not float
+    CHECK(worst < 3e-3);  // measured: at most 9.3e-4 over the variants
+  }
 }

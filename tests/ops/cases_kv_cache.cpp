@@ -3,7 +3,8 @@
 // prefix, and kv_write (rows written into the cache at such a position). The positions are
 // drawn, so a sample covers a different prefix per run of the harness; the larger sample reaches
 // the CUDA split-KV kernel with the position read on the device (splits past the keys in use
-// empty).
+// empty). An int8 cache is read with its row scales (the reference widens it first), and
+// quantize_int8 is checked against round(x * 127 / max |x|) per row.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -26,6 +27,15 @@ Ref prefix(const Ref& x, int64_t n) {
 
 AttentionAttrs scaled(bool causal, int64_t head_dim) { return {causal, 1.0 / std::sqrt(double(head_dim))}; }
 
+// x [B, Hk, C, D] times its row scales [B, Hk, C, 1].
+Ref widened(const Ref& x, const Ref& scales) {
+  Ref out = x;
+  for_each_index(x.shape, [&](const std::vector<int64_t>& i) {
+    out.at(i) = x.at(i) * scales.at({i[0], i[1], i[2], 0});
+  });
+  return out;
+}
+
 }  // namespace
 
 OpCase case_cache_attention() {
@@ -43,10 +53,23 @@ OpCase case_cache_attention() {
                {"split-KV sizes: GQA 4, one query, 200 cached positions, D 64",
                 {real({2, 8, 1, 64}), real({2, 2, 200, 64}), real({2, 2, 200, 64}), index({}, 200)},
                 scaled(true, 64),
+                false},
+               {"int8 cache with row scales, grouped heads, 2 queries",
+                {real({2, 4, 2, 8}), int8s({2, 2, 7, 8}), int8s({2, 2, 7, 8}), index({}, 6), scales({2, 2, 7, 1}),
+                 scales({2, 2, 7, 1})},
+                scaled(true, 8)},
+               {"int8 cache, split-KV sizes: MQA, one query, 150 cached positions, D 64",
+                {real({1, 4, 1, 64}), int8s({1, 1, 150, 64}), int8s({1, 1, 150, 64}), index({}, 150),
+                 scales({1, 1, 150, 1}), scales({1, 1, 150, 1})},
+                scaled(true, 64),
                 false}};
+  for (Sample& s : c.samples)
+    if (s.inputs.size() == 4) s.inputs.insert(s.inputs.end(), {absent(), absent()});
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const int64_t n = int64_t(in[3].v[0]) + in[0].shape[2];  // the keys in use: up to the last new row
-    return case_attention().reference({in[0], prefix(in[1], n), prefix(in[2], n), Ref()}, attrs);
+    const bool int8 = in[4].size() > 0;
+    const Ref k = int8 ? widened(in[1], in[4]) : in[1], v = int8 ? widened(in[2], in[5]) : in[2];
+    return case_attention().reference({in[0], prefix(k, n), prefix(v, n), Ref()}, attrs);
   };
   return c;
 }
@@ -56,7 +79,8 @@ OpCase case_kv_write() {
   c.gradcheck = false;
   c.samples = {{"2 rows at a drawn position",
                 {constant(real({2, 3, 5, 4})), constant(real({2, 3, 2, 4})), index({}, 4)}},
-               {"one row, 64 wide", {constant(real({1, 2, 9, 64})), constant(real({1, 2, 1, 64})), index({}, 9)}}};
+               {"one row, 64 wide", {constant(real({1, 2, 9, 64})), constant(real({1, 2, 1, 64})), index({}, 9)}},
+               {"int8 rows (a quantized cache)", {int8s({1, 2, 6, 8}), int8s({1, 2, 3, 8}), index({}, 4)}}};
   c.reference = [](const std::vector<Ref>& in, const Attrs&) {
     Ref cache = in[0];
     const auto start = int64_t(in[2].v[0]);
@@ -64,6 +88,29 @@ OpCase case_kv_write() {
       cache.at({i[0], i[1], start + i[2], i[3]}) = in[1].at(i);
     });
     return std::vector<Ref>{cache};
+  };
+  return c;
+}
+
+OpCase case_quantize_int8() {
+  OpCase c;
+  c.gradcheck = false;
+  c.samples = {{"rows of 8", {real({2, 3, 8})}},
+               {"one row of 64", {real({64})}},
+               {"a cache's rows", {real({1, 2, 5, 16})}}};
+  c.reference = [](const std::vector<Ref>& in, const Attrs&) {
+    const Ref& x = in[0];
+    const int64_t D = x.shape.back(), rows = x.size() / D;
+    Shape scale_shape = x.shape;
+    scale_shape.back() = 1;
+    Ref q(x.shape), scale(scale_shape);
+    for (int64_t r = 0; r < rows; ++r) {
+      double amax = 0;
+      for (int64_t d = 0; d < D; ++d) amax = std::max(amax, std::abs(x.v[size_t(r * D + d)]));
+      scale.v[size_t(r)] = amax / 127;
+      for (int64_t d = 0; d < D; ++d) q.v[size_t(r * D + d)] = std::nearbyint(x.v[size_t(r * D + d)] * 127 / amax);
+    }
+    return std::vector<Ref>{q, scale};
   };
   return c;
 }

@@ -44,6 +44,8 @@ enum class Kind {
   index,     // integers in [0, high)
   mask,      // bool, about half true
   away0,     // normal, pushed away from 0 (kinks of relu / division)
+  int8,      // int8 integers in [-127, 127] (a quantized KV cache)
+  scale,     // float32 in [0.005, 0.02] whatever the float dtype tested (an int8 cache's row scales)
 };
 
 struct InputSpec {
@@ -64,6 +66,8 @@ inline InputSpec index32(Shape s, int64_t high) {
   return i;
 }
 inline InputSpec mask(Shape s) { return {std::move(s), Kind::mask, 0, false}; }
+inline InputSpec int8s(Shape s) { return {std::move(s), Kind::int8, 0, false}; }
+inline InputSpec scales(Shape s) { return {std::move(s), Kind::scale, 0, false}; }
 inline InputSpec absent() {
   InputSpec s;
   s.undefined = true;

@@ -490,6 +490,13 @@ TEST_CASE("config: override parsing and dotted keys") {
   CHECK(edit_distance("abc", "") == 3);
   CHECK(closest_key("model.layrs", {"model.layers", "model.heads"}) == "model.layers");
   CHECK(closest_key("model.qqqq", {"model.layers", "model.heads"}).empty());
+  // A path holding '=' (a run folder of Q-K=V) is a file, not an override.
+  std::vector<std::string> files, overrides;
+  split_arguments({"runs/lm/shakespeare/Q-K=V/seed0/config.yaml", "model.d_model=32", "sweep.variants=[Q-K=V]",
+                   "train_x=1", "a.yaml", "=1", "Q-K=V.yaml"},
+                  files, overrides);
+  CHECK(files == std::vector<std::string>{"runs/lm/shakespeare/Q-K=V/seed0/config.yaml", "a.yaml", "=1", "Q-K=V.yaml"});
+  CHECK(overrides == std::vector<std::string>{"model.d_model=32", "sweep.variants=[Q-K=V]", "train_x=1"});
 }
 
 // ---- run folders --------------------------------------------------------------------------------

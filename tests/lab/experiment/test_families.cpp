@@ -37,7 +37,8 @@ TEST_CASE("families: every shipped experiment file loads into the family its tas
                                                                {"vision/anomaly.yaml", TaskKind::anomaly},
                                                                {"lm/shakespeare.yaml", TaskKind::lm},
                                                                {"lm/gpt-300m.yaml", TaskKind::lm},
-                                                               {"lm/gpt-1.2b.yaml", TaskKind::lm}};
+                                                               {"lm/gpt-1.2b.yaml", TaskKind::lm},
+                                                               {"lm/convert.yaml", TaskKind::lm}};
   for (const auto& [file, kind] : files) {
     CAPTURE(file);
     const std::string path = kExperiments + file;
@@ -148,4 +149,32 @@ TEST_CASE("families: describe_schema lists a family's own keys and no other's") 
       CAPTURE(key.key);
       CHECK(!key.doc.empty());
     }
+}
+
+TEST_CASE("families: model.init_from and the convert section of lm experiments, their defaults and refusals") {
+  TempDir dir;
+  const Experiment plain = load_experiment(dir.write("plain.yaml", kLm));
+  const LmConfig& c = plain.config.as<LmConfig>();
+  CHECK(c.model.init_from.empty());
+  CHECK(c.convert.methods ==
+        std::vector<ConvertMethod>{ConvertMethod::copy_k, ConvertMethod::average, ConvertMethod::svd});
+  CHECK(c.convert.finetune_steps == 100);
+  const Experiment set = load_experiment(dir.write("set.yaml", kLm + "model:\n  init_from: runs/x\n"), "",
+                                         {"convert.methods=[svd]", "convert.finetune_steps=17"});
+  CHECK(set.config.as<LmConfig>().model.init_from == "runs/x");
+  CHECK(set.config.as<LmConfig>().convert.methods == std::vector<ConvertMethod>{ConvertMethod::svd});
+  CHECK(set.config.as<LmConfig>().convert.finetune_steps == 17);
+  const std::string lm = dir.write("lm.yaml", kLm);
+  check_contains(error_of([&] { load_experiment(lm, "", {"convert.methods=[svd, pca]"}); }),
+                 {"convert.methods[1]", "pca", "copy-k|average|svd"});
+  check_contains(error_of([&] { load_experiment(lm, "", {"convert.methods=[svd, svd]"}); }),
+                 {"convert.methods", "each method listed once"});
+  check_contains(error_of([&] { load_experiment(lm, "", {"convert.methods=[]"}); }), {"convert.methods", "non-empty"});
+  check_contains(error_of([&] { load_experiment(lm, "", {"convert.finetune_warmup_steps=100"}); }),
+                 {"convert.finetune_warmup_steps", "fewer than convert.finetune_steps = 100"});
+  check_contains(error_of([&] { load_experiment(lm, "", {"model.init_from=[a]"}); }), {"model.init_from", "string"});
+  // Keys of the language models only.
+  check_contains(error_of([&] { load_experiment(dir.write("s.yaml", "name: s\nmodel:\n  init_from: x\n")); }),
+                 {"model.init_from", "lm"});
+  check_contains(describe_schema(TaskKind::lm), {"model.init_from", "convert.methods", "convert.finetune_steps"});
 }

@@ -50,7 +50,7 @@ TEST_CASE("lm reports: the MAC table of gpt-300m at 2048 tokens") {
 TEST_CASE("lm reports: KV-cache bytes per token at bf16 for 300M, and 1.2B at 32,768 tokens") {
   report::CacheOptions o;
   o.context = 2048;
-  o.dtype = DType::bf16;
+  o.dtypes = {DType::bf16};
   o.measure = false;
   const auto rows = report::cache_rows(models("gpt-300m.yaml"), o);
   CHECK(row(rows, "QKV").bytes_per_token == 81920);
@@ -64,6 +64,17 @@ TEST_CASE("lm reports: KV-cache bytes per token at bf16 for 300M, and 1.2B at 32
   const auto big = report::cache_rows(models("gpt-1.2b.yaml"), o);
   CHECK(row(big, "QKV").computed_bytes == 5905580032);
   CHECK(row(big, "Q-MQA").computed_bytes == 92274688);
+  // The headline of the int8 rows: Q-MQA int8 (64 + 4 bytes a row, 22 layers) against QKV bf16.
+  o.dtypes = {DType::bf16, DType::i8};
+  const auto both = report::cache_rows(models("gpt-1.2b.yaml"), o);
+  REQUIRE(both.size() == 2 * big.size());
+  CHECK(both[0].variant == "QKV");
+  CHECK(both[1].dtype == DType::i8);
+  CHECK(both.back().variant == "Q-MQA");
+  CHECK(both.back().bytes_per_token == 68 * 22);
+  CHECK(both.back().reduction == doctest::Approx(1 - 1496.0 / 180224));
+  const std::string text = report::cache_report(both, o);
+  CHECK(text.find("smallest: Q-MQA i8, 120.5x less than QKV bf16") != std::string::npos);
 }
 
 TEST_CASE("lm reports: the cache measured from the allocator after a real prefill equals the closed form") {
@@ -71,8 +82,8 @@ TEST_CASE("lm reports: the cache measured from the allocator after a real prefil
   o.context = 48;
   o.batch = 2;
   o.prefill = 8;
-  for (DType dt : {DType::f32, DType::bf16}) {
-    o.dtype = dt;
+  for (DType dt : {DType::f32, DType::bf16, DType::i8}) {
+    o.dtypes = {dt};
     const auto rows = report::cache_rows(models("shakespeare.yaml", {"model.d_model=32", "model.layers=2",
                                                                      "model.vocab=128", "model.context=32"}),
                                          o);
