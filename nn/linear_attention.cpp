@@ -44,14 +44,16 @@ Tensor block_step(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   const int64_t T = q.size(2);
   const Device dev = q.device();
   const Tensor fq = positive_features(q), fk = positive_features(k);
-  // Within the chunk, the parallel form; the carried state enters decayed by lambda^(t + 1).
-  const Tensor a = matmul(fq, fk, false, true) * decay_mask(T, decay, dev);             // [B, H, T, T]
-  const Tensor carry = decay_powers(T, decay, 1, dev);                                  // [1, 1, T, 1]
-  const Tensor num = matmul(a, v) + matmul(fq, state) * carry;                          // [B, H, T, Dv]
-  const Tensor den = sum(a, {-1}, true) + matmul(fq, normalizer, false, true) * carry;  // [B, H, T, 1]
+  // Within the chunk, the parallel form; the carried state enters decayed by lambda^(t + 1). A
+  // one-position step (decoding) needs no host-built table, so a CUDA graph can capture it.
+  Tensor a = matmul(fq, fk, false, true);                                   // [B, H, T, T]
+  const Tensor carry = T == 1 ? Tensor() : decay_powers(T, decay, 1, dev);  // [1, 1, T, 1]
+  if (T > 1) a = a * decay_mask(T, decay, dev);
+  const Tensor from_state = matmul(fq, state), norm_state = matmul(fq, normalizer, false, true);
+  const Tensor num = matmul(a, v) + (T == 1 ? from_state * decay : from_state * carry);        // [B, H, T, Dv]
+  const Tensor den = sum(a, {-1}, true) + (T == 1 ? norm_state * decay : norm_state * carry);  // [B, H, T, 1]
   // After the chunk: S = lambda^T S + sum_s lambda^(T-1-s) phi(k_s) v_s^T, and n likewise.
-  const Tensor w = decay_powers(T, 1.0 / decay, 1 - T, dev);  // lambda^(T-1-s), s = 0..T-1
-  const Tensor wk = fk * w;
+  const Tensor wk = T == 1 ? fk : fk * decay_powers(T, 1.0 / decay, 1 - T, dev);  // lambda^(T-1-s) phi(k_s)
   const double lt = std::pow(decay, double(T));
   Tensor(state).copy_(state * lt + matmul(wk, v, true, false));  // handles: the caller's storage
   Tensor(normalizer).copy_(normalizer * lt + sum(wk, {2}, true));

@@ -43,7 +43,7 @@ using Mat = Eigen::MatrixXd;
 using nn::Role;
 
 std::string variant_text(const nn::GPTConfig& c) {
-  return nn::variant_name({c.attention.sharing, c.attention.kv_heads, false});
+  return nn::variant_name({c.attention.sharing, c.attention.kv_heads, false, c.attention.v_rank, c.attention.linear});
 }
 
 // A Linear as [W | b] (out x (in + 1)).
@@ -123,8 +123,9 @@ ConvertMethod parse_convert_method(const std::string& name, const std::string& w
 
 nn::Variant shared_kv_target(const nn::GPTConfig& source) {
   const nn::AttentionConfig& a = source.attention;
-  check<ValueError>(a.sharing == nn::Sharing::qkv, "convert: the source is ", variant_text(source),
-                    "; only models whose Q, K and V have projections of their own (QKV, GQA-g, MQA) are converted");
+  check<ValueError>(a.sharing == nn::Sharing::qkv && !a.linear, "convert: the source is ", variant_text(source),
+                    "; only softmax models whose Q, K and V have projections of their own (QKV, GQA-g, MQA) are ",
+                    "converted (the per-head maps fold through softmax scores, not through a feature map)");
   return {nn::Sharing::q_kv, a.kv_heads, false};
 }
 

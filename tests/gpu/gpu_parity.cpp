@@ -28,6 +28,7 @@
 #include "nn/models/gpt.h"
 #include "nn/models/resnet.h"
 #include "nn/models/vit.h"
+#include "nn/variant.h"
 #ifdef QKV_HAVE_CUDA
 #include "lab/infer/static_decoder.h"
 #include "tensor/cuda/graph.h"
@@ -370,7 +371,17 @@ TEST_CASE("cuda graph: a captured step replays to the eager result for each new 
 // logits' scale, not bit for bit.
 TEST_CASE("cuda graph: a GPT decodes through its replayed step as through forward_cached") {
   if (!have_gpu()) return;
-  for (auto [sharing, cache_dtype] : {std::pair{nn::Sharing::q_kv, DType::f32}, {nn::Sharing::qkv, DType::bf16}}) {
+  struct Case {
+    nn::Sharing sharing;
+    DType cache_dtype;
+    int64_t v_rank = 0;
+    bool linear = false;
+  };
+  // Float caches, an int8 cache, the low-rank V residual's [K | X A] rows, linear attention's state.
+  for (const Case& k :
+       {Case{nn::Sharing::q_kv, DType::f32}, Case{nn::Sharing::qkv, DType::bf16}, Case{nn::Sharing::q_kv, DType::i8},
+        Case{nn::Sharing::q_kv, DType::bf16, 16}, Case{nn::Sharing::all, DType::f32, 0, true}}) {
+    const auto [sharing, cache_dtype, v_rank, linear] = k;
     nn::GPTConfig c;
     c.vocab = 97;
     c.context = 256;
@@ -379,6 +390,8 @@ TEST_CASE("cuda graph: a GPT decodes through its replayed step as through forwar
     c.attention.d_model = 128;
     c.attention.heads = 2;  // head dim 64
     c.attention.sharing = sharing;
+    c.attention.v_rank = v_rank;
+    c.attention.linear = linear;
     Generator gen(9);
     nn::GPT model(c, &gen);
     model.to(gpu());
@@ -405,7 +418,7 @@ TEST_CASE("cuda graph: a GPT decodes through its replayed step as through forwar
       worst = std::max(worst, diff / scale);
       next = greedy(want.to(gpu()));
     }
-    MESSAGE(cat("graph decode, ", nn::sharing_name(sharing), ", ", dtype_name(cache_dtype),
+    MESSAGE(cat("graph decode, ", nn::variant_name({sharing, 0, false, v_rank, linear}), ", ", dtype_name(cache_dtype),
                 " cache: largest relative difference of the logits, replayed vs forward_cached ", worst));
   }
 }

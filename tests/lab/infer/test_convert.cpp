@@ -171,6 +171,9 @@ TEST_CASE("convert: errors name what cannot be converted") {
   qk.attention.sharing = nn::Sharing::qk_v;
   nn::GPT tied_q(qk, &gen);
   test::check_contains(test::error_of<ValueError>([&] { infer::shared_kv_target(tied_q.config()); }), {"Q=K-V"});
+  nn::GPTConfig linear = tiny();
+  linear.attention.linear = true;
+  test::check_contains(test::error_of<ValueError>([&] { infer::shared_kv_target(linear); }), {"QKV+linear", "softmax"});
   nn::GPT source(tiny(), &gen);
   test::check_contains(test::error_of<ValueError>([&] { infer::convert_to_shared_kv(source, ConvertMethod::svd, {}); }),
                        {"svd", "calibration"});
