@@ -18,7 +18,9 @@ struct BenchDecodeRunOptions {
 std::vector<DType> parse_cache_dtypes(const std::string& list, const char* option);
 
 // Prints per dtype: cache bytes, prefill ms, decode tokens/s, validation loss and perplexity
-// through the cache, and the perplexity change against the first dtype.
+// through the cache (packed windows of the run's context from the start of its validation
+// split: the run's own validation for lm.sampling packed), and the perplexity change against
+// the first dtype.
 void bench_decode_run(const BenchDecodeRunOptions& o);
 
 }  // namespace qkv::cli
