@@ -129,9 +129,9 @@ Tensor Attention::forward_cached(const Tensor& x, KVCache& cache, int64_t layer)
   check<ValueError>(config_.causal && config_.pos2d == 0,
                     "attention: a KV cache serves causal attention without "
                     "2D positional scores");
-  // Linear attention's cache is its state, and an int8 cache is read with its scales by
-  // cache_attention: both are the static step at this position.
-  if (config_.linear || cache.quantized())
+  if (config_.linear) return linear_step(x, cache, layer);  // the cache is a state: no position
+  // An int8 cache is read with its scales by cache_attention: the static step at this position.
+  if (cache.quantized())
     return decode_step(x, cache, layer, full({1}, double(cache.length()), TensorOptions(DType::i64, x.device())));
   Heads h = project_slots(x);
   const Tensor rows = cache_rows(x, h);
@@ -146,11 +146,8 @@ Tensor Attention::forward_cached(const Tensor& x, KVCache& cache, int64_t layer)
 Tensor Attention::decode_step(const Tensor& x, KVCache& cache, int64_t layer, const Tensor& start) const {
   check<ValueError>(config_.causal && config_.pos2d == 0,
                     "attention: a KV cache serves causal attention without 2D positional scores");
+  if (config_.linear) return linear_step(x, cache, layer);  // the state carries the position
   Heads h = project_slots(x);
-  if (config_.linear) {  // the state carries the position: `start` is not needed
-    auto [state, normalizer] = cache.linear_state(layer);
-    return merge_heads(linear_attention_chunk(h.q, h.k, h.v, state, normalizer, config_.linear_decay));
-  }
   CachedKV c = cache.write_at(layer, cache_rows(x, h), h.v, start);
   if (config_.v_rank > 0) {  // the rows serve as values; their first d_head columns as keys
     c.values = c.keys;
@@ -160,6 +157,12 @@ Tensor Attention::decode_step(const Tensor& x, KVCache& cache, int64_t layer, co
   Tensor y = c.quantized() ? cache_attention_int8(h.q, c.keys, c.key_scales, c.values, c.value_scales, start)
                            : cache_attention(h.q.to(c.keys.dtype()), c.keys, c.values, start).to(x.dtype());
   return merge_heads(finish_residual(y));
+}
+
+Tensor Attention::linear_step(const Tensor& x, KVCache& cache, int64_t layer) const {
+  const Heads h = project_slots(x);
+  auto [state, normalizer] = cache.linear_state(layer);
+  return merge_heads(linear_attention_chunk(h.q, h.k, h.v, state, normalizer, config_.linear_decay));
 }
 
 Tensor Attention::scores(const Tensor& x) const {

@@ -96,6 +96,8 @@ class Attention : public Module {
   // y[..., :dh] + y[..., dh:] B.
   Tensor finish_residual(const Tensor& y) const;
   Tensor merge_heads(const Tensor& y) const;  // [B, H, T, dh] -> W_o of [B, T, d]
+  // Linear attention's cached step: the next positions over the layer's carried state.
+  Tensor linear_step(const Tensor& x, KVCache& cache, int64_t layer) const;
   AttentionConfig config_;
   std::vector<std::unique_ptr<Linear>> slots_;  // one per distinct slot of the pattern's row
   mutable std::mutex table_mu_;

@@ -10,7 +10,7 @@ KVCache::KVCache(const AttentionConfig& a, int64_t layers, int64_t batch, int64_
   a.validate();
   check<ValueError>(layers > 0 && batch > 0 && capacity > 0, "kv cache: layers ", layers, ", batch ", batch,
                     " and capacity ", capacity, " must be positive");
-  check<ValueError>(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::i8,
+  check<ValueError>(kCacheDTypes.contains(dtype),
                     "kv cache: storage dtype must be float32, bfloat16, float16 or int8, got ", dtype_name(dtype));
   if (a.linear) {
     const int64_t H = a.heads, dh = a.head_dim();

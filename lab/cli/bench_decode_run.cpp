@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "lab/cli/device_option.h"
 #include "lab/experiment/lm_run.h"
@@ -22,15 +23,13 @@ std::vector<DType> parse_cache_dtypes(const std::string& list, const char* optio
   while (begin <= list.size()) {
     const size_t end = std::min(list.find(',', begin), list.size());
     const std::string name = list.substr(begin, end - begin);
-    DType d = DType::f32;
+    std::optional<DType> d;
     try {
       d = parse_dtype(name);
-    } catch (const DTypeError&) {
-      d = DType::b8;  // refused below with the KV-cache dtypes listed
-    }
-    check<ValueError>(d == DType::f32 || d == DType::bf16 || d == DType::f16 || d == DType::i8, option, ": '", name,
+    } catch (const DTypeError&) {}  // refused below, with the KV-cache dtypes listed
+    check<ValueError>(d && kCacheDTypes.contains(*d), option, ": '", name,
                       "' is not a KV-cache dtype: expected f32, bf16, f16 or int8");
-    out.push_back(d);
+    out.push_back(*d);
     begin = end + 1;
   }
   return out;
