@@ -2,7 +2,7 @@
 // in qkvlab and, when PyTorch is installed, the same model in PyTorch (bench/torch_step.py)
 // timed in the same run, with the ratio.
 //
-//   bench_encoder [--steps N] [--variant QKV] [--no-torch]
+//   bench_encoder [--steps N] [--variant QKV] [--d-model 64|256] [--no-torch]
 // Configurations: d_model 64, 2 layers, 4 heads, length 64, batch 128 (the paper's smallest
 // scale), and d_model 256, length 128.
 #include <CLI/CLI.hpp>
@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
   int steps = 10;
   std::string variant = "QKV";
   bool no_torch = false;
+  int64_t only = 0;
+  app.add_option("--d-model", only, "run only this configuration (64 or 256; default both)");
   app.add_option("--steps", steps, "timed steps (median reported)")->check(CLI::Range(1, 1000));
   app.add_option("--variant", variant, "projection sharing: " + nn::sharing_names());
   app.add_flag("--no-torch", no_torch, "skip the PyTorch comparison");
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
                 variant.c_str(), omp_get_max_threads());
     std::printf("%8s %7s %12s %12s %9s\n", "d_model", "length", "qkvlab ms", "PyTorch ms", "speedup");
     for (const Shape4& s : {Shape4{64, 64}, Shape4{256, 128}}) {
+      if (only != 0 && s.d_model != only) continue;
       const double ours = qkvlab_ms(s, variant, steps);
       const bench::TorchTiming torch =
           no_torch ? bench::TorchTiming{-1, "skipped"}

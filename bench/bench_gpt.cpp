@@ -3,10 +3,12 @@
 // zero_grad; median and best of --steps) of nn::GPT in qkvlab and, when installed, of the same
 // model in PyTorch (bench/torch_step.py gpt) in the same run, with the ratio; qkvlab's achieved
 // GFLOP/s (6 x parameters x tokens + 12 x layers x seq^2 x d_model per sequence) against the
-// machine's float32 GEMM peak, measured in this run through qkvlab's matmul.
+// machine's float32 and bfloat16 GEMM peaks, measured in this run through qkvlab's matmul
+// (2048^3). The step runs in float32 and again as train.precision: bf16 runs it (the forward
+// and the loss under bf16 autocast: bf16 GEMMs with float32 accumulation).
 //
 //   bench_gpt [--steps N] [--variant QKV|Q=K-V|Q-K=V|Q=K=V|GQA-g|MQA|Q-GQA-g|Q-MQA]
-//             [--batch 4] [--seq 64] [--vocab 50257] [--no-torch]
+//             [--batch 4] [--seq 64] [--vocab 50257] [--precision fp32,bf16] [--no-torch]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -15,7 +17,9 @@
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
+#include "autograd/autocast.h"
 #include "bench/torch_runner.h"
+#include "kernels/cpu/library_gemm.h"
 #include "nn/models/gpt.h"
 #include "nn/variant.h"
 #include "train/loops/mfu.h"
@@ -48,15 +52,20 @@ nn::GPTConfig gpt_config(const std::string& variant_name, int64_t vocab) {
   return c;
 }
 
-// Median and best ms of a training step of the GPT on random tokens.
-StepTime qkvlab_step_ms(const nn::GPTConfig& c, int64_t B, int64_t T, int steps) {
+// Median and best ms of a training step of the GPT on random tokens; the forward and the loss
+// under `autocast` (none: float32).
+StepTime qkvlab_step_ms(const nn::GPTConfig& c, int64_t B, int64_t T, int steps, std::optional<DType> autocast) {
   Generator gen(0);
   nn::GPT model(c, &gen);
   optim::AdamW opt(model.named_parameters(), {.lr = 1e-4, .weight_decay = 0.01});  // torch.optim.AdamW's decay
   Tensor ids = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
   Tensor targets = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
   auto step = [&] {
-    Tensor loss = model.loss(ids, targets);
+    Tensor loss;
+    {
+      AutocastGuard guard(autocast);
+      loss = model.loss(ids, targets);
+    }
     loss.backward();
     opt.step();
     opt.zero_grad();
@@ -96,7 +105,9 @@ int main(int argc, char** argv) {
   std::string variant = "QKV";
   int64_t batch = 4, seq = 64, vocab = 50257;
   bool no_torch = false;
+  std::string precisions = "fp32,bf16";
   app.add_option("--steps", steps, "timed steps of each (median and best reported)")->check(CLI::Range(1, 1000));
+  app.add_option("--precision", precisions, "fp32, bf16 or fp32,bf16 (train.precision's meaning)");
   app.add_option("--variant", variant, "attention variant: QKV, Q=K-V, Q-K=V, Q=K=V, GQA-g, MQA, Q-GQA-g, Q-MQA");
   app.add_option("--batch", batch, "sequences per step")->check(CLI::Range(1, 4096));
   app.add_option("--seq", seq, "tokens per sequence (at most the 1024 positions)")->check(CLI::Range(1, 1024));
@@ -117,27 +128,42 @@ int main(int argc, char** argv) {
         "vocab %lld, %s, %lld parameters, batch %lld x %lld tokens, %d threads\n",
         (long long)c.layers, (long long)c.d_model(), (long long)c.attention.heads, (long long)c.vocab,
         nn::variant_name(v).c_str(), (long long)params, (long long)batch, (long long)seq, omp_get_max_threads());
-    const double peak = loops::measure_gemm_flops(kCPU, 2048, 3) / 1e9;
-    const StepTime ours = qkvlab_step_ms(c, batch, seq, steps);
+    const double peak32 = loops::measure_gemm_flops(kCPU, 2048, 3, DType::f32) / 1e9;
+    const double peak16 = loops::measure_gemm_flops(kCPU, 2048, 3, DType::bf16) / 1e9;
+    std::printf(
+        "GEMM peaks (2048^3 through qkvlab's matmul, best of 3): float32 %.1f GFLOP/s, bfloat16 %.1f GFLOP/s; %s\n",
+        peak32, peak16, kernels::cpu::library_gemm_description());
+    std::printf("FLOPs/step %.3g = 6 x params x tokens + 12 x layers x seq^2 x d_model x batch\n", flops);
+    std::printf("%-16s %10s %10s %9s %12s %12s\n", "", "median ms", "best ms", "GFLOP/s", "of fp32 peak",
+                "of bf16 peak");
+    StepTime fp32_time;
+    for (const std::string& p : {std::string("fp32"), std::string("bf16")}) {
+      if (precisions.find(p) == std::string::npos) continue;
+      const std::optional<DType> autocast = p == "bf16" ? std::optional<DType>(DType::bf16) : std::nullopt;
+      const StepTime t = qkvlab_step_ms(c, batch, seq, steps, autocast);
+      if (p == "fp32") fp32_time = t;
+      const double gflops = flops / (t.median_ms * 1e6);
+      std::printf("%-16s %10.1f %10.1f %9.1f %11.0f%% %11.0f%%", ("qkvlab " + p).c_str(), t.median_ms, t.best_ms,
+                  gflops, 100 * gflops / peak32, 100 * gflops / peak16);
+      if (p == "bf16" && fp32_time.median_ms > 0)
+        std::printf("   %.2fx the fp32 step", fp32_time.median_ms / t.median_ms);
+      std::printf("\n");
+    }
     const TorchResult torch =
         no_torch ? TorchResult{{}, "skipped"}
                  : torch_step_ms(cat("--vocab ", c.vocab, " --context ", c.context, " --layers ", c.layers,
                                      " --d-model ", c.d_model(), " --heads ", c.attention.heads, " --kv-heads ",
                                      c.attention.kv_heads, bench::torch_slots(v.sharing), " --batch ", batch,
                                      " --length ", seq, " --steps ", steps, " --warmup 2"));
-    const double gflops = flops / (ours.median_ms * 1e6);
-    std::printf("%-8s %12s %12s\n", "", "median ms", "best ms");
-    std::printf("%-8s %12.1f %12.1f\n", "qkvlab", ours.median_ms, ours.best_ms);
-    if (torch.time.median_ms > 0)
-      std::printf("%-8s %12.1f %12.1f   (%s)\nspeedup  %11.2fx %11.2fx  (PyTorch ms / qkvlab ms)\n", "PyTorch",
-                  torch.time.median_ms, torch.time.best_ms, torch.note.c_str(), torch.time.median_ms / ours.median_ms,
-                  torch.time.best_ms / ours.best_ms);
-    else std::printf("%-8s %12s %12s   (%s)\n", "PyTorch", "-", "-", torch.note.c_str());
-    std::printf("FLOPs/step %.3g = 6 x params x tokens + 12 x layers x seq^2 x d_model x batch\n", flops);
-    std::printf(
-        "qkvlab   %.1f GFLOP/s at the median step = %.0f%% of the measured float32 GEMM peak %.1f GFLOP/s "
-        "(2048^3 matmul, best of 3)\n",
-        gflops, 100.0 * gflops / peak, peak);
+    if (torch.time.median_ms > 0) {
+      std::printf("%-16s %10.1f %10.1f   (%s)\n", "PyTorch fp32", torch.time.median_ms, torch.time.best_ms,
+                  torch.note.c_str());
+      if (fp32_time.median_ms > 0)
+        std::printf("speedup          %9.2fx %9.2fx  (PyTorch fp32 ms / qkvlab fp32 ms)\n",
+                    torch.time.median_ms / fp32_time.median_ms, torch.time.best_ms / fp32_time.best_ms);
+    } else {
+      std::printf("%-16s %10s %10s   (%s)\n", "PyTorch fp32", "-", "-", torch.note.c_str());
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpt: %s\n", e.what());
     return 1;

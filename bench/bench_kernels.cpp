@@ -8,6 +8,10 @@
 //   bandwidth  float32 [elements / 1024, 1024]: the copy baseline (parallel memcpy on the CPU,
 //              a device-to-device copy_ on a GPU), add, gelu, softmax and layer_norm, in GB/s of
 //              bytes read + written, and as a share of the copy.
+//   decode     one decode step's attention (a query row per head over a float32 cache) at
+//              GPT-2 small's heads: QKV, K=V, GQA-4 and MQA at batch 8 over 1024 positions, QKV
+//              and K=V at batch 1 over 4096, in GB/s of the cache bytes it must read, and as a
+//              share of the copy.
 //   attention  qkvlab's fused attention op (autograd/ops.h) in --dtype: forward (no graph) and
 //              forward + backward (dq, dk, dv from a random dO), in ms and GFLOP/s, at GPT-2 small,
 //              the paper's 300M GPT, a ViT/encoder shape, K=V (k and v one tensor) and GQA-4.
@@ -22,10 +26,10 @@
 //
 // --json writes {"implementation", "device", ..., "attention_shapes": {case: shape},
 // "results": {key: number}} atomically; the keys are matmul.<n>.gflops (and
-// matmul.<n>.eigen_gflops on the CPU), gemm.<name>.gflops, bandwidth.<kernel>.gbps and
-// attention.<case>.{fwd,fwdbwd}_{ms,gflops}. Defaults: on CUDA the sizes add 4096 and the
-// attention batches are the models' own; on the CPU the attention batches are divided by 8 (the
-// ViT keeps 16 of 128) so the whole run stays near a minute on two cores.
+// matmul.<n>.eigen_gflops on the CPU), gemm.<name>.gflops, bandwidth.<kernel>.gbps,
+// decode_attention.<case>.gbps and attention.<case>.{fwd,fwdbwd}_{ms,gflops}. Defaults: on CUDA the sizes add 4096 and
+// the attention batches are the models' own; on the CPU the attention batches are divided by 8 (the ViT keeps 16 of
+// 128) so the whole run stays near a minute on two cores.
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
 #include <algorithm>
@@ -133,7 +137,8 @@ void bench_gemm(int reps, const Device& dev, DType dt, Json& res) {
   }
 }
 
-void bench_bandwidth(int64_t n, int reps, const Device& dev, Json& res) {
+// Returns the copy's bandwidth (bytes read + written per second).
+double bench_bandwidth(int64_t n, int reps, const Device& dev, Json& res) {
   const int64_t cols = 1024, rows = n / cols;
   Generator g(7);
   Tensor x = randn({rows, cols}, {DType::f32, dev}, &g), y = randn({rows, cols}, {DType::f32, dev}, &g);
@@ -181,6 +186,37 @@ void bench_bandwidth(int64_t n, int reps, const Device& dev, Json& res) {
     const double bw = cases[i].bytes_moved / t[i];
     std::printf("%12s %10.1f %13.1f%%\n", cases[i].name, bw / 1e9, 100 * bw / copy_bw);
     res[std::string("bandwidth.") + cases[i].key + ".gbps"] = bw / 1e9;
+  }
+  return copy_bw;
+}
+
+// One decode step's attention (a query row per head over a float32 cache of S positions) against
+// the copy: it must read each cached K and V row once (K=V: one tensor; GQA/MQA: each KV head once
+// for its group), so its bandwidth is those bytes over the time.
+void bench_decode_attention(int reps, const Device& dev, double copy_bw, Json& res) {
+  struct DecodeCase {
+    const char* name;
+    int64_t B, H, Hk, S;
+    bool kv_shared;
+  };
+  const DecodeCase cases[] = {{"qkv_b8", 8, 12, 12, 1024, false}, {"kv_shared_b8", 8, 12, 12, 1024, true},
+                              {"gqa4_b8", 8, 12, 3, 1024, false}, {"mqa_b8", 8, 12, 1, 1024, false},
+                              {"qkv_b1", 1, 12, 12, 4096, false}, {"kv_shared_b1", 1, 12, 12, 4096, true}};
+  const int64_t D = 64;
+  std::printf("\ndecode attention (float32, one query row per head, causal over the cache, best of %d)\n", reps);
+  std::printf("%14s %28s %10s %10s %10s\n", "case", "shape", "MB read", "GB/s", "of copy");
+  for (const DecodeCase& c : cases) {
+    Generator g(13);
+    const TensorOptions o{DType::f32, dev};
+    Tensor q = randn({c.B, c.H, 1, D}, o, &g), k = randn({c.B, c.Hk, c.S, D}, o, &g);
+    Tensor v = c.kv_shared ? k : randn({c.B, c.Hk, c.S, D}, o, &g);
+    NoGradGuard no_grad;
+    auto t = best_seconds({[&] { Tensor out = attention(q, k, v, Tensor(), true); }}, reps, dev);
+    const double bytes = double(k.nbytes()) * (c.kv_shared ? 1 : 2) + 2.0 * double(q.nbytes());
+    const double bw = bytes / t[0];
+    const std::string shape = cat("B", c.B, " H", c.H, " Hk", c.Hk, " S", c.S, c.kv_shared ? " k=v" : "");
+    std::printf("%14s %28s %10.1f %10.1f %9.1f%%\n", c.name, shape.c_str(), bytes / 1e6, bw / 1e9, 100 * bw / copy_bw);
+    res[std::string("decode_attention.") + c.name + ".gbps"] = bw / 1e9;
   }
 }
 
@@ -310,7 +346,8 @@ int main(int argc, char** argv) {
     Json res = Json::object(), shapes = Json::object();
     bench_matmul(sizes, reps, dev, dt, res);
     if (gemm == "all") bench_gemm(reps, dev, dt, res);
-    bench_bandwidth(elements, reps, dev, res);
+    const double copy_bw = bench_bandwidth(elements, reps, dev, res);
+    bench_decode_attention(reps, dev, copy_bw, res);
     bench_attention(cases, reps, dev, dt, res, shapes);
     if (!json_path.empty()) {
       Json j = {{"implementation", "qkvlab"},

@@ -7,7 +7,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build git  # toolchain
   clang-format                           # the formatting check (scripts/check-tree.sh)
-  libeigen3-dev                          # CPU GEMM and vectorized math
+  libeigen3-dev                          # vectorized math, small and float64 GEMMs on the CPU
+  libdnnl-dev                            # oneDNN: CPU GEMMs (float32, and bfloat16 on AVX512_BF16)
   nlohmann-json3-dev                     # safetensors headers
   libcli11-dev                           # the qkvlab command line
   libyaml-cpp-dev                        # experiment configuration files

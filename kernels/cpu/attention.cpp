@@ -5,94 +5,14 @@
 // positional scores, and causal masking is aligned to the bottom-right (query i sees keys
 // j <= i + S - T), which is what incremental decoding needs. The forward reads bf16/f16 operands
 // (a 16-bit KV cache) in place, a tile at a time; the backward takes float32/64 (its row widens).
-#include <Eigen/Core>
-#include <cmath>
-#include <limits>
-#include <type_traits>
-
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/layout.h"
-#include "tensor/view.h"
+#include "kernels/cpu/attention_tiles.h"
 
 namespace qkv::kernels::cpu {
 namespace {
 
-using Eigen::Dynamic;
-template <class T> using RowMat = Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>;
-template <class T> using ConstMap = Eigen::Map<const RowMat<T>, 0, Eigen::OuterStride<>>;
-template <class T> using MutMap = Eigen::Map<RowMat<T>, 0, Eigen::OuterStride<>>;
-template <class T> using Vec = Eigen::Matrix<T, Dynamic, 1>;
+using namespace attention_tiles;
 
-constexpr int64_t kBlockQ = 64, kBlockK = 64;
 constexpr int64_t kBiasChunks = 32;  // bias-gradient partial sums (attention_backward)
-
-// A [B, H, T, D] tensor whose last dim is contiguous (a permuted [B, T, H, D] projection is
-// used in place); heads are read as T x D row-major matrices with the tensor's row stride. An
-// int8 tensor (a quantized KV cache) comes with its float32 scales [B, H, T, 1], one per row.
-struct Heads {
-  Tensor t, scales;
-  int64_t heads = 0, rows = 0, cols = 0;
-  explicit Heads(const Tensor& x, const Tensor& row_scales = Tensor())
-      : t(x.stride(-1) == 1 ? x : raw::contiguous(x)), scales(row_scales) {
-    heads = t.shape()[1];
-    rows = t.shape()[2];
-    cols = t.shape()[3];
-  }
-  template <class T> ConstMap<T> head(int64_t b, int64_t h) const {
-    const T* p = static_cast<const T*>(t.raw_data()) + b * t.stride(0) + h * t.stride(1);
-    return ConstMap<T>(p, rows, cols, Eigen::OuterStride<>(t.stride(2)));
-  }
-  // The scale of row r of head (b, h).
-  float scale(int64_t b, int64_t h, int64_t r) const {
-    return scales.data<float>()[b * scales.stride(0) + h * scales.stride(1) + r * scales.stride(2)];
-  }
-};
-
-// The visible key range [0, end) for query row i: all keys, or bottom-right causal.
-inline int64_t visible_keys(int64_t i, int64_t T, int64_t S, bool causal) {
-  if (!causal) return S;
-  return std::clamp<int64_t>(i + 1 + S - T, 0, S);
-}
-
-// Scores of a tile: scale * q_tile k_tile^T + bias, with masked entries at -inf; the tiles are
-// query rows [i0, i0 + ni) and keys [j0, j0 + nj).
-template <class T, class QTile, class KTile>
-void scores_of(RowMat<T>& s, const QTile& q, const KTile& k, int64_t i0, int64_t j0, T scale, const T* bias, int64_t S,
-               int64_t T_, bool causal) {
-  const int64_t ni = q.rows(), nj = k.rows();
-  s.noalias() = scale * (q * k.transpose());
-  if (bias) s += ConstMap<T>(bias + i0 * S + j0, ni, nj, Eigen::OuterStride<>(S));
-  if (causal)
-    for (int64_t r = 0; r < ni; ++r)
-      for (int64_t c = visible_keys(i0 + r, T_, S, true) - j0; c < nj; ++c)
-        if (c >= 0) s(r, c) = -std::numeric_limits<T>::infinity();
-}
-
-// The same from whole heads q [T, D] and k [S, D].
-template <class T>
-void tile_scores(RowMat<T>& s, const ConstMap<T>& q, const ConstMap<T>& k, int64_t i0, int64_t ni, int64_t j0,
-                 int64_t nj, T scale, const T* bias, int64_t S, int64_t T_, bool causal) {
-  scores_of<T>(s, q.middleRows(i0, ni), k.middleRows(j0, nj), i0, j0, scale, bias, S, T_, causal);
-}
-
-// Rows [r0, r0 + n) of head (b, h) as a ConstMap<F>: in place when stored as F, else converted
-// into `buf` (so a bf16 KV cache is read as bf16, one tile at a time, never copied whole); int8
-// rows are multiplied by their scales on the way.
-template <class F, class S>
-ConstMap<F> rows_of(const Heads& x, int64_t b, int64_t h, int64_t r0, int64_t n, RowMat<F>& buf) {
-  const int64_t ld = x.t.stride(2);
-  const S* p = static_cast<const S*>(x.t.raw_data()) + b * x.t.stride(0) + h * x.t.stride(1) + r0 * ld;
-  if constexpr (std::is_same_v<S, F>) {
-    return ConstMap<F>(p, n, x.cols, Eigen::OuterStride<>(ld));
-  } else {
-    buf.resize(n, x.cols);
-    for (int64_t r = 0; r < n; ++r) {
-      const F scale = std::is_same_v<S, int8_t> ? F(x.scale(b, h, r0 + r)) : F(1);
-      for (int64_t c = 0; c < x.cols; ++c) buf(r, c) = F(p[r * ld + c]) * scale;
-    }
-    return ConstMap<F>(buf.data(), n, x.cols, Eigen::OuterStride<>(x.cols));
-  }
-}
 
 // The forward of both entry points: queries stored as St, keys and values as Kv (St, or int8
 // with scales), computed in compute_t<St>.
@@ -157,14 +77,22 @@ void attend(const Heads& Q, const Heads& K, const Heads& V, const Tensor& bias_i
 void attention(const KernelArgs& k) {
   const auto& a = attr<AttentionAttrs>(k.attrs, "attention");
   const Heads Q(k.in[0]), K(k.in[1]), V(k.in[2]);
-  visit_any_float(Q.t.dtype(), "attention", [&]<class St>() { attend<St, St>(Q, K, V, k.in[3], k, a); });
+  const bool decode = !k.in[3].defined() && is_decode_shape(Q, K);
+  visit_any_float(Q.t.dtype(), "attention", [&]<class St>() {
+    if (decode) attend_decode<St, St>(Q, K, V, k, a);
+    else attend<St, St>(Q, K, V, k.in[3], k, a);
+  });
 }
 
 void attention_int8_kv(const Tensor& q, const Tensor& keys, const Tensor& key_scales, const Tensor& values,
                        const Tensor& value_scales, const KernelArgs& k) {
   const auto& a = attr<AttentionAttrs>(k.attrs, "cache_attention");
   const Heads Q(q), K(keys, key_scales), V(values, value_scales);
-  visit_any_float(Q.t.dtype(), "cache_attention", [&]<class St>() { attend<St, int8_t>(Q, K, V, Tensor(), k, a); });
+  const bool decode = is_decode_shape(Q, K);
+  visit_any_float(Q.t.dtype(), "cache_attention", [&]<class St>() {
+    if (decode) attend_decode<St, int8_t>(Q, K, V, k, a);
+    else attend<St, int8_t>(Q, K, V, Tensor(), k, a);
+  });
 }
 
 // Inputs (grad_out, q, k, v, bias?, out, lse) -> (dq, dk, dv, dbias). Recomputes each score

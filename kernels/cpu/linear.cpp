@@ -1,24 +1,38 @@
-// The linear layer on the CPU: the same kernels the unfused graph runs (matmul, add, sum), so
-// linear(x, w, b) equals matmul(x, w^T) + b bit for bit here; the fusion pays on CUDA
-// (kernels/cuda/linear.cu), where the bias and the bias gradient ride in the GEMM's epilogue.
+// The linear layer on the CPU. Where the GEMM library runs the product (library_gemm.h), the bias
+// rides in its epilogue, added to the float32 accumulator, as on CUDA (kernels/cuda/linear.cu);
+// elsewhere the unfused graph's kernels run (matmul, then add). In bfloat16/float16 the product
+// is kept in float32, the bias added there and the sum rounded once; the bias gradient is summed
+// in float32.
 #include "kernels/cpu/compose.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "tensor/view.h"
 
 namespace qkv::kernels::cpu {
+namespace {
+Tensor widened(const Tensor& t) { return kLowFloat.contains(t.dtype()) ? raw::to(t, DType::f32, kCPU) : t; }
+}  // namespace
 
 // Inputs (x [N, K], w [M, K], b? [M]) -> y [N, M].
 void linear(const KernelArgs& k) {
   const Tensor &x = k.in[0], &w = k.in[1], &b = k.in[2], &y = k.out[0];
   if (!b.defined()) return run_kernel(matmul, {x, w}, {y}, MatmulAttrs{false, true});
-  const Tensor product = empty(y.shape(), {y.dtype(), y.device()});
+  if (linear_through_library(x, w, b, y)) return;
+  const bool low = kLowFloat.contains(y.dtype());
+  const Tensor product = empty(y.shape(), {low ? DType::f32 : y.dtype(), y.device()});
   run_kernel(matmul, {x, w}, {product}, MatmulAttrs{false, true});
-  run_kernel(add, {product, b}, {y}, NoAttrs{});
+  if (!low) return run_kernel(add, {product, b}, {y}, NoAttrs{});
+  run_kernel(add, {product, widened(b)}, {product}, NoAttrs{});
+  raw::copy(y, product);
 }
 
 // Inputs (dy [N, M], x [N, K]) -> (dw = dy^T x, db = the sums of dy over N).
 void linear_weight_grad(const KernelArgs& k) {
   run_kernel(matmul, {k.in[0], k.in[1]}, {k.out[0]}, MatmulAttrs{true, false});
-  run_kernel(sum, {k.in[0]}, {k.out[1]}, ReduceAttrs{{0}, false});
+  const Tensor& db = k.out[1];
+  if (!kLowFloat.contains(db.dtype())) return run_kernel(sum, {k.in[0]}, {db}, ReduceAttrs{{0}, false});
+  const Tensor wide = empty(db.shape(), {DType::f32, kCPU});
+  run_kernel(sum, {widened(k.in[0])}, {wide}, ReduceAttrs{{0}, false});
+  raw::copy(db, wide);
 }
 
 }  // namespace qkv::kernels::cpu

@@ -1,14 +1,23 @@
-// Batched matmul through Eigen's GEMM. Each operand's matrices are mapped in place, row-major
-// or column-major depending on which stride is 1 (so transposed views and the trans flags cost
-// nothing); only operands with neither unit stride are copied. A batch of stacked row blocks
-// times one shared matrix ([B, T, d] activations times a weight) runs as one tall GEMM. Many
-// small matrices run one per thread; a long-and-thin product (a wide weight, a vocabulary-sized
-// output layer, a matrix-vector product in decoding) is split into one slab of output columns
-// or rows per thread; other big ones use Eigen's own OpenMP parallelism.
+// Batched matmul through the GEMM library (oneDNN, library_gemm.h) or Eigen. Each operand's
+// matrices are read in place, row-major or column-major depending on which stride is 1 (so
+// transposed views and the trans flags cost nothing); only operands with neither unit stride are
+// copied. A batch of stacked row blocks times one shared matrix ([B, T, d] activations times a
+// weight) runs as one tall GEMM. Many small matrices run one per thread.
+//
+// float32 products of at least kLibraryMinMacs multiply-adds go to the library's sgemm, and
+// bfloat16 ones to its bf16 matmul (float32 accumulation) on CPUs with AVX512_BF16; other
+// low-precision products are computed on float32 copies. Without the library (or for float64),
+// Eigen runs them: a long-and-thin product (a wide weight, a vocabulary-sized output layer, a
+// matrix-vector product in decoding) is split into one slab of output columns or rows per
+// thread, a small output with a long inner dim is split along it, and other big ones use Eigen's
+// own OpenMP parallelism.
 #include <Eigen/Core>
+#include <cstring>
 #include <omp.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/library_gemm.h"
+#include "kernels/layout.h"
 #include "tensor/view.h"
 
 namespace qkv::kernels::cpu {
@@ -166,24 +175,94 @@ template <class T> void gemm_slabs(const Operand& a, const Operand& b, T* out, i
   });
 }
 
+// Below this many multiply-adds per product a library call costs more than it saves.
+constexpr double kLibraryMinMacs = 32.0 * 32 * 32;
+// A product with at most this many rows (or columns) is a matrix-vector product in all but name
+// (a decode step's linear layers at batch 1 to 4): streaming the matrix at memory speed is all
+// that matters, and Eigen's slabs (one per thread) do that better than the library.
+constexpr int64_t kVectorLikeMax = 4;
+
+void zero_fill(const Tensor& out) { std::memset(out.raw_data(), 0, size_t(out.numel()) * out.element_size()); }
+
+// Batch b of an operand as the library reads it.
+GemmMatrix gemm_matrix(const Operand& op, int64_t b) {
+  const auto* base = static_cast<const std::byte*>(op.t.storage()->data());
+  return {base + op.batch_offset[size_t(b)] * dtype_size(op.t.dtype()), op.rows, op.cols, op.outer_stride,
+          op.layout == Layout::col_major};
+}
+
+// bf16 x bf16 through the library: float32 accumulation, out bf16 or float32 (a composite's
+// intermediate, linear.cpp).
+void library_bf16_batches(const Operand& a, const Operand& b, const Tensor& out, int64_t nb) {
+  auto* o = static_cast<std::byte*>(out.raw_data());
+  const int64_t step = a.rows * b.cols * dtype_size(out.dtype());
+  if (a.cols == 0) return zero_fill(out);
+  for (int64_t i = 0; i < nb; ++i) library_gemm_bf16(gemm_matrix(a, i), gemm_matrix(b, i), o + i * step, out.dtype());
+}
+
+// A low-precision product the library cannot run: on float32 copies, rounded once at the end.
+void matmul_in_float32(const KernelArgs& k) {
+  const Tensor a = raw::to(k.in[0], DType::f32, kCPU);
+  const Tensor b = same_view(k.in[0], k.in[1]) ? a : raw::to(k.in[1], DType::f32, kCPU);
+  const Tensor wide = empty(k.out[0].shape(), {DType::f32, kCPU});
+  std::vector<Tensor> in{a, b}, out{wide};
+  matmul(KernelArgs{in, out, k.attrs});
+  raw::copy(k.out[0], wide);
+}
+
+// Whether the library runs this float32 product (else Eigen does).
+bool library_takes_f32(const Operand& a, const Operand& b) {
+  const double macs = double(a.rows) * double(a.cols) * double(b.cols);
+  return library_sgemm_enabled() && macs >= kLibraryMinMacs && std::min(a.rows, b.cols) > kVectorLikeMax;
+}
+
 }  // namespace
+
+bool linear_through_library(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  const DType dt = x.dtype();
+  if (!(dt == DType::f32 || (dt == DType::bf16 && library_bf16_gemm_enabled())) || y.dtype() != dt) return false;
+  const Operand a = make_operand(x, false, {}), b = make_operand(w, true, {});
+  if (a.cols == 0 || (dt == DType::f32 && !library_takes_f32(a, b))) return false;
+  const Tensor bc = raw::contiguous(bias);
+  if (dt == DType::f32) library_sgemm(gemm_matrix(a, 0), gemm_matrix(b, 0), y.data<float>(), bc.data<float>());
+  else library_gemm_bf16(gemm_matrix(a, 0), gemm_matrix(b, 0), y.raw_data(), DType::bf16, bc.raw_data(), bc.dtype());
+  return true;
+}
 
 void matmul(const KernelArgs& k) {
   const auto& at = attr<MatmulAttrs>(k.attrs, "matmul");
   const Tensor& out = k.out[0];
+  const DType in_dtype = k.in[0].dtype();  // both inputs' (the shape rule checks)
+  const bool bf16_library = in_dtype == DType::bf16 && library_bf16_gemm_enabled();
+  if ((kLowFloat.contains(in_dtype) || kLowFloat.contains(out.dtype())) && !bf16_library) return matmul_in_float32(k);
   Shape batch(out.shape().begin(), out.shape().end() - 2);
   Operand a = make_operand(k.in[0], at.trans_a, batch);
   Operand b = make_operand(k.in[1], at.trans_b, batch);
   int64_t nb = numel(batch);
   if (out.numel() == 0) return;
   if (fold_batches(a, b, nb)) nb = 1;
+  if (bf16_library) return library_bf16_batches(a, b, out, nb);
   visit_float(out.dtype(), "matmul", [&]<class T>() {
     T* o = out.data<T>();
     const double flops_per = double(a.rows) * double(a.cols) * double(b.cols);
     // Batches side by side when there are enough of them and each is small.
     const bool per_thread = nb >= omp_get_max_threads() && flops_per < 256.0 * 256 * 256;
     const int threads = omp_get_max_threads();
-    if (!omp_in_parallel() && wants_split_k(a, b, nb, threads)) {
+    const bool library = std::is_same_v<T, float> && library_takes_f32(a, b);
+    if (library && a.cols == 0) {
+      zero_fill(out);
+    } else if (library) {
+      // In a parallel region (per_thread, or a caller's) the library runs on the calling thread.
+      auto one = [&](int64_t i) {
+        library_sgemm(gemm_matrix(a, i), gemm_matrix(b, i), reinterpret_cast<float*>(o) + i * a.rows * b.cols);
+      };
+      if (per_thread) {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t i = 0; i < nb; ++i) one(i);
+      } else {
+        for (int64_t i = 0; i < nb; ++i) one(i);
+      }
+    } else if (!omp_in_parallel() && wants_split_k(a, b, nb, threads)) {
       gemm_split_k<T>(a, b, o, threads);
     } else if (!omp_in_parallel() && wants_slabs(a, b, nb, threads)) {
       gemm_slabs<T>(a, b, o, threads);

@@ -1,0 +1,200 @@
+// Decode benchmark against the memory-bandwidth bound, at GPT-2 124M shapes (12 layers, d 768,
+// 12 heads, vocab 50257, float32 weights and cache, random N(0, 0.02) weights). A decode step is
+// memory-bound: it must read every weight once (the tied token embedding as the output layer;
+// one position row of wpe) and every cached K/V row of the prefix once. Per variant and case it
+// prints those bytes per step, the achieved bandwidth (bytes per step x steps per second)
+// against a copy's bandwidth measured in the same run, and the K=V variant's speedup over QKV
+// against its ideal, the ratio of the bytes read per step. The variants' models are built and
+// prefilled side by side, then decode in turns, one step of each at a time, so that the
+// machine's noise hits every variant alike; each reports its median step. PyTorch decoding the
+// same model with a preallocated cache (bench/torch_decode.py) runs beside it.
+//
+//   bench_decode [--variants QKV,Q-K=V] [--cases 8x1024,1x4096] [--new-tokens 32] [--no-torch]
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <omp.h>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "bench/torch_runner.h"
+#include "kernels/cpu/library_gemm.h"
+#include "nn/models/gpt.h"
+#include "nn/variant.h"
+
+using namespace qkv;
+
+namespace {
+
+struct Case {
+  int64_t batch, prompt;
+};
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t comma; (comma = s.find(',', start)) != std::string::npos; start = comma + 1)
+    out.push_back(s.substr(start, comma - start));
+  out.push_back(s.substr(start));
+  return out;
+}
+
+std::vector<Case> parse_cases(const std::string& s) {
+  std::vector<Case> out;
+  for (const std::string& c : split_commas(s)) {
+    const size_t x = c.find('x');
+    check<ValueError>(x != std::string::npos, "--cases: '", c, "' is not BATCHxPROMPT (e.g. 8x1024)");
+    try {
+      out.push_back({std::stoll(c.substr(0, x)), std::stoll(c.substr(x + 1))});
+    } catch (const std::logic_error&) { throw ValueError(cat("--cases: '", c, "' is not BATCHxPROMPT (e.g. 8x1024)")); }
+    check<ValueError>(out.back().batch > 0 && out.back().prompt > 0, "--cases: '", c, "' needs positive sizes");
+  }
+  return out;
+}
+
+nn::GPTConfig gpt2_124m(const nn::Variant& v, int64_t context) {
+  nn::GPTConfig c;
+  c.vocab = 50257;
+  c.context = context;
+  c.layers = 12;
+  c.dropout = 0.0;
+  c.attention.d_model = 768;
+  c.attention.heads = 12;
+  c.attention.kv_heads = v.kv_heads;
+  c.attention.sharing = v.sharing;
+  c.attention.v_rank = v.v_rank;
+  return c;
+}
+
+// A copy's bandwidth, bytes read plus bytes written per second, best of 5 over 256 MiB buffers.
+double copy_bandwidth() {
+  const size_t n = size_t(64) << 20;
+  std::vector<float> a(n, 1.0f), b(n, 0.0f);
+  double best = 0;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) b[i] = a[i];
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * double(n) * sizeof(float) / s);
+  }
+  return best;
+}
+
+struct Row {
+  double steps_per_s = 0, bytes_per_step = 0, torch_ms = -1;
+};
+
+// A variant being decoded: its model, its cache (prefilled) and its next tokens.
+struct Decoder {
+  std::unique_ptr<nn::GPT> model;
+  std::unique_ptr<nn::KVCache> cache;
+  Tensor next;
+  std::vector<double> step_seconds;
+};
+
+Tensor greedy(const Tensor& logits) { return argmax(logits.narrow(1, logits.size(1) - 1, 1), -1); }
+
+// Median seconds per decode step of each variant, decoded in turns after one prefill each.
+std::vector<double> decode_in_turns(const std::vector<nn::GPTConfig>& configs, const Case& k, int64_t new_tokens) {
+  NoGradGuard no_grad;
+  std::vector<Decoder> ds;
+  for (const nn::GPTConfig& c : configs) {
+    Generator gen(0);
+    Decoder d;
+    d.model = std::make_unique<nn::GPT>(c, &gen);
+    d.model->eval();
+    d.cache = std::make_unique<nn::KVCache>(d.model->make_cache(k.batch, c.context, DType::f32));
+    const Tensor ids = cast(uniform({k.batch, k.prompt}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
+    d.next = greedy(d.model->forward_cached(ids, *d.cache));
+    ds.push_back(std::move(d));
+  }
+  for (int64_t i = 0; i < new_tokens; ++i)
+    for (Decoder& d : ds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      d.next = greedy(d.model->forward_cached(d.next, *d.cache));
+      d.step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  std::vector<double> medians;
+  for (Decoder& d : ds) {
+    std::sort(d.step_seconds.begin(), d.step_seconds.end());
+    medians.push_back(d.step_seconds[d.step_seconds.size() / 2]);
+  }
+  return medians;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"qkvlab decode benchmark against the memory-bandwidth bound (GPT-2 124M shapes, vs PyTorch)"};
+  std::string variants = "QKV,Q-K=V", cases = "8x1024,1x4096";
+  int64_t new_tokens = 32;
+  bool no_torch = false;
+  app.add_option("--variants", variants, "attention variants, comma-separated (the first is the reference)");
+  app.add_option("--cases", cases, "BATCHxPROMPT, comma-separated");
+  app.add_option("--new-tokens", new_tokens, "decoded tokens per case (the median step is timed)")
+      ->check(CLI::Range(2, 4096));
+  app.add_flag("--no-torch", no_torch, "skip the PyTorch comparison");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const std::vector<Case> cs = parse_cases(cases);
+    const std::vector<std::string> names = split_commas(variants);
+    const double copy_bw = copy_bandwidth();
+    std::printf("decode at GPT-2 124M shapes, float32 weights and cache, %d threads, GEMMs: %s\n",
+                omp_get_max_threads(), kernels::cpu::library_gemm_description());
+    std::printf("copy bandwidth (read + write): %.1f GB/s\n", copy_bw / 1e9);
+    for (const Case& k : cs) {
+      std::printf("\nbatch %lld, prompt %lld, %lld new tokens\n", (long long)k.batch, (long long)k.prompt,
+                  (long long)new_tokens);
+      std::printf("%-10s %10s %12s %9s %8s %10s %10s %9s %14s\n", "variant", "tokens/s", "MB/step", "GB/s", "of copy",
+                  "speedup", "ideal", "of ideal", "PyTorch tok/s");
+      const int64_t context = k.prompt + new_tokens;
+      std::vector<nn::GPTConfig> configs;
+      for (const std::string& name : names) configs.push_back(gpt2_124m(nn::parse_variant(name), context));
+      const std::vector<double> step_s = decode_in_turns(configs, k, new_tokens);
+      std::vector<Row> rows(names.size());
+      for (size_t i = 0; i < names.size(); ++i) {
+        const nn::GPTConfig& c = configs[i];
+        Row& row = rows[i];
+        row.steps_per_s = 1.0 / step_s[i];
+        // Weights once (all but the position table, of which one row), the prefix's cache rows
+        // once: on average prompt + (new_tokens + 1) / 2 positions per sequence.
+        const double weights = double(nn::gpt_parameter_count(c) - c.context * c.d_model()) * sizeof(float);
+        const double rows_read = double(k.prompt) + double(new_tokens + 1) / 2;
+        row.bytes_per_step = weights + double(nn::KVCache::bytes_per_token(c.attention, c.layers, DType::f32)) *
+                                           rows_read * double(k.batch);
+        if (!no_torch) {
+          std::string why;
+          const auto j =
+              bench::run_torch_script("torch_decode.py",
+                                      cat("--vocab ", c.vocab, " --context ", context, " --layers ", c.layers,
+                                          " --d-model ", c.d_model(), " --heads ", c.attention.heads, " --kv-heads ",
+                                          c.attention.kv_heads, bench::torch_slots(c.attention.sharing), " --batch ",
+                                          k.batch, " --prompt ", k.prompt, " --new-tokens ", new_tokens),
+                                      why);
+          if (j) row.torch_ms = (*j)["ms_per_step"].get<double>();
+          else std::printf("(PyTorch: %s)\n", why.c_str());
+        }
+        const Row& ref = rows.front();
+        const double bw = row.bytes_per_step * row.steps_per_s;
+        const double speedup = row.steps_per_s / ref.steps_per_s, ideal = ref.bytes_per_step / row.bytes_per_step;
+        std::printf("%-10s %10.1f %12.1f %9.1f %7.0f%% %9.3fx %9.3fx %8.1f%%", names[i].c_str(),
+                    row.steps_per_s * double(k.batch), row.bytes_per_step / 1e6, bw / 1e9, 100 * bw / copy_bw, speedup,
+                    ideal, 100 * speedup / ideal);
+        if (row.torch_ms > 0)
+          std::printf(" %9.1f (%.2fx)", 1e3 * double(k.batch) / row.torch_ms, row.steps_per_s * row.torch_ms / 1e3);
+        std::printf("\n");
+      }
+    }
+    std::printf(
+        "\nMB/step: weights once + the prefix's cache rows once per step; GB/s = MB/step x steps/s; speedup: steps/s "
+        "against the first variant; ideal: the first variant's MB/step over this one's; (x): qkvlab over PyTorch\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_decode: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

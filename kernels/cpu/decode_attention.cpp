@@ -1,0 +1,139 @@
+// attend_decode (attention_tiles.h): the attention forward of decoding on the CPU. A decode step
+// has one query row per head and reads the whole cache, so it is bound by memory bandwidth: the
+// kernel reads every cached K/V row once (K=V: one row serves both; GQA/MQA: a KV head's query
+// heads are one block of rows), and keeps both threads busy at batch 1 by splitting the keys.
+#include <omp.h>
+
+#include <vector>
+
+#include "kernels/cpu/attention_tiles.h"
+
+namespace qkv::kernels::cpu::attention_tiles {
+namespace {
+
+// Keys per split: enough that each split streams a long run of rows.
+constexpr int64_t kMinKeysPerSplit = 256;
+// Keys per tile: the scores of a tile stay in L1 beside one query block.
+constexpr int64_t kDecodeTile = 256;
+
+int64_t key_splits(int64_t pairs, int64_t S) {
+  const int64_t threads = omp_get_max_threads();
+  const int64_t wanted = (2 * threads + pairs - 1) / pairs;  // two tasks per thread at least
+  return std::clamp<int64_t>(wanted, 1, std::max<int64_t>(1, S / kMinKeysPerSplit));
+}
+
+// s [R, nj] = scale q kt^T. Four keys at a time, so each query row is loaded once per four
+// keys and the four dot products' horizontal sums overlap.
+template <class F> void scores(const RowMat<F>& q, const ConstMap<F>& kt, F scale, RowMat<F>& s) {
+  const int64_t R = q.rows(), nj = kt.rows(), D = q.cols(), ld = kt.outerStride();
+  s.resize(R, nj);
+  for (int64_t r = 0; r < R; ++r) {
+    const F* __restrict qr = q.data() + r * D;
+    int64_t j = 0;
+    for (; j + 4 <= nj; j += 4) {
+      const F* __restrict k0 = kt.data() + j * ld;
+      F a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+      for (int64_t d = 0; d < D; ++d) {
+        a0 += qr[d] * k0[d];
+        a1 += qr[d] * k0[ld + d];
+        a2 += qr[d] * k0[2 * ld + d];
+        a3 += qr[d] * k0[3 * ld + d];
+      }
+      s(r, j) = scale * a0;
+      s(r, j + 1) = scale * a1;
+      s(r, j + 2) = scale * a2;
+      s(r, j + 3) = scale * a3;
+    }
+    for (; j < nj; ++j) s(r, j) = scale * kt.row(j).dot(q.row(r));
+  }
+}
+
+}  // namespace
+
+template <class St, class Kv>
+void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelArgs& k, const AttentionAttrs& a) {
+  using F = compute_t<St>;
+  const bool kv_shared = same_view(K.t, V.t);
+  const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, D = Q.cols, Dv = V.cols;
+  const int64_t group = H / Hk, R = group * T;  // rows of a task: query head g's row t is g * T + t
+  const int64_t splits = key_splits(B * Hk, S);
+  const int64_t chunk = ((S + splits - 1) / splits + kDecodeTile - 1) / kDecodeTile * kDecodeTile;
+  const F scale = F(a.scale), ninf = -std::numeric_limits<F>::infinity();
+  // Per (b, hk, split): the unnormalized output rows, their running max and sum.
+  std::vector<F> part_acc(size_t(B * Hk * splits * R * Dv)), part_m(size_t(B * Hk * splits * R)),
+      part_l(size_t(B * Hk * splits * R));
+#pragma omp parallel for collapse(3) schedule(static) if (B * Hk * splits > 1 && R * S * D >= (1 << 14))
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t hk = 0; hk < Hk; ++hk)
+      for (int64_t sp = 0; sp < splits; ++sp) {
+        const int64_t task = (b * Hk + hk) * splits + sp;
+        RowMat<F> q(R, D), qbuf, kbuf, vbuf, s;
+        for (int64_t g = 0; g < group; ++g) q.middleRows(g * T, T) = rows_of<F, St>(Q, b, hk * group + g, 0, T, qbuf);
+        Eigen::Map<RowMat<F>> acc(part_acc.data() + task * R * Dv, R, Dv);
+        Eigen::Map<Vec<F>> m(part_m.data() + task * R, R), l(part_l.data() + task * R, R);
+        acc.setZero();
+        m.setConstant(ninf);
+        l.setZero();
+        const int64_t end = std::min(S, (sp + 1) * chunk);
+        for (int64_t j0 = sp * chunk; j0 < end; j0 += kDecodeTile) {
+          const int64_t nj = std::min(kDecodeTile, end - j0);
+          const ConstMap<F> kt = rows_of<F, Kv>(K, b, hk, j0, nj, kbuf);
+          const ConstMap<F> vt = kv_shared ? kt : rows_of<F, Kv>(V, b, hk, j0, nj, vbuf);  // K=V: once
+          scores(q, kt, scale, s);
+          for (int64_t r = 0; r < R; ++r) {
+            const int64_t visible = visible_keys(r % T, T, S, a.causal) - j0;
+            if (visible < nj) s.row(r).tail(nj - std::max<int64_t>(visible, 0)).setConstant(ninf);
+            const F m_new = std::max(m[r], s.row(r).maxCoeff());
+            if (m_new == ninf) {  // nothing visible yet
+              s.row(r).setZero();
+              continue;
+            }
+            const F correction = std::exp(m[r] - m_new);
+            s.row(r) = (s.row(r).array() - m_new).exp().matrix();
+            l[r] = l[r] * correction + s.row(r).sum();
+            acc.row(r) *= correction;
+            m[r] = m_new;
+          }
+          acc.noalias() += s * vt;
+        }
+      }
+  // Merge the splits: out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), lse = M + log(L).
+  St* out = k.out[0].data<St>();
+  F* lse = k.out[1].data<F>();
+#pragma omp parallel for collapse(2) schedule(static) if (B * Hk * R * Dv * splits >= (1 << 15))
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t hk = 0; hk < Hk; ++hk)
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t first = (b * Hk + hk) * splits;
+        F M = ninf, L = 0;
+        for (int64_t sp = 0; sp < splits; ++sp) M = std::max(M, part_m[size_t((first + sp) * R + r)]);
+        Vec<F> o = Vec<F>::Zero(Dv);
+        if (M != ninf)
+          for (int64_t sp = 0; sp < splits; ++sp) {
+            const size_t i = size_t((first + sp) * R + r);
+            if (part_m[i] == ninf) continue;
+            const F w = std::exp(part_m[i] - M);
+            L += part_l[i] * w;
+            o += w * Eigen::Map<const Vec<F>>(part_acc.data() + i * size_t(Dv), Dv);
+          }
+        const int64_t h = hk * group + r / T, t = r % T;
+        St* dst = out + ((b * H + h) * T + t) * Dv;
+        const bool empty = L == F(0);  // a row that sees no key (causal with T > S)
+        for (int64_t c = 0; c < Dv; ++c) dst[c] = St(empty ? F(0) : o[c] / L);
+        lse[(b * H + h) * T + t] = empty ? ninf : M + std::log(L);
+      }
+}
+
+#define QKV_ATTEND_DECODE(St)                                                                          \
+  template void attend_decode<St, St>(const Heads&, const Heads&, const Heads&, const KernelArgs&,     \
+                                      const AttentionAttrs&);                                          \
+  template void attend_decode<St, int8_t>(const Heads&, const Heads&, const Heads&, const KernelArgs&, \
+                                          const AttentionAttrs&);
+QKV_ATTEND_DECODE(float)
+QKV_ATTEND_DECODE(double)
+QKV_ATTEND_DECODE(bf16)
+QKV_ATTEND_DECODE(f16)
+#undef QKV_ATTEND_DECODE
+
+}  // namespace qkv::kernels::cpu::attention_tiles
