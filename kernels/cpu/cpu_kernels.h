@@ -53,10 +53,10 @@ void index_select(const KernelArgs&);
 void index_add(const KernelArgs&);
 void gather(const KernelArgs&);
 void scatter_add(const KernelArgs&);
-// matmul.cpp: y [N, M] = x [N, K] w [M, K]^T + bias [M] in one call of the GEMM library, the
-// bias added in its epilogue, when the library runs this product (float32, or bf16 on
-// AVX512_BF16); false, with y untouched, when it does not.
-bool linear_through_library(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
+// matmul.cpp: y [N, M] = x [N, K] w [M, K]^T + bias [M] with the bias added in the GEMM's
+// epilogue, when the skinny kernel or the GEMM library runs this product (float32, or bf16 on
+// AVX512_BF16); false, with y untouched, when neither does.
+bool linear_with_bias_epilogue(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 // attention.cpp
 void attention(const KernelArgs&);
 void attention_backward(const KernelArgs&);

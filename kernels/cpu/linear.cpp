@@ -1,8 +1,7 @@
-// The linear layer on the CPU. Where the GEMM library runs the product (library_gemm.h), the bias
-// rides in its epilogue, added to the float32 accumulator, as on CUDA (kernels/cuda/linear.cu);
-// elsewhere the unfused graph's kernels run (matmul, then add). In bfloat16/float16 the product
-// is kept in float32, the bias added there and the sum rounded once; the bias gradient is summed
-// in float32.
+// The linear layer on the CPU. Where the GEMM library (library_gemm.h) or the skinny kernel of
+// decoding (skinny_gemm.h) runs the product, the bias rides in its epilogue, added to the float32 accumulator, as on
+// CUDA (kernels/cuda/linear.cu); elsewhere the unfused graph's kernels run (matmul, then add). In bfloat16/float16 the
+// product is kept in float32, the bias added there and the sum rounded once; the bias gradient is summed in float32.
 #include "kernels/cpu/compose.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "tensor/view.h"
@@ -16,7 +15,7 @@ Tensor widened(const Tensor& t) { return kLowFloat.contains(t.dtype()) ? raw::to
 void linear(const KernelArgs& k) {
   const Tensor &x = k.in[0], &w = k.in[1], &b = k.in[2], &y = k.out[0];
   if (!b.defined()) return run_kernel(matmul, {x, w}, {y}, MatmulAttrs{false, true});
-  if (linear_through_library(x, w, b, y)) return;
+  if (linear_with_bias_epilogue(x, w, b, y)) return;
   const bool low = kLowFloat.contains(y.dtype());
   const Tensor product = empty(y.shape(), {low ? DType::f32 : y.dtype(), y.device()});
   run_kernel(matmul, {x, w}, {product}, MatmulAttrs{false, true});

@@ -4,6 +4,7 @@
 // copied. A batch of stacked row blocks times one shared matrix ([B, T, d] activations times a
 // weight) runs as one tall GEMM. Many small matrices run one per thread.
 //
+// x W^T with at most 16 rows of x (decoding) streams W once through skinny_gemm.h. Other
 // float32 products of at least kLibraryMinMacs multiply-adds go to the library's sgemm, and
 // bfloat16 ones to its bf16 matmul (float32 accumulation) on CPUs with AVX512_BF16; other
 // low-precision products are computed on float32 copies. Without the library (or for float64),
@@ -17,6 +18,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/library_gemm.h"
+#include "kernels/cpu/skinny_gemm.h"
 #include "kernels/layout.h"
 #include "tensor/view.h"
 
@@ -210,6 +212,19 @@ void matmul_in_float32(const KernelArgs& k) {
   raw::copy(k.out[0], wide);
 }
 
+// Whether op(a) op(b) is x W^T with few rows of x (a decode step's layers), both read along unit
+// strides: skinny_gemm.h streams W once.
+bool skinny(const Operand& a, const Operand& b, int64_t nb) {
+  return nb == 1 && a.rows <= kSkinnyMaxRows && a.layout == Layout::row_major && b.layout == Layout::col_major &&
+         b.cols * a.cols >= (1 << 16);
+}
+
+void run_skinny(const Operand& a, const Operand& b, float* c, const float* bias) {
+  const auto* ap = static_cast<const float*>(a.t.storage()->data()) + a.batch_offset[0];
+  const auto* bp = static_cast<const float*>(b.t.storage()->data()) + b.batch_offset[0];
+  skinny_gemm_nt(ap, a.outer_stride, bp, b.outer_stride, c, a.rows, b.cols, a.cols, bias);
+}
+
 // Whether the library runs this float32 product (else Eigen does).
 bool library_takes_f32(const Operand& a, const Operand& b) {
   const double macs = double(a.rows) * double(a.cols) * double(b.cols);
@@ -218,12 +233,17 @@ bool library_takes_f32(const Operand& a, const Operand& b) {
 
 }  // namespace
 
-bool linear_through_library(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+bool linear_with_bias_epilogue(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
   const DType dt = x.dtype();
   if (!(dt == DType::f32 || (dt == DType::bf16 && library_bf16_gemm_enabled())) || y.dtype() != dt) return false;
   const Operand a = make_operand(x, false, {}), b = make_operand(w, true, {});
-  if (a.cols == 0 || (dt == DType::f32 && !library_takes_f32(a, b))) return false;
+  if (a.cols == 0) return false;
   const Tensor bc = raw::contiguous(bias);
+  if (dt == DType::f32 && skinny(a, b, 1)) {
+    run_skinny(a, b, y.data<float>(), bc.data<float>());
+    return true;
+  }
+  if (dt == DType::f32 && !library_takes_f32(a, b)) return false;
   if (dt == DType::f32) library_sgemm(gemm_matrix(a, 0), gemm_matrix(b, 0), y.data<float>(), bc.data<float>());
   else library_gemm_bf16(gemm_matrix(a, 0), gemm_matrix(b, 0), y.raw_data(), DType::bf16, bc.raw_data(), bc.dtype());
   return true;
@@ -249,6 +269,8 @@ void matmul(const KernelArgs& k) {
     const bool per_thread = nb >= omp_get_max_threads() && flops_per < 256.0 * 256 * 256;
     const int threads = omp_get_max_threads();
     const bool library = std::is_same_v<T, float> && library_takes_f32(a, b);
+    if constexpr (std::is_same_v<T, float>)
+      if (a.cols > 0 && skinny(a, b, nb)) return run_skinny(a, b, o, nullptr);
     if (library && a.cols == 0) {
       zero_fill(out);
     } else if (library) {
