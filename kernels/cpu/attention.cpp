@@ -44,19 +44,7 @@ void attend(const Heads& Q, const Heads& K, const Heads& V, const Tensor& bias_i
           const ConstMap<F> vt = kv_shared ? kt : rows_of<F, Kv>(V, b, h / group, j0, nj, vbuf);  // K=V: once
           s.resize(ni, nj);
           scores_of<F>(s, q, kt, i0, j0, scale, bp, S, T, a.causal);
-          for (int64_t r = 0; r < ni; ++r) {
-            const F row_max = s.row(r).maxCoeff();
-            const F m_new = std::max(m[r], row_max);
-            if (m_new == ninf) {
-              s.row(r).setZero();
-              continue;
-            }  // nothing visible yet
-            const F correction = std::exp(m[r] - m_new);
-            s.row(r) = (s.row(r).array() - m_new).exp().matrix();
-            l[r] = l[r] * correction + s.row(r).sum();
-            acc.row(r) *= correction;
-            m[r] = m_new;
-          }
+          for (int64_t r = 0; r < ni; ++r) online_softmax_row(s.row(r), acc.row(r), m[r], l[r]);
           acc.noalias() += s * vt;
         }
         St* o = out + ((b * H + h) * T + i0) * Dv;

@@ -91,6 +91,23 @@ ConstMap<F> rows_of(const Heads& x, int64_t b, int64_t h, int64_t r0, int64_t n,
   }
 }
 
+// Folds one row of a score tile into a running (flash) softmax: the row is replaced by its
+// exponentials against the new running max m, l (their running sum) and the output row acc are
+// rescaled to it. A row with nothing visible yet (max -inf) becomes zeros and changes nothing.
+template <class F, class ScoreRow, class AccRow> void online_softmax_row(ScoreRow&& s, AccRow&& acc, F& m, F& l) {
+  const F ninf = -std::numeric_limits<F>::infinity();
+  const F m_new = std::max(m, s.maxCoeff());
+  if (m_new == ninf) {
+    s.setZero();
+    return;
+  }
+  const F correction = std::exp(m - m_new);
+  s = (s.array() - m_new).exp().matrix();
+  l = l * correction + s.sum();
+  acc *= correction;
+  m = m_new;
+}
+
 // The forward over few query rows per KV head (decoding, no bias): every query head of a KV
 // head's group in one block, so each cached K/V row is read once per step whatever the group,
 // and the keys split across threads when there are fewer (batch, KV head) pairs than threads,

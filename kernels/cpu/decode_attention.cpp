@@ -84,16 +84,7 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
           for (int64_t r = 0; r < R; ++r) {
             const int64_t visible = visible_keys(r % T, T, S, a.causal) - j0;
             if (visible < nj) s.row(r).tail(nj - std::max<int64_t>(visible, 0)).setConstant(ninf);
-            const F m_new = std::max(m[r], s.row(r).maxCoeff());
-            if (m_new == ninf) {  // nothing visible yet
-              s.row(r).setZero();
-              continue;
-            }
-            const F correction = std::exp(m[r] - m_new);
-            s.row(r) = (s.row(r).array() - m_new).exp().matrix();
-            l[r] = l[r] * correction + s.row(r).sum();
-            acc.row(r) *= correction;
-            m[r] = m_new;
+            online_softmax_row(s.row(r), acc.row(r), m[r], l[r]);
           }
           acc.noalias() += s * vt;
         }
