@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
   bool no_torch = false;
   std::string precisions = "fp32,bf16";
   app.add_option("--steps", steps, "timed steps of each (median and best reported)")->check(CLI::Range(1, 1000));
-  app.add_option("--precision", precisions, "fp32, bf16 or fp32,bf16 (train.precision's meaning)");
+  app.add_option("--precision", precisions, "fp32, bf16 or fp32,bf16 (train.precision's meaning)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp32,bf16", "bf16,fp32"}));
   app.add_option("--variant", variant, "attention variant: QKV, Q=K-V, Q-K=V, Q=K=V, GQA-g, MQA, Q-GQA-g, Q-MQA");
   app.add_option("--batch", batch, "sequences per step")->check(CLI::Range(1, 4096));
   app.add_option("--seq", seq, "tokens per sequence (at most the 1024 positions)")->check(CLI::Range(1, 1024));

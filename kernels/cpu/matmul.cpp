@@ -271,9 +271,7 @@ void matmul(const KernelArgs& k) {
     const bool library = std::is_same_v<T, float> && library_takes_f32(a, b);
     if constexpr (std::is_same_v<T, float>)
       if (a.cols > 0 && skinny(a, b, nb)) return run_skinny(a, b, o, nullptr);
-    if (library && a.cols == 0) {
-      zero_fill(out);
-    } else if (library) {
+    if (library) {  // never for an empty inner dim: library_takes_f32 asks for kLibraryMinMacs
       // In a parallel region (per_thread, or a caller's) the library runs on the calling thread.
       auto one = [&](int64_t i) {
         library_sgemm(gemm_matrix(a, i), gemm_matrix(b, i), reinterpret_cast<float*>(o) + i * a.rows * b.cols);
