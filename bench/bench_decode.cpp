@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "bench/gpt2_config.h"
 #include "bench/torch_runner.h"
 #include "kernels/cpu/library_gemm.h"
 #include "nn/models/gpt.h"
@@ -53,20 +54,6 @@ std::vector<Case> parse_cases(const std::string& s) {
     check<ValueError>(out.back().batch > 0 && out.back().prompt > 0, "--cases: '", c, "' needs positive sizes");
   }
   return out;
-}
-
-nn::GPTConfig gpt2_124m(const nn::Variant& v, int64_t context) {
-  nn::GPTConfig c;
-  c.vocab = 50257;
-  c.context = context;
-  c.layers = 12;
-  c.dropout = 0.0;
-  c.attention.d_model = 768;
-  c.attention.heads = 12;
-  c.attention.kv_heads = v.kv_heads;
-  c.attention.sharing = v.sharing;
-  c.attention.v_rank = v.v_rank;
-  return c;
 }
 
 // A copy's bandwidth, bytes read plus bytes written per second, best of 5 over 256 MiB buffers.
@@ -142,6 +129,13 @@ int main(int argc, char** argv) {
   try {
     const std::vector<Case> cs = parse_cases(cases);
     const std::vector<std::string> names = split_commas(variants);
+    std::vector<nn::Variant> parsed;  // checked before anything runs
+    for (const std::string& name : names) {
+      parsed.push_back(nn::parse_variant(name));
+      bench::check_gpt_variant(parsed.back());
+      check<ValueError>(!parsed.back().linear, name,
+                        " keeps a fixed-size state, not a cache of rows; `qkvlab bench decode` measures it");
+    }
     const double copy_bw = copy_bandwidth();
     std::printf("decode at GPT-2 124M shapes, float32 weights and cache, %d threads, GEMMs: %s\n",
                 omp_get_max_threads(), kernels::cpu::library_gemm_description());
@@ -153,7 +147,7 @@ int main(int argc, char** argv) {
                   "speedup", "ideal", "of ideal", "PyTorch tok/s");
       const int64_t context = k.prompt + new_tokens;
       std::vector<nn::GPTConfig> configs;
-      for (const std::string& name : names) configs.push_back(gpt2_124m(nn::parse_variant(name), context));
+      for (const nn::Variant& v : parsed) configs.push_back(bench::gpt2_124m_config(v, 50257, context));
       const std::vector<double> step_s = decode_in_turns(configs, k, new_tokens);
       std::vector<Row> rows(names.size());
       for (size_t i = 0; i < names.size(); ++i) {
@@ -166,7 +160,7 @@ int main(int argc, char** argv) {
         const double rows_read = double(k.prompt) + double(new_tokens + 1) / 2;
         row.bytes_per_step = weights + double(nn::KVCache::bytes_per_token(c.attention, c.layers, DType::f32)) *
                                            rows_read * double(k.batch);
-        if (!no_torch) {
+        if (!no_torch && bench::torch_has_variant(parsed[i])) {
           std::string why;
           const auto j =
               bench::run_torch_script("torch_decode.py",

@@ -18,6 +18,7 @@
 #include <omp.h>
 
 #include "autograd/autocast.h"
+#include "bench/gpt2_config.h"
 #include "bench/torch_runner.h"
 #include "kernels/cpu/library_gemm.h"
 #include "nn/models/gpt.h"
@@ -35,22 +36,6 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 struct StepTime {
   double median_ms = -1, best_ms = -1;  // negative: not measured
 };
-
-nn::GPTConfig gpt_config(const std::string& variant_name, int64_t vocab) {
-  const nn::Variant v = nn::parse_variant(variant_name);
-  check<ValueError>(!v.pos2d, "bench_gpt: ", variant_name,
-                    " adds 2D positional scores, which are for non-causal tasks");
-  nn::GPTConfig c;
-  c.vocab = vocab;
-  c.context = 1024;
-  c.layers = 12;
-  c.dropout = 0.0;
-  c.attention.d_model = 768;
-  c.attention.heads = 12;
-  c.attention.kv_heads = v.kv_heads;
-  c.attention.sharing = v.sharing;
-  return c;
-}
 
 // Median and best ms of a training step of the GPT on random tokens; the forward and the loss
 // under `autocast` (none: float32).
@@ -117,8 +102,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-torch", no_torch, "skip the PyTorch comparison");
   CLI11_PARSE(app, argc, argv);
   try {
-    const nn::GPTConfig c = gpt_config(variant, vocab);
     const nn::Variant v = nn::parse_variant(variant);
+    const nn::GPTConfig c = bench::gpt2_124m_config(v, vocab, 1024);
     const int64_t params = nn::gpt_parameter_count(c), tokens = batch * seq;
     // FLOPs per step: 6 N tokens (forward 2 N + backward 4 N per token, N = parameters with the
     // tied embedding once) plus the attention scores and mixing, 12 L T^2 d per sequence.
@@ -152,10 +137,12 @@ int main(int argc, char** argv) {
     }
     const TorchResult torch =
         no_torch ? TorchResult{{}, "skipped"}
-                 : torch_step_ms(cat("--vocab ", c.vocab, " --context ", c.context, " --layers ", c.layers,
-                                     " --d-model ", c.d_model(), " --heads ", c.attention.heads, " --kv-heads ",
-                                     c.attention.kv_heads, bench::torch_slots(v.sharing), " --batch ", batch,
-                                     " --length ", seq, " --steps ", steps, " --warmup 2"));
+        : !bench::torch_has_variant(v)
+            ? TorchResult{{}, "PyTorch's twin has no +LRr or +linear form"}
+            : torch_step_ms(cat("--vocab ", c.vocab, " --context ", c.context, " --layers ", c.layers, " --d-model ",
+                                c.d_model(), " --heads ", c.attention.heads, " --kv-heads ", c.attention.kv_heads,
+                                bench::torch_slots(v.sharing), " --batch ", batch, " --length ", seq, " --steps ",
+                                steps, " --warmup 2"));
     if (torch.time.median_ms > 0) {
       std::printf("%-16s %10.1f %10.1f   (%s)\n", "PyTorch fp32", torch.time.median_ms, torch.time.best_ms,
                   torch.note.c_str());
