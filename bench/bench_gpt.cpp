@@ -1,25 +1,24 @@
 // GPT training-step benchmark at GPT-2 124M shapes (12 layers, d_model 768, 12 heads, vocab
 // 50257, 1024 positions, dropout 0): ms per step (forward, cross-entropy, backward, AdamW step,
 // zero_grad; median and best of --steps) of nn::GPT in qkvlab and, when installed, of the same
-// model in PyTorch (bench/torch_step.py gpt) in the same run, with the ratio; qkvlab's achieved
+// model in PyTorch (bench/torch_step.py gpt), taking turns in the same run
+// (bench/torch_session.h), with the ratio; qkvlab's achieved
 // GFLOP/s (6 x parameters x tokens + 12 x layers x seq^2 x d_model per sequence) against the
 // machine's float32 and bfloat16 GEMM peaks, measured in this run through qkvlab's matmul
 // (2048^3). The step runs in float32 and again as train.precision: bf16 runs it (the forward
 // and the loss under bf16 autocast: bf16 GEMMs with float32 accumulation).
 //
-//   bench_gpt [--steps N] [--variant QKV|Q=K-V|Q-K=V|Q=K=V|GQA-g|MQA|Q-GQA-g|Q-MQA]
+//   bench_gpt [--steps N] [--rounds R] [--variant QKV|Q=K-V|Q-K=V|Q=K=V|GQA-g|MQA|Q-GQA-g|Q-MQA]
 //             [--batch 4] [--seq 64] [--vocab 50257] [--precision fp32,bf16] [--no-torch]
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <nlohmann/json.hpp>
+#include <memory>
 #include <omp.h>
 
 #include "autograd/autocast.h"
 #include "bench/gpt2_config.h"
 #include "bench/torch_runner.h"
+#include "bench/torch_session.h"
 #include "kernels/cpu/library_gemm.h"
 #include "nn/models/gpt.h"
 #include "nn/variant.h"
@@ -30,22 +29,23 @@ using namespace qkv;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-struct StepTime {
-  double median_ms = -1, best_ms = -1;  // negative: not measured
-};
-
-// Median and best ms of a training step of the GPT on random tokens; the forward and the loss
+// The GPT, its optimizer and random tokens, warmed up by two steps; the forward and the loss run
 // under `autocast` (none: float32).
-StepTime qkvlab_step_ms(const nn::GPTConfig& c, int64_t B, int64_t T, int steps, std::optional<DType> autocast) {
-  Generator gen(0);
-  nn::GPT model(c, &gen);
-  optim::AdamW opt(model.named_parameters(), {.lr = 1e-4, .weight_decay = 0.01});  // torch.optim.AdamW's decay
-  Tensor ids = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
-  Tensor targets = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
-  auto step = [&] {
+struct GPTStep {
+  Generator gen{0};
+  nn::GPT model;
+  optim::AdamW opt;
+  Tensor ids, targets;
+  std::optional<DType> autocast;
+  GPTStep(const nn::GPTConfig& c, int64_t B, int64_t T, std::optional<DType> autocast_to)
+      : model(c, &gen),
+        opt(model.named_parameters(), {.lr = 1e-4, .weight_decay = 0.01}),  // torch.optim.AdamW's decay
+        autocast(autocast_to) {
+    ids = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
+    targets = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
+    for (int i = 0; i < 2; ++i) run();
+  }
+  void run() {
     Tensor loss;
     {
       AutocastGuard guard(autocast);
@@ -54,44 +54,20 @@ StepTime qkvlab_step_ms(const nn::GPTConfig& c, int64_t B, int64_t T, int steps,
     loss.backward();
     opt.step();
     opt.zero_grad();
-  };
-  for (int i = 0; i < 2; ++i) step();
-  std::vector<double> t;
-  for (int i = 0; i < steps; ++i) {
-    const auto t0 = Clock::now();
-    step();
-    t.push_back(ms_since(t0));
   }
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t[0]};
-}
-
-struct TorchResult {
-  StepTime time;
-  std::string note;  // "PyTorch 1.13.0, 2 threads, ... parameters", or why it did not run
 };
-
-// Runs bench/torch_step.py's GPT with Debian's /usr/bin/python3.
-TorchResult torch_step_ms(const std::string& args) {
-  TorchResult r;
-  const auto j = bench::run_torch_script("torch_step.py", "gpt " + args, r.note);
-  if (!j) return r;
-  r.time = {(*j)["ms_per_step"].get<double>(), (*j)["best_ms"].get<double>()};
-  r.note = cat("PyTorch ", (*j)["torch"].get<std::string>(), ", ", (*j)["threads"].get<int>(), " threads, ",
-               (*j)["parameters"].get<int64_t>(), " parameters");
-  return r;
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"qkvlab GPT training-step benchmark at GPT-2 124M shapes (qkvlab vs PyTorch in one run)"};
-  int steps = 5;
+  int steps = 6, rounds = 3;
   std::string variant = "QKV";
   int64_t batch = 4, seq = 64, vocab = 50257;
   bool no_torch = false;
   std::string precisions = "fp32,bf16";
   app.add_option("--steps", steps, "timed steps of each (median and best reported)")->check(CLI::Range(1, 1000));
+  app.add_option("--rounds", rounds, "turns the steps are split into")->check(CLI::Range(1, 1000));
   app.add_option("--precision", precisions, "fp32, bf16 or fp32,bf16 (train.precision's meaning)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp32,bf16", "bf16,fp32"}));
   app.add_option("--variant", variant, "attention variant: QKV, Q=K-V, Q-K=V, Q=K=V, GQA-g, MQA, Q-GQA-g, Q-MQA");
@@ -122,35 +98,45 @@ int main(int argc, char** argv) {
     std::printf("FLOPs/step %.3g = 6 x params x tokens + 12 x layers x seq^2 x d_model x batch\n", flops);
     std::printf("%-16s %10s %10s %9s %12s %12s\n", "", "median ms", "best ms", "GFLOP/s", "of fp32 peak",
                 "of bf16 peak");
-    StepTime fp32_time;
-    for (const std::string& p : {std::string("fp32"), std::string("bf16")}) {
+    std::vector<std::string> precision;
+    std::vector<bench::Contestant> contestants;
+    for (const std::string p : {"fp32", "bf16"}) {
       if (precisions.find(p) == std::string::npos) continue;
-      const std::optional<DType> autocast = p == "bf16" ? std::optional<DType>(DType::bf16) : std::nullopt;
-      const StepTime t = qkvlab_step_ms(c, batch, seq, steps, autocast);
-      if (p == "fp32") fp32_time = t;
-      const double gflops = flops / (t.median_ms * 1e6);
-      std::printf("%-16s %10.1f %10.1f %9.1f %11.0f%% %11.0f%%", ("qkvlab " + p).c_str(), t.median_ms, t.best_ms,
+      auto step = std::make_shared<GPTStep>(c, batch, seq, p == "bf16" ? std::optional(DType::bf16) : std::nullopt);
+      precision.push_back(p);
+      contestants.push_back(bench::timed([step] { step->run(); }));
+    }
+    std::unique_ptr<bench::TorchSession> torch;
+    if (!no_torch && bench::torch_has_variant(v)) {
+      torch = std::make_unique<bench::TorchSession>(
+          cat("gpt --vocab ", c.vocab, " --context ", c.context, " --layers ", c.layers, " --d-model ", c.d_model(),
+              " --heads ", c.attention.heads, " --kv-heads ", c.attention.kv_heads, bench::torch_slots(v.sharing),
+              " --batch ", batch, " --length ", seq, " --warmup 2"));
+      contestants.push_back([&](int n) { return torch->steps(n); });
+    }
+    const auto times = bench::take_turns(contestants, rounds, std::max(1, steps / rounds));
+    double fp32_median = -1, fp32_best = -1;
+    for (size_t i = 0; i < precision.size(); ++i) {
+      const double median = bench::median_of(times[i]), best = bench::best_of(times[i]);
+      const double gflops = flops / (median * 1e6);
+      std::printf("%-16s %10.1f %10.1f %9.1f %11.0f%% %11.0f%%", ("qkvlab " + precision[i]).c_str(), median, best,
                   gflops, 100 * gflops / peak32, 100 * gflops / peak16);
-      if (p == "bf16" && fp32_time.median_ms > 0)
-        std::printf("   %.2fx the fp32 step", fp32_time.median_ms / t.median_ms);
+      if (precision[i] == "fp32") fp32_median = median, fp32_best = best;
+      else if (fp32_median > 0) std::printf("   %.2fx the fp32 step", fp32_median / median);
       std::printf("\n");
     }
-    const TorchResult torch =
-        no_torch ? TorchResult{{}, "skipped"}
-        : !bench::torch_has_variant(v)
-            ? TorchResult{{}, "PyTorch's twin has no +LRr or +linear form"}
-            : torch_step_ms(cat("--vocab ", c.vocab, " --context ", c.context, " --layers ", c.layers, " --d-model ",
-                                c.d_model(), " --heads ", c.attention.heads, " --kv-heads ", c.attention.kv_heads,
-                                bench::torch_slots(v.sharing), " --batch ", batch, " --length ", seq, " --steps ",
-                                steps, " --warmup 2"));
-    if (torch.time.median_ms > 0) {
-      std::printf("%-16s %10.1f %10.1f   (%s)\n", "PyTorch fp32", torch.time.median_ms, torch.time.best_ms,
-                  torch.note.c_str());
-      if (fp32_time.median_ms > 0)
-        std::printf("speedup          %9.2fx %9.2fx  (PyTorch fp32 ms / qkvlab fp32 ms)\n",
-                    torch.time.median_ms / fp32_time.median_ms, torch.time.best_ms / fp32_time.best_ms);
+    const double torch_median = torch ? bench::median_of(times.back()) : -1;
+    if (torch_median > 0) {
+      std::printf("%-16s %10.1f %10.1f   (%s)\n", "PyTorch fp32", torch_median, bench::best_of(times.back()),
+                  torch->note().c_str());
+      if (fp32_median > 0)
+        std::printf("speedup          %9.2fx %9.2fx  (PyTorch fp32 ms / qkvlab fp32 ms)\n", torch_median / fp32_median,
+                    bench::best_of(times.back()) / fp32_best);
     } else {
-      std::printf("%-16s %10s %10s   (%s)\n", "PyTorch fp32", "-", "-", torch.note.c_str());
+      const std::string why = torch      ? torch->note()
+                              : no_torch ? "skipped"
+                                         : "PyTorch's twin has no +LRr or +linear form";
+      std::printf("%-16s %10s %10s   (%s)\n", "PyTorch fp32", "-", "-", why.c_str());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpt: %s\n", e.what());

@@ -29,13 +29,4 @@ std::optional<nlohmann::json> run_torch_script(const std::string& script, const 
   return std::nullopt;
 }
 
-TorchTiming time_torch_step(const std::string& args) {
-  TorchTiming t;
-  const auto j = run_torch_script("torch_step.py", args, t.note);
-  if (!j) return t;
-  t.ms = (*j)["ms_per_step"].get<double>();
-  t.note = cat("PyTorch ", (*j)["torch"].get<std::string>(), ", ", (*j)["threads"].get<int>(), " threads");
-  return t;
-}
-
 }  // namespace qkv::bench

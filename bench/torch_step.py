@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Times training steps of qkvlab's models rebuilt in PyTorch (tests/parity/torch_models.py), for
 the benchmarks that print PyTorch beside qkvlab. Prints one JSON line: {"ms_per_step": ...}.
+With --serve (bench/torch_session.cpp) it prints {"ready": true, ...} once warmed up, then for each
+line N read from stdin runs N steps and prints {"times_ms": [...]}, until stdin ends.
 
   torch_step.py encoder --d-model 64 --layers 2 --heads 4 --length 64 --batch 128 --threads 2
   torch_step.py vit --d-model 64 --layers 4 --heads 4 --patch 7 --image 28 --batch 128 --threads 2
@@ -42,6 +44,7 @@ def main():
     ap.add_argument("--vocab", type=int, default=10)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--serve", action="store_true", help="take step requests on stdin (bench/torch_session.cpp)")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -74,17 +77,25 @@ def main():
         loss.backward()
         opt.step()
 
+    def timed(n):
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            step()
+            times.append(1000 * (time.perf_counter() - t))
+        return times
+
     for _ in range(a.warmup):
         step()
-    times = []
-    for _ in range(a.steps):
-        t = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t)
-    times.sort()
-    print(json.dumps({"ms_per_step": 1000 * times[len(times) // 2], "best_ms": 1000 * times[0],
-                      "threads": torch.get_num_threads(), "torch": torch.__version__,
-                      "parameters": sum(p.numel() for p in model.parameters())}))
+    about = {"threads": torch.get_num_threads(), "torch": torch.__version__,
+             "parameters": sum(p.numel() for p in model.parameters())}
+    if a.serve:
+        print(json.dumps(dict(ready=True, **about)), flush=True)
+        for line in sys.stdin:
+            print(json.dumps({"times_ms": timed(int(line))}), flush=True)
+        return
+    times = sorted(timed(a.steps))
+    print(json.dumps(dict(ms_per_step=times[len(times) // 2], best_ms=times[0], **about)))
 
 
 if __name__ == "__main__":

@@ -42,10 +42,9 @@ void attend(const Heads& Q, const Heads& K, const Heads& V, const Tensor& bias_i
           const int64_t nj = std::min(kBlockK, kend - j0);
           const ConstMap<F> kt = rows_of<F, Kv>(K, b, h / group, j0, nj, kbuf);
           const ConstMap<F> vt = kv_shared ? kt : rows_of<F, Kv>(V, b, h / group, j0, nj, vbuf);  // K=V: once
-          s.resize(ni, nj);
           scores_of<F>(s, q, kt, i0, j0, scale, bp, S, T, a.causal);
           for (int64_t r = 0; r < ni; ++r) online_softmax_row(s.row(r), acc.row(r), m[r], l[r]);
-          acc.noalias() += s * vt;
+          tile_add_nn(acc, s, vt, F(1));
         }
         St* o = out + ((b * H + h) * T + i0) * Dv;
         F* L = lse + (b * H + h) * T + i0;
@@ -137,18 +136,17 @@ void attention_backward(const KernelArgs& k) {
             const int64_t kend = visible_keys(i0 + ni - 1, T, S, a.causal);
             for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
               const int64_t nj = std::min(kBlockK, kend - j0);
-              p.resize(ni, nj);
               tile_scores<F>(p, q, kk, i0, ni, j0, nj, scale, bp, S, T, a.causal);
               for (int64_t r = 0; r < ni; ++r) {
                 if (L[i0 + r] == ninf) p.row(r).setZero();  // the row saw no key
                 else p.row(r) = (p.row(r).array() - L[i0 + r]).exp().matrix();
               }
-              dV.middleRows(j0, nj).noalias() += p.transpose() * dO.middleRows(i0, ni);
-              dp.noalias() = dO.middleRows(i0, ni) * v.middleRows(j0, nj).transpose();
+              tile_add_tn(dV.middleRows(j0, nj), p, dO.middleRows(i0, ni), F(1));
+              tile_product_nt(dp, dO.middleRows(i0, ni), v.middleRows(j0, nj), F(1));
               for (int64_t r = 0; r < ni; ++r) dp.row(r).array() -= dl[i0 + r];
               p.array() *= dp.array();  // p is now dS, the gradient of the scores
-              dQ.middleRows(i0, ni).noalias() += scale * (p * kk.middleRows(j0, nj));
-              dK.middleRows(j0, nj).noalias() += scale * (p.transpose() * q.middleRows(i0, ni));
+              tile_add_nn(dQ.middleRows(i0, ni), p, kk.middleRows(j0, nj), scale);
+              tile_add_tn(dK.middleRows(j0, nj), p, q.middleRows(i0, ni), scale);
               if (bp) dbias_part[size_t(c)].block(i0, j0, ni, nj) += p;
             }
           }

@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/cpu/attention_products.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/layout.h"
 #include "tensor/view.h"
@@ -21,7 +22,7 @@ template <class T> using ConstMap = Eigen::Map<const RowMat<T>, 0, Eigen::OuterS
 template <class T> using MutMap = Eigen::Map<RowMat<T>, 0, Eigen::OuterStride<>>;
 template <class T> using Vec = Eigen::Matrix<T, Dynamic, 1>;
 
-inline constexpr int64_t kBlockQ = 64, kBlockK = 64;
+inline constexpr int64_t kBlockQ = kMaxTile, kBlockK = kMaxTile;
 
 // A [B, H, T, D] tensor whose last dim is contiguous (a permuted [B, T, H, D] projection is
 // used in place); heads are read as T x D row-major matrices with the tensor's row stride. An
@@ -57,7 +58,7 @@ template <class T, class QTile, class KTile>
 void scores_of(RowMat<T>& s, const QTile& q, const KTile& k, int64_t i0, int64_t j0, T scale, const T* bias, int64_t S,
                int64_t T_, bool causal) {
   const int64_t ni = q.rows(), nj = k.rows();
-  s.noalias() = scale * (q * k.transpose());
+  tile_product_nt(s, q, k, scale);
   if (bias) s += ConstMap<T>(bias + i0 * S + j0, ni, nj, Eigen::OuterStride<>(S));
   if (causal)
     for (int64_t r = 0; r < ni; ++r)

@@ -13,21 +13,19 @@ inline constexpr int kPhiloxBatch = 16;  // blocks per call: 64 random words
 
 // words[j * 4 + lane] = philox::block(seed, first + j).v[lane] for j < kPhiloxBatch.
 inline void philox_batch(uint64_t seed, uint64_t first, uint32_t* words) {
-  uint32_t c0[kPhiloxBatch], c1[kPhiloxBatch], c2[kPhiloxBatch], c3[kPhiloxBatch];
-  for (int j = 0; j < kPhiloxBatch; ++j) {
-    const uint64_t b = first + uint64_t(j);
-    c0[j] = uint32_t(b);
-    c1[j] = uint32_t(b >> 32);
-    c2[j] = 0;
-    c3[j] = 0;
-  }
   uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
 #ifdef __AVX512F__
   // GCC does not vectorize the 32x32 -> 64-bit products below; vpmuludq does 8 per instruction
   // (the even lanes, then the odd ones shifted down), 3x faster than the scalar rounds.
   static_assert(kPhiloxBatch == 16, "one 512-bit vector of 32-bit words per Philox word");
-  __m512i v0 = _mm512_loadu_si512(c0), v1 = _mm512_loadu_si512(c1), v2 = _mm512_loadu_si512(c2),
-          v3 = _mm512_loadu_si512(c3);
+  // The counters first + j: 64-bit sums split into their low (v0) and high (v1) words.
+  const __m512i base = _mm512_set1_epi64(int64_t(first));
+  const __m512i lo8 = _mm512_add_epi64(base, _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m512i hi8 = _mm512_add_epi64(base, _mm512_setr_epi64(8, 9, 10, 11, 12, 13, 14, 15));
+  __m512i v0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(lo8)), _mm512_cvtepi64_epi32(hi8), 1);
+  __m512i v1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(lo8, 32))),
+                                  _mm512_cvtepi64_epi32(_mm512_srli_epi64(hi8, 32)), 1);
+  __m512i v2 = _mm512_setzero_si512(), v3 = _mm512_setzero_si512();
   const __m512i m0 = _mm512_set1_epi64(0xD2511F53u), m1 = _mm512_set1_epi64(0xCD9E8D57u);
   constexpr __mmask16 kOdd = 0xAAAA;
   for (int round = 0; round < 10; ++round) {
@@ -46,11 +44,25 @@ inline void philox_batch(uint64_t seed, uint64_t first, uint32_t* words) {
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  _mm512_storeu_si512(c0, v0);
-  _mm512_storeu_si512(c1, v1);
-  _mm512_storeu_si512(c2, v2);
-  _mm512_storeu_si512(c3, v3);
+  // Interleave: words[4 j + w] = v_w[j]. Within each 128-bit lane, a 4 x 4 transpose gives
+  // e, f, g, h holding blocks 4k, 4k + 1, 4k + 2, 4k + 3 in lane k; then the lanes are transposed.
+  const __m512i a = _mm512_unpacklo_epi32(v0, v1), b = _mm512_unpackhi_epi32(v0, v1);
+  const __m512i c = _mm512_unpacklo_epi32(v2, v3), d = _mm512_unpackhi_epi32(v2, v3);
+  const __m512i e = _mm512_unpacklo_epi64(a, c), f = _mm512_unpackhi_epi64(a, c);
+  const __m512i g = _mm512_unpacklo_epi64(b, d), h = _mm512_unpackhi_epi64(b, d);
+  const __m512i ef_lo = _mm512_shuffle_i32x4(e, f, 0x44), ef_hi = _mm512_shuffle_i32x4(e, f, 0xEE);
+  const __m512i gh_lo = _mm512_shuffle_i32x4(g, h, 0x44), gh_hi = _mm512_shuffle_i32x4(g, h, 0xEE);
+  _mm512_storeu_si512(words, _mm512_shuffle_i32x4(ef_lo, gh_lo, 0x88));
+  _mm512_storeu_si512(words + 16, _mm512_shuffle_i32x4(ef_lo, gh_lo, 0xDD));
+  _mm512_storeu_si512(words + 32, _mm512_shuffle_i32x4(ef_hi, gh_hi, 0x88));
+  _mm512_storeu_si512(words + 48, _mm512_shuffle_i32x4(ef_hi, gh_hi, 0xDD));
 #else
+  uint32_t c0[kPhiloxBatch], c1[kPhiloxBatch], c2[kPhiloxBatch] = {}, c3[kPhiloxBatch] = {};
+  for (int j = 0; j < kPhiloxBatch; ++j) {
+    const uint64_t b = first + uint64_t(j);
+    c0[j] = uint32_t(b);
+    c1[j] = uint32_t(b >> 32);
+  }
   for (int round = 0; round < 10; ++round) {
 #pragma omp simd
     for (int j = 0; j < kPhiloxBatch; ++j) {
@@ -66,13 +78,13 @@ inline void philox_batch(uint64_t seed, uint64_t first, uint32_t* words) {
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-#endif
   for (int j = 0; j < kPhiloxBatch; ++j) {
     words[j * 4 + 0] = c0[j];
     words[j * 4 + 1] = c1[j];
     words[j * 4 + 2] = c2[j];
     words[j * 4 + 3] = c3[j];
   }
+#endif
 }
 
 }  // namespace qkv::kernels::cpu

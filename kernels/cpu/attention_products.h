@@ -1,0 +1,168 @@
+// The three products of an attention tile (at most 64 x 64 scores against heads of width D):
+// scores = alpha a b^T, out += alpha a b and out += alpha a^T b. Eigen's general GEMM packs its
+// operands and blocks for caches on every call, which at these sizes (64 x 64 x 16 in the
+// paper's small models) costs more than the arithmetic; float32 heads of width 16, 32 or 64 take
+// fixed-width loops instead, whose accumulators stay in vector registers. Other widths and
+// float64 go through Eigen.
+#pragma once
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+namespace qkv::kernels::cpu::attention_tiles {
+
+inline constexpr int64_t kMaxTile = 64;  // rows and keys of a tile (kBlockQ, kBlockK)
+
+namespace fixed_width {
+
+// Sixteen floats as one value (GCC/Clang vector extension): a single AVX-512 register, or four
+// SSE registers where the target has no AVX-512. Locals of this type stay in registers where
+// float arrays, even under `omp simd`, went through the stack on every iteration.
+using vf = float __attribute__((vector_size(64)));
+inline constexpr int kLanes = 16;
+inline vf load(const float* p) {
+  vf v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, vf v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// s[ni x nj] (row stride lds) = alpha a[ni x D] b[nj x D]^T: b is transposed into a [D x 64]
+// block once, then two rows of s at a time are D broadcasts of a's entries times its rows.
+template <int D>
+void scores(float* s, int64_t lds, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t ni, int64_t nj,
+            float alpha) {
+  constexpr int C = kMaxTile / kLanes;
+  alignas(64) float bt[D][kMaxTile];
+  for (int64_t j = 0; j < nj; ++j)
+    for (int d = 0; d < D; ++d) bt[d][j] = b[j * ldb + d];
+  for (int d = 0; d < D; ++d) std::fill(bt[d] + nj, bt[d] + kMaxTile, 0.0f);  // a short tile's missing keys
+  alignas(64) float row[2][kMaxTile];
+  for (int64_t i = 0; i < ni; i += 2) {
+    const float* a1 = a + std::min(i + 1, ni - 1) * lda;  // the last odd row is computed twice
+    vf acc0[C] = {}, acc1[C] = {};
+    for (int d = 0; d < D; ++d) {
+      const float x0 = a[i * lda + d], x1 = a1[d];
+      for (int c = 0; c < C; ++c) {
+        const vf w = load(&bt[d][c * kLanes]);
+        acc0[c] += x0 * w;
+        acc1[c] += x1 * w;
+      }
+    }
+    const bool full = nj == kMaxTile && i + 1 < ni;  // straight into s
+    float* out0 = full ? s + i * lds : row[0];
+    float* out1 = full ? s + (i + 1) * lds : row[1];
+    for (int c = 0; c < C; ++c) {
+      store(out0 + c * kLanes, alpha * acc0[c]);
+      store(out1 + c * kLanes, alpha * acc1[c]);
+    }
+    if (!full)
+      for (int r = 0; r < 2 && i + r < ni; ++r)
+        for (int64_t j = 0; j < nj; ++j) s[(i + r) * lds + j] = row[r][j];
+  }
+}
+
+// c[ni x D] += alpha a[ni x nj] b[nj x D], four rows of c at a time (each row of b is read once
+// for the four).
+template <int D>
+void add_nn(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t ni, int64_t nj,
+            float alpha) {
+  constexpr int R = 4, V = D / kLanes;
+  for (int64_t i0 = 0; i0 < ni; i0 += R) {
+    const int rows = int(std::min<int64_t>(R, ni - i0));
+    const float* ar[R];
+    for (int r = 0; r < R; ++r) ar[r] = a + (i0 + std::min(r, rows - 1)) * lda;  // short blocks repeat a row
+    vf acc[R][V] = {};
+    for (int64_t j = 0; j < nj; ++j)
+      for (int v = 0; v < V; ++v) {
+        const vf w = load(b + j * ldb + v * kLanes);
+        for (int r = 0; r < R; ++r) acc[r][v] += ar[r][j] * w;
+      }
+    for (int r = 0; r < rows; ++r)
+      for (int v = 0; v < V; ++v) {
+        float* out = c + (i0 + r) * ldc + v * kLanes;
+        store(out, load(out) + alpha * acc[r][v]);
+      }
+  }
+}
+
+// c[nj x D] += alpha a[ni x nj]^T b[ni x D], four rows of c (columns of a) at a time.
+template <int D>
+void add_tn(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t ni, int64_t nj,
+            float alpha) {
+  constexpr int R = 4, V = D / kLanes;
+  for (int64_t j0 = 0; j0 < nj; j0 += R) {
+    const int cols = int(std::min<int64_t>(R, nj - j0));
+    int64_t col[R];
+    for (int r = 0; r < R; ++r) col[r] = j0 + std::min(r, cols - 1);  // short blocks repeat a column
+    vf acc[R][V] = {};
+    for (int64_t i = 0; i < ni; ++i)
+      for (int v = 0; v < V; ++v) {
+        const vf w = load(b + i * ldb + v * kLanes);
+        for (int r = 0; r < R; ++r) acc[r][v] += a[i * lda + col[r]] * w;
+      }
+    for (int r = 0; r < cols; ++r)
+      for (int v = 0; v < V; ++v) {
+        float* out = c + (j0 + r) * ldc + v * kLanes;
+        store(out, load(out) + alpha * acc[r][v]);
+      }
+  }
+}
+
+// Calls f.template operator()<D>() for the fixed widths; false for any other width.
+template <class Fn> bool with_width(int64_t width, Fn&& f) {
+  switch (width) {
+    case 16: f.template operator()<16>(); return true;
+    case 32: f.template operator()<32>(); return true;
+    case 64: f.template operator()<64>(); return true;
+    default: return false;
+  }
+}
+
+// Whether an Eigen expression is a row-major float block whose rows are contiguous.
+template <class M> constexpr bool is_float_rows = std::is_same_v<typename M::Scalar, float>&& M::IsRowMajor;
+
+}  // namespace fixed_width
+
+// s = alpha a b^T; s is resized to a.rows() x b.rows().
+template <class S, class A, class B> void tile_product_nt(S& s, const A& a, const B& b, typename S::Scalar alpha) {
+  s.resize(a.rows(), b.rows());
+  if constexpr (fixed_width::is_float_rows<A> && fixed_width::is_float_rows<B>) {
+    if (a.rows() <= kMaxTile && b.rows() <= kMaxTile && a.cols() == b.cols() &&
+        fixed_width::with_width(a.cols(), [&]<int D>() {
+          fixed_width::scores<D>(s.data(), s.cols(), a.data(), a.outerStride(), b.data(), b.outerStride(), a.rows(),
+                                 b.rows(), alpha);
+        }))
+      return;
+  }
+  s.noalias() = alpha * (a * b.transpose());
+}
+
+// c += alpha a b (c: a.rows() x b.cols()).
+template <class C, class A, class B> void tile_add_nn(C&& c, const A& a, const B& b, typename A::Scalar alpha) {
+  using CM = std::remove_cvref_t<C>;
+  if constexpr (fixed_width::is_float_rows<CM> && fixed_width::is_float_rows<A> && fixed_width::is_float_rows<B>) {
+    if (fixed_width::with_width(b.cols(), [&]<int D>() {
+          fixed_width::add_nn<D>(c.data(), c.outerStride(), a.data(), a.outerStride(), b.data(), b.outerStride(),
+                                 a.rows(), a.cols(), alpha);
+        }))
+      return;
+  }
+  c.noalias() += alpha * (a * b);
+}
+
+// c += alpha a^T b (c: a.cols() x b.cols()).
+template <class C, class A, class B> void tile_add_tn(C&& c, const A& a, const B& b, typename A::Scalar alpha) {
+  using CM = std::remove_cvref_t<C>;
+  if constexpr (fixed_width::is_float_rows<CM> && fixed_width::is_float_rows<A> && fixed_width::is_float_rows<B>) {
+    if (fixed_width::with_width(b.cols(), [&]<int D>() {
+          fixed_width::add_tn<D>(c.data(), c.outerStride(), a.data(), a.outerStride(), b.data(), b.outerStride(),
+                                 a.rows(), a.cols(), alpha);
+        }))
+      return;
+  }
+  c.noalias() += alpha * (a.transpose() * b);
+}
+
+}  // namespace qkv::kernels::cpu::attention_tiles
