@@ -166,7 +166,12 @@ Grads embedding(const BackwardArgs& a) {
   const Tensor &g = a.grads[0], &ids = a.inputs[1];
   const TensorMeta& w = a.input_meta[0];
   Tensor flat_g = g.reshape({-1, w.shape[1]});
-  return {index_add(zero_like_meta(w), 0, ids.reshape({-1}), flat_g), Tensor()};
+  // A tied weight (the GPT's embedding and output layer) already has the output layer's dense
+  // gradient pending: the rows are added into a copy of it instead of into zeros that the
+  // engine would then add to it (two passes over a [vocab, d] matrix fewer).
+  const Tensor* sum = a.pending ? a.pending->peek(0) : nullptr;
+  const bool fold = sum && sum->dtype() == flat_g.dtype() && sum->device() == flat_g.device();
+  return {index_add(fold ? a.pending->take(0) : zero_like_meta(w), 0, ids.reshape({-1}), flat_g), Tensor()};
 }
 
 Grads cross_entropy(const BackwardArgs& a) {

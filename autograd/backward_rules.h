@@ -12,6 +12,7 @@
 namespace qkv::autograd {
 
 struct TensorMeta;
+class PendingGrads;
 
 struct BackwardArgs {
   const char* op;
@@ -20,7 +21,8 @@ struct BackwardArgs {
   std::span<const TensorMeta> input_meta;  // shape / dtype / device of every input
   std::span<const Tensor> grads;           // one per output; zeros where no gradient arrived
   const Attrs& attrs;
-  std::span<const bool> needs_grad;  // per input
+  std::span<const bool> needs_grad;       // per input
+  const PendingGrads* pending = nullptr;  // the sums already waiting for each input (node.h)
 };
 
 // Returns one gradient per input (undefined where none is needed).

@@ -29,7 +29,7 @@ struct OpNode final : Node {
     for (auto& s : saved_outputs) s.reset();
   }
 
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads, const PendingGrads& pending) override {
     if (!op->backward)
       throw AutogradError(cat("backward reached op '", op->name,
                               "', which is not differentiable "
@@ -44,7 +44,8 @@ struct OpNode final : Node {
         grads[i] = zeros(outputs[i].shape, {outputs[i].dtype, outputs[i].device});
     std::unique_ptr<bool[]> needs(new bool[next.size()]);
     for (size_t i = 0; i < next.size(); ++i) needs[i] = next[i].node != nullptr;
-    BackwardArgs args{op->name, in, out, inputs, grads, attrs, std::span<const bool>(needs.get(), next.size())};
+    BackwardArgs args{op->name, in, out, inputs, grads, attrs, std::span<const bool>(needs.get(), next.size()),
+                      &pending};
     return op->backward(args);
   }
 };

@@ -49,7 +49,7 @@ Node::~Node() {
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> l) : leaf(std::move(l)) {}
 
-std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads, const PendingGrads&) {
   Tensor g = std::move(grads[0]);
   AutogradMeta& m = *leaf->autograd;
   if (!m.grad) {
@@ -93,6 +93,36 @@ bool any_requires_grad(std::span<const Tensor> inputs) {
   return false;
 }
 
+namespace {
+
+using PendingMap = std::unordered_map<Node*, std::vector<Tensor>>;
+
+// The pending sums of one node's inputs: the slots its edges lead to.
+class NodePending final : public PendingGrads {
+ public:
+  NodePending(PendingMap& pending, const Node& node) : pending_(pending), node_(node) {}
+  const Tensor* peek(size_t i) const override {
+    Tensor* slot = find(i);
+    return slot && slot->defined() ? slot : nullptr;
+  }
+  Tensor take(size_t i) const override {
+    Tensor* slot = find(i);
+    return slot ? std::exchange(*slot, Tensor()) : Tensor();
+  }
+
+ private:
+  Tensor* find(size_t i) const {
+    if (i >= node_.next.size() || !node_.next[i].node) return nullptr;
+    const auto it = pending_.find(node_.next[i].node.get());
+    if (it == pending_.end() || size_t(node_.next[i].output_nr) >= it->second.size()) return nullptr;
+    return &it->second[size_t(node_.next[i].output_nr)];
+  }
+  PendingMap& pending_;
+  const Node& node_;
+};
+
+}  // namespace
+
 void run_backward(const Tensor& root, const Tensor& root_grad, bool retain_graph) {
   Edge start = gradient_edge(root);
   // Count, for every reachable node, how many edges lead into it.
@@ -112,7 +142,7 @@ void run_backward(const Tensor& root, const Tensor& root_grad, bool retain_graph
 
   NoGradGuard no_grad;
   AutocastGuard no_autocast(std::nullopt);  // each backward op takes the dtypes its forward made
-  std::unordered_map<Node*, std::vector<Tensor>> pending;
+  PendingMap pending;
   pending[start.node.get()].resize(start.node->outputs.size());
   pending[start.node.get()][size_t(start.output_nr)] = root_grad;
   std::vector<std::shared_ptr<Node>> ready{start.node};
@@ -129,7 +159,7 @@ void run_backward(const Tensor& root, const Tensor& root_grad, bool retain_graph
     if (auto it = pending.find(node.get()); it != pending.end()) {
       std::vector<Tensor> grads = std::move(it->second);
       pending.erase(it);
-      input_grads = node->apply(std::move(grads));
+      input_grads = node->apply(std::move(grads), NodePending(pending, *node));
       done.push_back(node);
     }
     for (size_t i = 0; i < node->next.size(); ++i) {

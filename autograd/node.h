@@ -44,12 +44,25 @@ class SavedTensor {
   uint64_t version_ = 0;
 };
 
+// The gradients the engine has summed so far for a node's inputs, while that node's backward
+// runs. A rule that can fold its own gradient into the pending sum more cheaply than the engine's
+// add (the embedding's scatter into a tied weight's dense output-layer gradient) takes the sum
+// and returns sum + its gradient, which the engine then holds in its place.
+class PendingGrads {
+ public:
+  virtual ~PendingGrads() = default;
+  // The sum pending for input i, or null when none has arrived yet.
+  virtual const Tensor* peek(size_t input) const = 0;
+  // Removes and returns that sum (undefined when none).
+  virtual Tensor take(size_t input) const = 0;
+};
+
 struct Node {
   // Releases the nodes only this one holds without recursion: a graph as long as a 5,000-layer
   // model would otherwise be destroyed one node inside another and overflow the stack.
   virtual ~Node();
   // Gradients of the outputs (undefined where none arrived) -> gradients of the inputs.
-  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs, const PendingGrads& pending) = 0;
   virtual std::string name() const = 0;
   // Drops saved tensors after a backward that did not retain the graph.
   virtual void release_saved() {}
@@ -63,7 +76,7 @@ struct Node {
 // Adds the incoming gradient into a leaf's .grad.
 struct AccumulateGrad final : Node {
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads, const PendingGrads&) override;
   std::string name() const override { return "AccumulateGrad"; }
   std::shared_ptr<TensorImpl> leaf;
 };

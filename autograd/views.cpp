@@ -23,7 +23,7 @@ struct ViewNode final : Node {
   ViewNode(ViewKind k, ViewArgs a) : kind(k), args(std::move(a)) {}
   std::string name() const override { return kViews[size_t(kind)].name; }
 
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads, const PendingGrads&) override {
     const Tensor& g = grads[0];
     const TensorMeta& in = inputs[0];
     switch (kind) {

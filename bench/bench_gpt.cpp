@@ -4,8 +4,8 @@
 // model in PyTorch (bench/torch_step.py gpt), taking turns in the same run
 // (bench/torch_session.h), with the ratio; qkvlab's achieved
 // GFLOP/s (6 x parameters x tokens + 12 x layers x seq^2 x d_model per sequence) against the
-// machine's float32 and bfloat16 GEMM peaks, measured in this run through qkvlab's matmul
-// (2048^3). The step runs in float32 and again as train.precision: bf16 runs it (the forward
+// machine's float32 and bfloat16 GEMM peaks, measured through qkvlab's matmul (2048^3) in the
+// same turns. The step runs in float32 and again as train.precision: bf16 runs it (the forward
 // and the loss under bf16 autocast: bf16 GEMMs with float32 accumulation).
 //
 //   bench_gpt [--steps N] [--rounds R] [--variant QKV|Q=K-V|Q-K=V|Q=K=V|GQA-g|MQA|Q-GQA-g|Q-MQA]
@@ -22,12 +22,13 @@
 #include "kernels/cpu/library_gemm.h"
 #include "nn/models/gpt.h"
 #include "nn/variant.h"
-#include "train/loops/mfu.h"
 #include "train/optim/adam.h"
 
 using namespace qkv;
 
 namespace {
+
+constexpr int64_t kPeakN = 2048;  // the GEMM peak's square size
 
 // The GPT, its optimizer and random tokens, warmed up by two steps; the forward and the loss run
 // under `autocast` (none: float32).
@@ -90,16 +91,16 @@ int main(int argc, char** argv) {
         "vocab %lld, %s, %lld parameters, batch %lld x %lld tokens, %d threads\n",
         (long long)c.layers, (long long)c.d_model(), (long long)c.attention.heads, (long long)c.vocab,
         nn::variant_name(v).c_str(), (long long)params, (long long)batch, (long long)seq, omp_get_max_threads());
-    const double peak32 = loops::measure_gemm_flops(kCPU, 2048, 3, DType::f32) / 1e9;
-    const double peak16 = loops::measure_gemm_flops(kCPU, 2048, 3, DType::bf16) / 1e9;
-    std::printf(
-        "GEMM peaks (2048^3 through qkvlab's matmul, best of 3): float32 %.1f GFLOP/s, bfloat16 %.1f GFLOP/s; %s\n",
-        peak32, peak16, kernels::cpu::library_gemm_description());
-    std::printf("FLOPs/step %.3g = 6 x params x tokens + 12 x layers x seq^2 x d_model x batch\n", flops);
-    std::printf("%-16s %10s %10s %9s %12s %12s\n", "", "median ms", "best ms", "GFLOP/s", "of fp32 peak",
-                "of bf16 peak");
-    std::vector<std::string> precision;
+    // The GEMM peaks take turns with the steps too: a peak measured before the steps would meet
+    // a different machine on a shared host.
     std::vector<bench::Contestant> contestants;
+    for (const DType dt : {DType::f32, DType::bf16}) {
+      Generator gen(1);
+      const Tensor a = randn({kPeakN, kPeakN}, {}, &gen).to(dt), b = randn({kPeakN, kPeakN}, {}, &gen).to(dt);
+      (void)matmul(a, b);  // warm-up: the allocator, the threads, the GEMM plan
+      contestants.push_back(bench::timed([a, b] { (void)matmul(a, b); }));
+    }
+    std::vector<std::string> precision;
     for (const std::string p : {"fp32", "bf16"}) {
       if (precisions.find(p) == std::string::npos) continue;
       auto step = std::make_shared<GPTStep>(c, batch, seq, p == "bf16" ? std::optional(DType::bf16) : std::nullopt);
@@ -115,9 +116,20 @@ int main(int argc, char** argv) {
       contestants.push_back([&](int n) { return torch->steps(n); });
     }
     const auto times = bench::take_turns(contestants, rounds, std::max(1, steps / rounds));
+    const double peak_flops = 2.0 * double(kPeakN) * double(kPeakN) * double(kPeakN);
+    const double peak32 = peak_flops / (bench::median_of(times[0]) * 1e6);
+    const double peak16 = peak_flops / (bench::median_of(times[1]) * 1e6);
+    std::printf(
+        "GEMM peaks (%lldx%lldx%lld through qkvlab's matmul, medians of the same turns): float32 %.1f GFLOP/s, "
+        "bfloat16 %.1f GFLOP/s; %s\n",
+        (long long)kPeakN, (long long)kPeakN, (long long)kPeakN, peak32, peak16,
+        kernels::cpu::library_gemm_description());
+    std::printf("FLOPs/step %.3g = 6 x params x tokens + 12 x layers x seq^2 x d_model x batch\n", flops);
+    std::printf("%-16s %10s %10s %9s %12s %12s\n", "", "median ms", "best ms", "GFLOP/s", "of fp32 peak",
+                "of bf16 peak");
     double fp32_median = -1, fp32_best = -1;
     for (size_t i = 0; i < precision.size(); ++i) {
-      const double median = bench::median_of(times[i]), best = bench::best_of(times[i]);
+      const double median = bench::median_of(times[2 + i]), best = bench::best_of(times[2 + i]);
       const double gflops = flops / (median * 1e6);
       std::printf("%-16s %10.1f %10.1f %9.1f %11.0f%% %11.0f%%", ("qkvlab " + precision[i]).c_str(), median, best,
                   gflops, 100 * gflops / peak32, 100 * gflops / peak16);

@@ -21,12 +21,20 @@ namespace fixed_width {
 // float arrays, even under `omp simd`, went through the stack on every iteration.
 using vf = float __attribute__((vector_size(64)));
 inline constexpr int kLanes = 16;
-inline vf load(const float* p) {
-  vf v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
+// By reference: a vector passed or returned by value would change the calling convention
+// between builds with and without AVX-512 (GCC's -Wpsabi).
+inline void load(vf& v, const float* p) { __builtin_memcpy(&v, p, sizeof v); }
+inline void store(float* p, const vf& v) { __builtin_memcpy(p, &v, sizeof v); }
+// The sum of the sixteen lanes, halving the vector: a few shuffles and adds where GCC's own
+// reduction spills the vector and adds its lanes one by one.
+inline float sum_lanes(const vf& v) {
+  using v8 = float __attribute__((vector_size(32)));
+  using v4 = float __attribute__((vector_size(16)));
+  const v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
 }
-inline void store(float* p, vf v) { __builtin_memcpy(p, &v, sizeof v); }
 
 // s[ni x nj] (row stride lds) = alpha a[ni x D] b[nj x D]^T: b is transposed into a [D x 64]
 // block once, then two rows of s at a time are D broadcasts of a's entries times its rows.
@@ -45,7 +53,8 @@ void scores(float* s, int64_t lds, const float* a, int64_t lda, const float* b, 
     for (int d = 0; d < D; ++d) {
       const float x0 = a[i * lda + d], x1 = a1[d];
       for (int c = 0; c < C; ++c) {
-        const vf w = load(&bt[d][c * kLanes]);
+        vf w;
+        load(w, &bt[d][c * kLanes]);
         acc0[c] += x0 * w;
         acc1[c] += x1 * w;
       }
@@ -64,27 +73,30 @@ void scores(float* s, int64_t lds, const float* a, int64_t lda, const float* b, 
 }
 
 // c[ni x D] += alpha a[ni x nj] b[nj x D], four rows of c at a time (each row of b is read once
-// for the four).
+// for the four), then the last rows one at a time.
 template <int D>
 void add_nn(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t ni, int64_t nj,
             float alpha) {
-  constexpr int R = 4, V = D / kLanes;
-  for (int64_t i0 = 0; i0 < ni; i0 += R) {
-    const int rows = int(std::min<int64_t>(R, ni - i0));
-    const float* ar[R];
-    for (int r = 0; r < R; ++r) ar[r] = a + (i0 + std::min(r, rows - 1)) * lda;  // short blocks repeat a row
+  constexpr int V = D / kLanes;
+  auto rows = [&]<int R>(int64_t i0) {
     vf acc[R][V] = {};
     for (int64_t j = 0; j < nj; ++j)
       for (int v = 0; v < V; ++v) {
-        const vf w = load(b + j * ldb + v * kLanes);
-        for (int r = 0; r < R; ++r) acc[r][v] += ar[r][j] * w;
+        vf w;
+        load(w, b + j * ldb + v * kLanes);
+        for (int r = 0; r < R; ++r) acc[r][v] += a[(i0 + r) * lda + j] * w;
       }
-    for (int r = 0; r < rows; ++r)
+    for (int r = 0; r < R; ++r)
       for (int v = 0; v < V; ++v) {
         float* out = c + (i0 + r) * ldc + v * kLanes;
-        store(out, load(out) + alpha * acc[r][v]);
+        vf old;
+        load(old, out);
+        store(out, old + alpha * acc[r][v]);
       }
-  }
+  };
+  int64_t i = 0;
+  for (; i + 4 <= ni; i += 4) rows.template operator()<4>(i);
+  for (; i < ni; ++i) rows.template operator()<1>(i);
 }
 
 // c[nj x D] += alpha a[ni x nj]^T b[ni x D], four rows of c (columns of a) at a time.
@@ -99,13 +111,16 @@ void add_tn(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, 
     vf acc[R][V] = {};
     for (int64_t i = 0; i < ni; ++i)
       for (int v = 0; v < V; ++v) {
-        const vf w = load(b + i * ldb + v * kLanes);
+        vf w;
+        load(w, b + i * ldb + v * kLanes);
         for (int r = 0; r < R; ++r) acc[r][v] += a[i * lda + col[r]] * w;
       }
     for (int r = 0; r < cols; ++r)
       for (int v = 0; v < V; ++v) {
         float* out = c + (j0 + r) * ldc + v * kLanes;
-        store(out, load(out) + alpha * acc[r][v]);
+        vf old;
+        load(old, out);
+        store(out, old + alpha * acc[r][v]);
       }
   }
 }

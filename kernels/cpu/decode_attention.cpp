@@ -22,28 +22,53 @@ int64_t key_splits(int64_t pairs, int64_t S) {
   return std::clamp<int64_t>(wanted, 1, std::max<int64_t>(1, S / kMinKeysPerSplit));
 }
 
+// Four dot products of query row q with key rows k, k + ld, k + 2 ld, k + 3 ld (D of each).
+template <class F> void four_dots(const F* __restrict q, const F* __restrict k, int64_t ld, int64_t D, F out[4]) {
+  if constexpr (std::is_same_v<F, float>) {
+    using fixed_width::kLanes;
+    if (D % kLanes == 0) {  // sixteen lanes at a time, each sum reduced once at the end
+      fixed_width::vf a0 = {}, a1 = {}, a2 = {}, a3 = {}, x, w;
+      for (int64_t d = 0; d < D; d += kLanes) {
+        fixed_width::load(x, q + d);
+        fixed_width::load(w, k + d);
+        a0 += x * w;
+        fixed_width::load(w, k + ld + d);
+        a1 += x * w;
+        fixed_width::load(w, k + 2 * ld + d);
+        a2 += x * w;
+        fixed_width::load(w, k + 3 * ld + d);
+        a3 += x * w;
+      }
+      out[0] = fixed_width::sum_lanes(a0);
+      out[1] = fixed_width::sum_lanes(a1);
+      out[2] = fixed_width::sum_lanes(a2);
+      out[3] = fixed_width::sum_lanes(a3);
+      return;
+    }
+  }
+  F a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+  for (int64_t d = 0; d < D; ++d) {
+    a0 += q[d] * k[d];
+    a1 += q[d] * k[ld + d];
+    a2 += q[d] * k[2 * ld + d];
+    a3 += q[d] * k[3 * ld + d];
+  }
+  out[0] = a0, out[1] = a1, out[2] = a2, out[3] = a3;
+}
+
 // s [R, nj] = scale q kt^T. Four keys at a time, so each query row is loaded once per four
 // keys and the four dot products' horizontal sums overlap.
 template <class F> void scores(const RowMat<F>& q, const ConstMap<F>& kt, F scale, RowMat<F>& s) {
   const int64_t R = q.rows(), nj = kt.rows(), D = q.cols(), ld = kt.outerStride();
   s.resize(R, nj);
   for (int64_t r = 0; r < R; ++r) {
-    const F* __restrict qr = q.data() + r * D;
+    const F* qr = q.data() + r * D;
     int64_t j = 0;
     for (; j + 4 <= nj; j += 4) {
-      const F* __restrict k0 = kt.data() + j * ld;
-      F a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-#pragma omp simd reduction(+ : a0, a1, a2, a3)
-      for (int64_t d = 0; d < D; ++d) {
-        a0 += qr[d] * k0[d];
-        a1 += qr[d] * k0[ld + d];
-        a2 += qr[d] * k0[2 * ld + d];
-        a3 += qr[d] * k0[3 * ld + d];
-      }
-      s(r, j) = scale * a0;
-      s(r, j + 1) = scale * a1;
-      s(r, j + 2) = scale * a2;
-      s(r, j + 3) = scale * a3;
+      F dots[4];
+      four_dots(qr, kt.data() + j * ld, ld, D, dots);
+      for (int c = 0; c < 4; ++c) s(r, j + c) = scale * dots[c];
     }
     for (; j < nj; ++j) s(r, j) = scale * kt.row(j).dot(q.row(r));
   }
@@ -86,7 +111,7 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
             if (visible < nj) s.row(r).tail(nj - std::max<int64_t>(visible, 0)).setConstant(ninf);
             online_softmax_row(s.row(r), acc.row(r), m[r], l[r]);
           }
-          acc.noalias() += s * vt;
+          tile_add_nn(acc, s, vt, F(1));
         }
       }
   // Merge the splits: out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), lse = M + log(L).

@@ -8,67 +8,66 @@
 namespace qkv::kernels::cpu {
 namespace {
 
-// Output columns per parallel task: a multiple of 2, long enough to stream b's rows in order.
-constexpr int64_t kColumnsPerTask = 64;
-constexpr int kBlockRows = 8;  // rows of a per pass: 2 x 8 accumulators, a's rows stay in L1
+// Output columns per parallel task: a multiple of kCols, long enough to stream b's rows in order.
+constexpr int64_t kColumnsPerTask = 66;
+constexpr int kBlockRows = 8;  // rows of a per pass: a's rows stay in L1
+constexpr int kCols = 3;       // rows of b per pass: 8 x 3 accumulators, each x load feeds 3 FMAs
 
 #ifdef __AVX512F__
-// out[r][j] = a_r . b_j for R rows of a and two rows of b, sixteen k at a time: each b row is
-// loaded once per pass and multiplied into all R rows.
+// out[r][j] = a_r . b_j for R rows of a and kCols rows of b, sixteen k at a time: each b row is
+// loaded once per pass and multiplied into all R rows, each a row once and into all kCols.
 template <int R>
-void block(const float* a, int64_t lda, const float* b0, const float* b1, int64_t K, float out[kBlockRows][2]) {
-  __m512 acc0[R], acc1[R];
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+void block(const float* a, int64_t lda, const float* const* b, int64_t K, float out[kBlockRows][kCols]) {
+  __m512 acc[R][kCols];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < kCols; ++j) acc[r][j] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {
-    const __m512 w0 = _mm512_loadu_ps(b0 + k), w1 = _mm512_loadu_ps(b1 + k);
+    __m512 w[kCols];
+    for (int j = 0; j < kCols; ++j) w[j] = _mm512_loadu_ps(b[j] + k);
     for (int r = 0; r < R; ++r) {
       const __m512 x = _mm512_loadu_ps(a + r * lda + k);
-      acc0[r] = _mm512_fmadd_ps(x, w0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(x, w1, acc1[r]);
+      for (int j = 0; j < kCols; ++j) acc[r][j] = _mm512_fmadd_ps(x, w[j], acc[r][j]);
     }
   }
   if (k < K) {  // the last K % 16, masked
     const __mmask16 m = __mmask16((1u << (K - k)) - 1);
-    const __m512 w0 = _mm512_maskz_loadu_ps(m, b0 + k), w1 = _mm512_maskz_loadu_ps(m, b1 + k);
+    __m512 w[kCols];
+    for (int j = 0; j < kCols; ++j) w[j] = _mm512_maskz_loadu_ps(m, b[j] + k);
     for (int r = 0; r < R; ++r) {
       const __m512 x = _mm512_maskz_loadu_ps(m, a + r * lda + k);
-      acc0[r] = _mm512_fmadd_ps(x, w0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(x, w1, acc1[r]);
+      for (int j = 0; j < kCols; ++j) acc[r][j] = _mm512_fmadd_ps(x, w[j], acc[r][j]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    out[r][0] = _mm512_reduce_add_ps(acc0[r]);
-    out[r][1] = _mm512_reduce_add_ps(acc1[r]);
-  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < kCols; ++j) out[r][j] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
-void rows_times_two(const float* a, int64_t lda, int rows, const float* b0, const float* b1, int64_t K,
-                    float out[kBlockRows][2]) {
+void rows_times_cols(const float* a, int64_t lda, int rows, const float* const* b, int64_t K,
+                     float out[kBlockRows][kCols]) {
   switch (rows) {
-    case 1: return block<1>(a, lda, b0, b1, K, out);
-    case 2: return block<2>(a, lda, b0, b1, K, out);
-    case 3: return block<3>(a, lda, b0, b1, K, out);
-    case 4: return block<4>(a, lda, b0, b1, K, out);
-    case 5: return block<5>(a, lda, b0, b1, K, out);
-    case 6: return block<6>(a, lda, b0, b1, K, out);
-    case 7: return block<7>(a, lda, b0, b1, K, out);
-    default: return block<8>(a, lda, b0, b1, K, out);
+    case 1: return block<1>(a, lda, b, K, out);
+    case 2: return block<2>(a, lda, b, K, out);
+    case 3: return block<3>(a, lda, b, K, out);
+    case 4: return block<4>(a, lda, b, K, out);
+    case 5: return block<5>(a, lda, b, K, out);
+    case 6: return block<6>(a, lda, b, K, out);
+    case 7: return block<7>(a, lda, b, K, out);
+    default: return block<8>(a, lda, b, K, out);
   }
 }
 #else
-void rows_times_two(const float* a, int64_t lda, int rows, const float* b0, const float* b1, int64_t K,
-                    float out[kBlockRows][2]) {
+void rows_times_cols(const float* a, int64_t lda, int rows, const float* const* b, int64_t K,
+                     float out[kBlockRows][kCols]) {
   for (int r = 0; r < rows; ++r) {
     const float* __restrict x = a + r * lda;
-    float s0 = 0, s1 = 0;
-#pragma omp simd reduction(+ : s0, s1)
-    for (int64_t k = 0; k < K; ++k) {
-      s0 += x[k] * b0[k];
-      s1 += x[k] * b1[k];
+    for (int j = 0; j < kCols; ++j) {
+      const float* __restrict w = b[j];
+      float sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t k = 0; k < K; ++k) sum += x[k] * w[k];
+      out[r][j] = sum;
     }
-    out[r][0] = s0;
-    out[r][1] = s1;
   }
 }
 #endif
@@ -81,14 +80,15 @@ void skinny_gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, fl
 #pragma omp parallel for schedule(static) if (tasks > 1 && M * N * K >= (1 << 18))
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t n1 = std::min(N, (t + 1) * kColumnsPerTask);
-    for (int64_t n = t * kColumnsPerTask; n < n1; n += 2) {
-      const int64_t n_second = std::min(n + 1, n1 - 1);  // an odd last column pairs with itself
+    for (int64_t n = t * kColumnsPerTask; n < n1; n += kCols) {
+      const float* cols[kCols];
+      for (int j = 0; j < kCols; ++j) cols[j] = b + std::min(n + j, n1 - 1) * ldb;  // short: repeat the last
       for (int64_t r0 = 0; r0 < M; r0 += kBlockRows) {
         const int rows = int(std::min<int64_t>(kBlockRows, M - r0));
-        float out[kBlockRows][2];
-        rows_times_two(a + r0 * lda, lda, rows, b + n * ldb, b + n_second * ldb, K, out);
+        float out[kBlockRows][kCols];
+        rows_times_cols(a + r0 * lda, lda, rows, cols, K, out);
         for (int r = 0; r < rows; ++r)
-          for (int64_t j = 0; j < 2 && n + j < n1; ++j)
+          for (int64_t j = 0; j < kCols && n + j < n1; ++j)
             c[(r0 + r) * N + n + j] = out[r][j] + (bias ? bias[n + j] : 0.0f);
       }
     }

@@ -1,7 +1,7 @@
 // c [M, N] = a [M, K] b [N, K]^T (+ bias [N]) for a few rows M (at most kSkinnyMaxRows): a decode
 // step's linear layers and output layer, where the whole cost is streaming b (the weight) from
 // memory once. Each thread takes a run of b's rows and computes their dot products with every
-// row of a (which stays in L1), two of b's rows and up to eight of a's at a time; a GEMM library
+// row of a (which stays in L1), three of b's rows and up to eight of a's at a time; a GEMM library
 // would pack or reorder b first, reading it more than once.
 #pragma once
 #include <cstdint>

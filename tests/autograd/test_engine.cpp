@@ -82,6 +82,33 @@ TEST_CASE("a tensor used twice receives the sum of both gradients") {
   CHECK(values(x.grad()) == std::vector<float>{11});
 }
 
+TEST_CASE("a tied embedding and output weight gets the sum of both gradients") {
+  // The embedding's rule folds its rows into the output layer's dense gradient when that is
+  // pending already (GPT's tied weight), and otherwise starts from zeros. Either way the tied
+  // weight's gradient must equal the gradients of two untied copies added up (ids repeat).
+  Generator gen(5);
+  const Tensor w0 = randn({7, 4}, {}, &gen), x = randn({3, 4}, {}, &gen);
+  const Tensor probe = randn({3, 7}, {}, &gen), probe2 = randn({3, 4}, {}, &gen);
+  const Tensor ids = from_vector<int64_t>({2, 5, 2}, {3});
+  for (const bool chained : {true, false}) {
+    CAPTURE(chained);
+    // chained: the output layer reads the embedding (backward reaches it first, as in a GPT);
+    // else the two uses are separate branches of the loss.
+    auto loss = [&](const Tensor& we, const Tensor& wo) {
+      const Tensor e = embedding(we, ids);
+      if (chained) return sum(linear(e, wo, Tensor()) * probe);
+      return sum(linear(x, wo, Tensor()) * probe) + sum(e * probe2);
+    };
+    Tensor tied = w0.detach().set_requires_grad();
+    Tensor w_emb = w0.detach().set_requires_grad(), w_out = w0.detach().set_requires_grad();
+    loss(tied, tied).backward();
+    loss(w_emb, w_out).backward();
+    const std::vector<float> got = values(tied.grad()), emb = values(w_emb.grad()), out = values(w_out.grad());
+    REQUIRE(got.size() == emb.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(emb[i] + out[i]).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("gradients flow through views and conversions") {
   Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor y = x.transpose(0, 1).reshape({6}).slice(0, 1, 6, 2) * from_vector<float>({10, 20, 30});

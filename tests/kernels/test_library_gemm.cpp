@@ -12,6 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "kernels/cpu/library_gemm.h"
+#include "kernels/cpu/skinny_gemm.h"
 
 using namespace qkv;
 
@@ -114,4 +115,30 @@ TEST_CASE("cpu linear in bfloat16: the bias is added in float32 before the one r
   const auto [dw, db] = linear_weight_grad(ones({64, 80}, {DType::bf16}), x);
   CHECK(db.to_vector<double>() == std::vector<double>(80, 64.0));
   CHECK(worst_relative(dw, reference(ones({64, 80}, {DType::bf16}), x, true, false)) <= std::ldexp(1.0, -8) + 1e-5);
+}
+
+TEST_CASE("skinny x W^T kernel (decode-sized products) equals a float64 product") {
+  // Rows 1 to 16 (one or two passes of eight), columns that do not fill a pass of three or a
+  // task, inner sizes with a masked tail, rows of a and b further apart than K, with a bias.
+  Generator gen(11);
+  for (const int64_t M : {1, 3, 8, 9, 16})
+    for (const int64_t N : {1, 2, 67, 133})
+      for (const int64_t K : {5, 37, 768}) {
+        CAPTURE(M);
+        CAPTURE(N);
+        CAPTURE(K);
+        const Tensor a = randn({M, K + 3}, {}, &gen), b = randn({N, K + 5}, {}, &gen), bias = randn({N}, {}, &gen);
+        std::vector<float> c(size_t(M * N), -1.0f);
+        kernels::cpu::skinny_gemm_nt(a.data<float>(), K + 3, b.data<float>(), K + 5, c.data(), M, N, K,
+                                     bias.data<float>());
+        const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>(), bb = bias.to_vector<double>();
+        double worst = 0;
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double want = bb[size_t(j)];
+            for (int64_t k = 0; k < K; ++k) want += av[size_t(i * (K + 3) + k)] * bv[size_t(j * (K + 5) + k)];
+            worst = std::max(worst, std::abs(double(c[size_t(i * N + j)]) - want) / (std::abs(want) + 1));
+          }
+        CHECK(worst < 2e-6 * std::sqrt(double(K)));
+      }
 }
