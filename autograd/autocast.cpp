@@ -39,6 +39,7 @@ const char* lowp_name(LowPrecision l) {
     case kLowWiden: return "widen";
     case kLowCuda: return "cuda";
     case kLowNative: return "native";
+    case kLowGemm: return "gemm";
   }
   return "?";
 }

@@ -30,10 +30,12 @@ enum LowPrecision : uint8_t {
   kLowWiden,   // computed in float32 around the kernel, on every device
   kLowCuda,    // the CUDA kernel computes on them directly; the CPU widens
   kLowNative,  // every kernel takes them itself
+  kLowGemm,    // the CUDA kernel takes them; the CPU kernel takes bf16 where its GEMM library
+               // computes bf16 (oneDNN on AVX512_BF16), and widens otherwise
 };
 
 const char* amp_name(AmpPolicy p);      // "low", "fp32", "keep", "none"
-const char* lowp_name(LowPrecision l);  // "widen", "cuda", "native"
+const char* lowp_name(LowPrecision l);  // "widen", "cuda", "native", "gemm"
 
 // Casts `in` in place as `info`'s policy says under the active autocast dtype (no-op without
 // one). Casts are recorded in the graph like any op.

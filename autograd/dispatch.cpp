@@ -7,6 +7,7 @@
 #include "autograd/node.h"
 #include "autograd/preflight.h"
 #include "autograd/profiler.h"
+#include "kernels/cpu/library_gemm.h"
 #include "kernels/layout.h"
 #include "tensor/view.h"
 #ifdef QKV_HAVE_CUDA
@@ -150,12 +151,16 @@ void run_kernel(const OpInfo& info, kernels::Kernel kernel, const Device& device
 // Whether the kernel for `device` computes this call in float32 around itself (the row's `lowp`
 // column): some input or output is bf16/f16 and the kernel does not take them.
 bool widens(const OpInfo& info, const Device& device, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
-  if (info.lowp == kLowNative || (info.lowp == kLowCuda && device.is_cuda())) return false;
-  for (const Tensor& t : in)
-    if (t.defined() && kLowFloat.contains(t.dtype())) return true;
-  for (const Tensor& t : out)
-    if (kLowFloat.contains(t.dtype())) return true;
-  return false;
+  if (info.lowp == kLowNative || (info.lowp != kLowWiden && device.is_cuda())) return false;
+  bool low = false, only_bf16 = true;
+  auto see = [&](const Tensor& t) {
+    if (!t.defined() || !kLowFloat.contains(t.dtype())) return;
+    low = true;
+    only_bf16 &= t.dtype() == DType::bf16;
+  };
+  for (const Tensor& t : in) see(t);
+  for (const Tensor& t : out) see(t);
+  return low && !(info.lowp == kLowGemm && only_bf16 && kernels::cpu::library_bf16_gemm_enabled());
 }
 
 // Runs the kernel on float32 copies of the bf16/f16 inputs into float32 outputs, then rounds

@@ -25,9 +25,10 @@
 //             kLowCuda   the CUDA kernel reads and writes them itself (fp32 accumulation);
 //                        the CPU widens
 //             kLowNative every kernel takes them itself (data movement; attention, whose CPU
-//                        forward reads 16-bit tiles and the CUDA one runs on the tensor cores;
-//                        the GEMMs, bf16 through oneDNN's AVX512_BF16 matmul on the CPU, else
-//                        on float32 copies inside the kernel)
+//                        forward reads 16-bit tiles and the CUDA one runs on the tensor cores)
+//             kLowGemm   the GEMMs: CUDA takes them itself; the CPU takes bf16 where oneDNN
+//                        computes bf16 on AVX512_BF16 (float32 accumulation), and the
+//                        dispatcher widens f16, and bf16 elsewhere
 //   save      what backward needs kept: inputs, outputs, both or none; save_except leaves out
 //             inputs the backward never reads (dropout_add_layer_norm's x and y)
 //   shape     shape rule (autograd/shape_rules.h): validates inputs, gives output shapes
@@ -74,9 +75,9 @@
   X(mean,                   1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveNone,    shape::reduce,                 cpu::mean,                   QKV_CUDA_KERNEL(mean),                   grad::mean) \
   X(amax,                   1,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveBoth,    shape::reduce,                 cpu::amax,                   QKV_CUDA_KERNEL(amax),                   grad::amax) \
   X(max,                    1,  0,       0,      2,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveOutputs, shape::reduce_dim,             cpu::max,                    QKV_CUDA_KERNEL(max),                    grad::max) \
-  X(matmul,                 2,  0,       0,      1,   kAnyFloat,   kAmpLow,  kLowNative, kSaveInputs,  shape::matmul,                 cpu::matmul,                 QKV_CUDA_KERNEL(matmul),                 grad::matmul) \
-  X(linear,                 3,  0b100,   0,      1,   kAnyFloat,   kAmpLow,  kLowNative, kSaveInputs,  shape::linear,                 cpu::linear,                 QKV_CUDA_KERNEL(linear),                 grad::linear) \
-  X(linear_weight_grad,     2,  0,       0,      2,   kAnyFloat,   kAmpNone, kLowNative, kSaveNone,    shape::linear_weight_grad,     cpu::linear_weight_grad,     QKV_CUDA_KERNEL(linear_weight_grad),     kNotDifferentiable) \
+  X(matmul,                 2,  0,       0,      1,   kAnyFloat,   kAmpLow,  kLowGemm  , kSaveInputs,  shape::matmul,                 cpu::matmul,                 QKV_CUDA_KERNEL(matmul),                 grad::matmul) \
+  X(linear,                 3,  0b100,   0,      1,   kAnyFloat,   kAmpLow,  kLowGemm  , kSaveInputs,  shape::linear,                 cpu::linear,                 QKV_CUDA_KERNEL(linear),                 grad::linear) \
+  X(linear_weight_grad,     2,  0,       0,      2,   kAnyFloat,   kAmpNone, kLowGemm  , kSaveNone,    shape::linear_weight_grad,     cpu::linear_weight_grad,     QKV_CUDA_KERNEL(linear_weight_grad),     kNotDifferentiable) \
   X(softmax,                1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveOutputs, shape::same,                   cpu::softmax,                QKV_CUDA_KERNEL(softmax),                grad::softmax) \
   X(log_softmax,            1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveOutputs, shape::same,                   cpu::log_softmax,            QKV_CUDA_KERNEL(log_softmax),            grad::log_softmax) \
   X(layer_norm,             3,  0b110,   0,      3,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveBoth,    shape::layer_norm,             cpu::layer_norm,             QKV_CUDA_KERNEL(layer_norm),             grad::layer_norm) \

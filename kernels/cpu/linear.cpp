@@ -1,8 +1,9 @@
 // The linear layer on the CPU. Where the GEMM library (library_gemm.h) or the skinny kernel of
 // decoding (skinny_gemm.h) runs the product, the bias rides in its epilogue, added to the
 // float32 accumulator, as on CUDA (kernels/cuda/linear.cu); elsewhere the unfused graph's
-// kernels run (matmul, then add). In bfloat16/float16 the product is kept in float32, the bias
-// added there and the sum rounded once; the bias gradient is summed in float32.
+// kernels run (matmul, then add). In bfloat16 (which reaches the kernel only where the library
+// computes it) the product is kept in float32, the bias added there and the sum rounded once;
+// the bias gradient is summed in float32.
 #include "kernels/cpu/compose.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "tensor/view.h"

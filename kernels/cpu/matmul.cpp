@@ -6,12 +6,12 @@
 //
 // x W^T with at most 16 rows of x (decoding) streams W once through skinny_gemm.h. Other
 // float32 products of at least kLibraryMinMacs multiply-adds go to the library's sgemm, and
-// bfloat16 ones to its bf16 matmul (float32 accumulation) on CPUs with AVX512_BF16; other
-// low-precision products are computed on float32 copies. Without the library (or for float64),
-// Eigen runs them: a long-and-thin product (a wide weight, a vocabulary-sized output layer, a
-// matrix-vector product in decoding) is split into one slab of output columns or rows per
-// thread, a small output with a long inner dim is split along it, and other big ones use Eigen's
-// own OpenMP parallelism.
+// bfloat16 ones to its bf16 matmul (float32 accumulation) on CPUs with AVX512_BF16; the
+// dispatcher widens other low-precision products (the op row's kLowGemm). Without the library
+// (or for float64), Eigen runs them: a long-and-thin product (a wide weight, a vocabulary-sized
+// output layer, a matrix-vector product in decoding) is split into one slab of output columns or
+// rows per thread, a small output with a long inner dim is split along it, and other big ones
+// use Eigen's own OpenMP parallelism.
 #include <Eigen/Core>
 #include <cstring>
 #include <omp.h>
@@ -202,16 +202,6 @@ void library_bf16_batches(const Operand& a, const Operand& b, const Tensor& out,
   for (int64_t i = 0; i < nb; ++i) library_gemm_bf16(gemm_matrix(a, i), gemm_matrix(b, i), o + i * step, out.dtype());
 }
 
-// A low-precision product the library cannot run: on float32 copies, rounded once at the end.
-void matmul_in_float32(const KernelArgs& k) {
-  const Tensor a = raw::to(k.in[0], DType::f32, kCPU);
-  const Tensor b = same_view(k.in[0], k.in[1]) ? a : raw::to(k.in[1], DType::f32, kCPU);
-  const Tensor wide = empty(k.out[0].shape(), {DType::f32, kCPU});
-  std::vector<Tensor> in{a, b}, out{wide};
-  matmul(KernelArgs{in, out, k.attrs});
-  raw::copy(k.out[0], wide);
-}
-
 // Whether op(a) op(b) is x W^T with few rows of x (a decode step's layers), both read along unit
 // strides: skinny_gemm.h streams W once.
 bool skinny(const Operand& a, const Operand& b, int64_t nb) {
@@ -253,8 +243,12 @@ void matmul(const KernelArgs& k) {
   const auto& at = attr<MatmulAttrs>(k.attrs, "matmul");
   const Tensor& out = k.out[0];
   const DType in_dtype = k.in[0].dtype();  // both inputs' (the shape rule checks)
-  const bool bf16_library = in_dtype == DType::bf16 && library_bf16_gemm_enabled();
-  if ((kLowFloat.contains(in_dtype) || kLowFloat.contains(out.dtype())) && !bf16_library) return matmul_in_float32(k);
+  // bf16 arrives only where the library computes it (the row's kLowGemm: else the dispatcher
+  // widens); its output may be bf16 or a composite's float32 intermediate (linear.cpp).
+  const bool bf16_library = in_dtype == DType::bf16;
+  check<DTypeError>(in_dtype != DType::f16 && (!bf16_library || library_bf16_gemm_enabled()),
+                    "matmul: internal: the CPU kernel was given ", dtype_name(in_dtype),
+                    " operands its GEMM library does not compute (the dispatcher widens them)");
   Shape batch(out.shape().begin(), out.shape().end() - 2);
   Operand a = make_operand(k.in[0], at.trans_a, batch);
   Operand b = make_operand(k.in[1], at.trans_b, batch);
