@@ -156,7 +156,8 @@ Grads layer_norm(const BackwardArgs& a) {
 Grads dropout_add_layer_norm(const BackwardArgs& a) {
   const auto& at = attr<DropoutAddNormAttrs>(a.attrs, "dropout_add_layer_norm");
   LayerNormGrads ln = layer_norm_backward(a.grads[0], a.outputs[3], a.inputs[2], a.outputs[1], a.outputs[2]);
-  const Tensor dsum = ln.dx + a.grads[3];
+  // A post-norm block reads only the normed output: no gradient reached the sum.
+  const Tensor dsum = a.grad_arrived[3] ? ln.dx + a.grads[3] : ln.dx;
   Tensor dy = dsum;
   if (at.p > 0) dy = call_op(OpId::dropout, {dsum}, DropoutAttrs{at.p, at.seed, at.offset})[0];
   return {dsum, dy, a.input_meta[2].defined ? ln.dweight : Tensor(), a.input_meta[3].defined ? ln.dbias : Tensor()};

@@ -22,6 +22,7 @@ struct BackwardArgs {
   std::span<const Tensor> grads;           // one per output; zeros where no gradient arrived
   const Attrs& attrs;
   std::span<const bool> needs_grad;       // per input
+  std::span<const bool> grad_arrived;     // per output; false where grads holds filled-in zeros
   const PendingGrads* pending = nullptr;  // the sums already waiting for each input (node.h)
 };
 

@@ -40,13 +40,16 @@ struct OpNode final : Node {
     for (size_t i = 0; i < out.size(); ++i) out[i] = saved_outputs[i].unpack(op->name);
     if (in.empty()) in.resize(inputs.size());
     if (out.empty()) out.resize(outputs.size());
-    for (size_t i = 0; i < grads.size(); ++i)  // outputs no gradient reached count as zero
-      if (!grads[i].defined() && is_floating(outputs[i].dtype))
+    std::unique_ptr<bool[]> arrived(new bool[grads.size()]);
+    for (size_t i = 0; i < grads.size(); ++i) {  // outputs no gradient reached count as zero
+      arrived[i] = grads[i].defined();
+      if (!arrived[i] && is_floating(outputs[i].dtype))
         grads[i] = zeros(outputs[i].shape, {outputs[i].dtype, outputs[i].device});
+    }
     std::unique_ptr<bool[]> needs(new bool[next.size()]);
     for (size_t i = 0; i < next.size(); ++i) needs[i] = next[i].node != nullptr;
-    BackwardArgs args{op->name, in, out, inputs, grads, attrs, std::span<const bool>(needs.get(), next.size()),
-                      &pending};
+    const std::span<const bool> needs_grad(needs.get(), next.size()), grad_arrived(arrived.get(), grads.size());
+    BackwardArgs args{op->name, in, out, inputs, grads, attrs, needs_grad, grad_arrived, &pending};
     return op->backward(args);
   }
 };

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace qkv::kernels::cpu::attention_tiles {
 
@@ -36,16 +37,47 @@ inline float sum_lanes(const vf& v) {
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
+// A butterfly stage of a 16 x 16 transpose: for every pair of rows (r, r + h) with bit h of r
+// clear, the off-diagonal h x h blocks of each 2h x 2h block change places. Lane c of the new top
+// row is top's lane c where bit h of c is clear, else bottom's lane c - h (indices of the second
+// operand count from 16); the new bottom row the other way round.
+constexpr int butterfly_top(int h, int c) { return (c & h) == 0 ? c : 16 + c - h; }
+constexpr int butterfly_bottom(int h, int c) { return (c & h) == 0 ? c + h : 16 + c; }
+template <int h, size_t... c> void butterfly(vf (&m)[16], std::index_sequence<c...>) {
+  for (int r = 0; r < 16; ++r)
+    if ((r & h) == 0) {
+      const vf top = m[r], bottom = m[r + h];
+      m[r] = __builtin_shufflevector(top, bottom, butterfly_top(h, int(c))...);
+      m[r + h] = __builtin_shufflevector(top, bottom, butterfly_bottom(h, int(c))...);
+    }
+}
+// Transposes a 16 x 16 block held as 16 rows, in place: stages h = 8, 4, 2, 1.
+inline void transpose_16x16(vf (&m)[16]) {
+  constexpr auto lanes = std::make_index_sequence<16>();
+  butterfly<8>(m, lanes);
+  butterfly<4>(m, lanes);
+  butterfly<2>(m, lanes);
+  butterfly<1>(m, lanes);
+}
+
 // s[ni x nj] (row stride lds) = alpha a[ni x D] b[nj x D]^T: b is transposed into a [D x 64]
-// block once, then two rows of s at a time are D broadcasts of a's entries times its rows.
+// block once (16 x 16 blocks in registers), then two rows of s at a time are D broadcasts of a's
+// entries times its rows.
 template <int D>
 void scores(float* s, int64_t lds, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t ni, int64_t nj,
             float alpha) {
   constexpr int C = kMaxTile / kLanes;
   alignas(64) float bt[D][kMaxTile];
-  for (int64_t j = 0; j < nj; ++j)
-    for (int d = 0; d < D; ++d) bt[d][j] = b[j * ldb + d];
-  for (int d = 0; d < D; ++d) std::fill(bt[d] + nj, bt[d] + kMaxTile, 0.0f);  // a short tile's missing keys
+  for (int64_t j0 = 0; j0 < kMaxTile; j0 += kLanes)
+    for (int d0 = 0; d0 < D; d0 += kLanes) {
+      vf m[16];
+      for (int r = 0; r < 16; ++r) {
+        if (j0 + r < nj) load(m[r], b + (j0 + r) * ldb + d0);
+        else m[r] = vf{};  // a short tile's missing keys score 0 (and are not stored)
+      }
+      transpose_16x16(m);
+      for (int d = 0; d < 16; ++d) store(&bt[d0 + d][j0], m[d]);
+    }
   alignas(64) float row[2][kMaxTile];
   for (int64_t i = 0; i < ni; i += 2) {
     const float* a1 = a + std::min(i + 1, ni - 1) * lda;  // the last odd row is computed twice

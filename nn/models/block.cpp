@@ -16,13 +16,16 @@ TransformerBlock::TransformerBlock(const BlockConfig& c, Generator* gen)
   register_module("drop", &drop);
 }
 
+// Each "x + dropout(y)" that a layer norm reads is one fused op (dropout_add_layer_norm): one
+// pass over the rows instead of dropout, add and norm each reading and writing them. It draws
+// the random numbers the unfused dropout would.
 Tensor TransformerBlock::forward(const Tensor& x) const {
   if (pre_norm) {
-    Tensor h = x + drop.forward(attn.forward(norm1.forward(x)));
-    return h + drop.forward(ffn.forward(norm2.forward(h)));
+    const AddNorm h = drop.add_norm(x, attn.forward(norm1.forward(x)), norm2);  // h, norm2(h)
+    return h.sum + drop.forward(ffn.forward(h.normed));
   }
-  Tensor h = norm1.forward(x + drop.forward(attn.forward(x)));
-  return norm2.forward(h + drop.forward(ffn.forward(h)));
+  const Tensor h = drop.add_norm(x, attn.forward(x), norm1).normed;
+  return drop.add_norm(h, ffn.forward(h), norm2).normed;
 }
 
 }  // namespace qkv::nn

@@ -175,27 +175,32 @@ TEST_CASE("optimizer-style updates under no_grad keep the leaf usable") {
 
 TEST_CASE("the fused residual layer norm keeps neither summand for its backward") {
   // Its backward reads the sum, the statistics and the weight: holding the branch output y
-  // would cost one more [B, T, d] per residual add than the unfused graph.
-  Generator gen(7);
-  Tensor a = leaf({1, -2, 3, 0.5f, 2, -1}, {2, 3}), x = leaf({0.1f, 0.2f, -0.3f, 1, 0, -1}, {2, 3});
-  Tensor w = leaf({1, 0.5f, 2}, {3}), b = leaf({0, 0.1f, -0.1f}, {3});
-  Tensor y = a * 3.0;  // mul saves a, not y: the fused op is y's only keeper
-  const std::weak_ptr<Storage> y_storage = y.storage();
-  AddNorm r = dropout_add_layer_norm(x, y, w, b, 0.25, true, &gen);
-  y = Tensor();
-  CHECK(y_storage.expired());
-  sum(r.normed * r.normed + r.sum).backward();
+  // would cost one more [B, T, d] per residual add than the unfused graph. Its gradients equal
+  // the unfused graph's whether the loss reads the sum too (pre-norm) or only the normed rows
+  // (post-norm: no gradient reaches the sum).
+  for (const bool use_sum : {true, false}) {
+    CAPTURE(use_sum);
+    Generator gen(7);
+    Tensor a = leaf({1, -2, 3, 0.5f, 2, -1}, {2, 3}), x = leaf({0.1f, 0.2f, -0.3f, 1, 0, -1}, {2, 3});
+    Tensor w = leaf({1, 0.5f, 2}, {3}), b = leaf({0, 0.1f, -0.1f}, {3});
+    Tensor y = a * 3.0;  // mul saves a, not y: the fused op is y's only keeper
+    const std::weak_ptr<Storage> y_storage = y.storage();
+    AddNorm r = dropout_add_layer_norm(x, y, w, b, 0.25, true, &gen);
+    y = Tensor();
+    CHECK(y_storage.expired());
+    (use_sum ? sum(r.normed * r.normed + r.sum) : sum(r.normed * r.normed)).backward();
 
-  // The same through the unfused ops, with the generator's draws repeated.
-  Tensor a2 = leaf(values(a), {2, 3}), x2 = leaf(values(x), {2, 3}), w2 = leaf(values(w), {3}),
-         b2 = leaf(values(b), {3});
-  Generator gen2(7);
-  Tensor s2 = x2 + dropout(a2 * 3.0, 0.25, true, &gen2);
-  Tensor n2 = layer_norm(s2, w2, b2);
-  sum(n2 * n2 + s2).backward();
-  for (auto [g, g2] : {std::pair{a, a2}, {x, x2}, {w, w2}, {b, b2}}) {
-    const std::vector<float> u = values(g.grad()), v = values(g2.grad());
-    REQUIRE(u.size() == v.size());
-    for (size_t i = 0; i < u.size(); ++i) CHECK(u[i] == doctest::Approx(v[i]).epsilon(1e-5));
+    // The same through the unfused ops, with the generator's draws repeated.
+    Tensor a2 = leaf(values(a), {2, 3}), x2 = leaf(values(x), {2, 3}), w2 = leaf(values(w), {3}),
+           b2 = leaf(values(b), {3});
+    Generator gen2(7);
+    Tensor s2 = x2 + dropout(a2 * 3.0, 0.25, true, &gen2);
+    Tensor n2 = layer_norm(s2, w2, b2);
+    (use_sum ? sum(n2 * n2 + s2) : sum(n2 * n2)).backward();
+    for (auto [g, g2] : {std::pair{a, a2}, {x, x2}, {w, w2}, {b, b2}}) {
+      const std::vector<float> u = values(g.grad()), v = values(g2.grad());
+      REQUIRE(u.size() == v.size());
+      for (size_t k = 0; k < u.size(); ++k) CHECK(u[k] == doctest::Approx(v[k]).epsilon(1e-5));
+    }
   }
 }
