@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/autograd.h"
+#include "kernels/cpu/philox_batch.h"
 #include "tensor/philox.h"
 
 using namespace qkv;
@@ -65,4 +66,22 @@ TEST_CASE("uniform, normal and bernoulli have the right moments") {
   CHECK(std::sqrt(mean(pow(z - m, 2)).item<double>()) == doctest::Approx(0.5).epsilon(0.01));
   Tensor b = bernoulli({n}, 0.25, DType::f32, &g);
   CHECK(mean(b).item<float>() == doctest::Approx(0.25).epsilon(0.02));
+}
+
+TEST_CASE("the CPU kernels' 16-block Philox batches equal philox::block, across the counter's 32-bit carry") {
+  // kernels/cpu/philox_batch.h computes 16 consecutive blocks at once (AVX-512 where built for it)
+  // and interleaves their words; the random kernels rely on it being the per-element stream.
+  for (const uint64_t seed : {uint64_t(0), uint64_t(12345), uint64_t(0xFFFFFFFFFFFF)})
+    for (const uint64_t first : {uint64_t(0), uint64_t(7), uint64_t(0xFFFFFFF8), uint64_t(0x1FFFFFFFC)}) {
+      CAPTURE(seed);
+      CAPTURE(first);
+      uint32_t words[4 * kernels::cpu::kPhiloxBatch];
+      kernels::cpu::philox_batch(seed, first, words);
+      int mismatches = 0;
+      for (int j = 0; j < kernels::cpu::kPhiloxBatch; ++j) {
+        const auto block = philox::block(seed, first + uint64_t(j));
+        for (int w = 0; w < 4; ++w) mismatches += words[j * 4 + w] != block.v[size_t(w)];
+      }
+      CHECK(mismatches == 0);
+    }
 }
