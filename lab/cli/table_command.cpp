@@ -76,7 +76,9 @@ void print_lm_tables(const fs::path& out, const std::vector<report::ResultRow>& 
     std::string md;
     for (const auto& t : group) md += report::lm_markdown(t, p, p ? "" : report::no_paper_note(papers, t.shape)) + "\n";
     write_file_atomically((out / (stem + ".md")).string(), [&](std::ostream& f) { f << md; });
-    write_file_atomically((out / (stem + ".csv")).string(), [&](std::ostream& f) { f << report::lm_csv(group, p); });
+    const auto* paper = p;  // clang before 16 cannot capture a structured binding
+    write_file_atomically((out / (stem + ".csv")).string(),
+                          [&](std::ostream& f) { f << report::lm_csv(group, paper); });
     os << "\n" << md << "(written to " << (out / (stem + ".md")).string() << " and " << stem << ".csv)\n";
     tables.insert(tables.end(), group.begin(), group.end());
   }
