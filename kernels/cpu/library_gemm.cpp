@@ -118,17 +118,18 @@ bool set_library_gemm(bool on) { return g_enabled.exchange(on); }
 const char* library_gemm_description() {
   static const std::string d = [] {
     const dnnl_version_t* v = dnnl_version();
-    return cat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " (float32 sgemm",
+    return cat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " (float32 matmul and sgemm",
                cpu_has_bf16_dot() ? "; bfloat16 matmul on AVX512_BF16)" : "; no AVX512_BF16: bfloat16 in float32)");
   }();
   return d.c_str();
 }
 
 void library_sgemm(const GemmMatrix& a, const GemmMatrix& b, float* c, const float* bias) {
-  // x W^T (a linear layer's forward) runs faster through the matmul primitive (brgemm) than
-  // through sgemm on AVX-512, the other layouts (backward's dY W and dY^T X) the other way round.
+  // With a read row by row (x W^T, a linear layer's forward, and dY W, its input gradient) the
+  // matmul primitive (brgemm) runs faster than sgemm on AVX-512: 5% of a GPT-2 124M step and 15%
+  // of the encoder's dY W. A weight gradient (dY^T X: a transposed) runs faster through sgemm.
   // The choice depends on the layout alone, so a product is computed the same way every time.
-  if (!a.trans && b.trans) {
+  if (!a.trans) {
     try {
       return primitives().run(a, b, false, c, DType::f32, bias, DType::f32);
     } catch (const dnnl::error& e) {

@@ -1,8 +1,9 @@
 // The CPU backend's GEMM library: oneDNN (Debian's libdnnl-dev) when the build has it. Its
-// float32 sgemm runs at about 95% of the machine's FMA peak where Eigen's GEMM reaches about 70%,
-// and its bfloat16 matmul multiplies with AVX512_BF16's dot products, accumulating in float32,
-// at twice the float32 rate. matmul.cpp calls it for the products big enough to pay for a
-// library call and keeps Eigen for the small ones, for float64, and for builds without it.
+// float32 GEMMs (its matmul primitive, and sgemm for weight gradients) run at about 95% of the
+// machine's FMA peak where Eigen's GEMM reaches about 70%, and its bfloat16 matmul multiplies
+// with AVX512_BF16's dot products, accumulating in float32, at twice the float32 rate.
+// matmul.cpp calls it for the products big enough to pay for a library call and keeps Eigen for
+// the small ones, for float64, and for builds without it.
 //
 // QKV_CPU_GEMM=eigen in the environment (or set_library_gemm(false)) turns the library off, so
 // that a benchmark can time both in one run.
@@ -28,7 +29,8 @@ bool library_sgemm_enabled();
 bool library_bf16_gemm_enabled();
 // Turns the library on or off for this process (when built with it); returns the previous state.
 bool set_library_gemm(bool on);
-// "oneDNN 2.6.3 (sgemm; bf16 matmul on avx512_core_bf16)", or why not ("Eigen: built without oneDNN").
+// "oneDNN 2.6.3 (float32 matmul and sgemm; bfloat16 matmul on AVX512_BF16)", or why not ("Eigen:
+// built without oneDNN").
 const char* library_gemm_description();
 
 // c [a.rows, b.cols], row-major and contiguous, = op(A) op(B) (+ bias [b.cols] on every row) in
