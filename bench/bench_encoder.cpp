@@ -81,9 +81,9 @@ int main(int argc, char** argv) {
         torch = std::make_unique<bench::TorchSession>(cat("encoder --d-model ", s.d_model, " --length ", s.length,
                                                           " --batch ", kBatch, " --layers 2 --heads 4 --warmup 3",
                                                           bench::torch_slots(nn::parse_sharing(variant))));
-        contestants.push_back([&](int n) { return torch->steps(n); });
+        contestants.push_back(bench::contestant(*torch));
       }
-      const auto times = bench::take_turns(contestants, rounds, std::max(1, steps / rounds));
+      const auto times = bench::take_turns(contestants, steps, rounds);
       const double mine = bench::median_of(times[0]), theirs = torch ? bench::median_of(times[1]) : -1;
       const std::string note = torch ? torch->note() : "skipped";
       if (theirs > 0)

@@ -113,9 +113,9 @@ int main(int argc, char** argv) {
           cat("gpt --vocab ", c.vocab, " --context ", c.context, " --layers ", c.layers, " --d-model ", c.d_model(),
               " --heads ", c.attention.heads, " --kv-heads ", c.attention.kv_heads, bench::torch_slots(v.sharing),
               " --batch ", batch, " --length ", seq, " --warmup 2"));
-      contestants.push_back([&](int n) { return torch->steps(n); });
+      contestants.push_back(bench::contestant(*torch));
     }
-    const auto times = bench::take_turns(contestants, rounds, std::max(1, steps / rounds));
+    const auto times = bench::take_turns(contestants, steps, rounds);
     const double peak_flops = 2.0 * double(kPeakN) * double(kPeakN) * double(kPeakN);
     const double peak32 = peak_flops / (bench::median_of(times[0]) * 1e6);
     const double peak16 = peak_flops / (bench::median_of(times[1]) * 1e6);

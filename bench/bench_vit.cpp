@@ -100,9 +100,9 @@ int main(int argc, char** argv) {
       torch = std::make_unique<bench::TorchSession>(
           cat("vit --d-model 64 --layers 4 --heads 4 --patch 7 --image 28 --batch 128 --warmup 3",
               bench::torch_slots(nn::parse_sharing(variant))));
-      contestants.push_back([&](int n) { return torch->steps(n); });
+      contestants.push_back(bench::contestant(*torch));
     }
-    const auto times = bench::take_turns(contestants, rounds, std::max(1, steps / rounds));
+    const auto times = bench::take_turns(contestants, steps, rounds);
     const double mine = bench::median_of(times[0]), theirs = torch ? bench::median_of(times[1]) : -1;
     std::printf("qkvlab   %8.1f ms/step %8.0f images/s\n", mine, 128e3 / mine);
     if (theirs > 0)

@@ -109,7 +109,8 @@ Contestant timed(std::function<void()> step) {
   };
 }
 
-std::vector<std::vector<double>> take_turns(const std::vector<Contestant>& contestants, int rounds, int per_round) {
+std::vector<std::vector<double>> take_turns(const std::vector<Contestant>& contestants, int steps, int rounds) {
+  const int per_round = std::max(1, steps / rounds);
   std::vector<std::vector<double>> times(contestants.size());
   std::vector<bool> failed(contestants.size(), false);
   for (int r = 0; r < rounds; ++r)

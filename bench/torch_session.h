@@ -41,9 +41,14 @@ using Contestant = std::function<std::vector<double>(int n)>;
 // A contestant that runs `step` (one training step) n times and times each run.
 Contestant timed(std::function<void()> step);
 
-// `rounds` rounds in which every contestant in turn runs `per_round` steps; each contestant's step
-// times over all rounds (empty for one that could not run).
-std::vector<std::vector<double>> take_turns(const std::vector<Contestant>& contestants, int rounds, int per_round);
+// The twin as a contestant (the session must outlive it).
+inline Contestant contestant(TorchSession& twin) {
+  return [&twin](int n) { return twin.steps(n); };
+}
+
+// `rounds` rounds in which every contestant in turn runs steps / rounds steps (at least one);
+// each contestant's step times over all rounds (empty for one that could not run).
+std::vector<std::vector<double>> take_turns(const std::vector<Contestant>& contestants, int steps, int rounds);
 
 // Median and best (minimum) of step times; -1 for none.
 double median_of(std::vector<double> ms);

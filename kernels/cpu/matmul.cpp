@@ -245,8 +245,8 @@ void matmul(const KernelArgs& k) {
   const DType in_dtype = k.in[0].dtype();  // both inputs' (the shape rule checks)
   // bf16 arrives only where the library computes it (the row's kLowGemm: else the dispatcher
   // widens); its output may be bf16 or a composite's float32 intermediate (linear.cpp).
-  const bool bf16_library = in_dtype == DType::bf16;
-  check<DTypeError>(in_dtype != DType::f16 && (!bf16_library || library_bf16_gemm_enabled()),
+  const bool bf16 = in_dtype == DType::bf16;
+  check<DTypeError>(in_dtype != DType::f16 && (!bf16 || library_bf16_gemm_enabled()),
                     "matmul: internal: the CPU kernel was given ", dtype_name(in_dtype),
                     " operands its GEMM library does not compute (the dispatcher widens them)");
   Shape batch(out.shape().begin(), out.shape().end() - 2);
@@ -255,7 +255,7 @@ void matmul(const KernelArgs& k) {
   int64_t nb = numel(batch);
   if (out.numel() == 0) return;
   if (fold_batches(a, b, nb)) nb = 1;
-  if (bf16_library) return library_bf16_batches(a, b, out, nb);
+  if (bf16) return library_bf16_batches(a, b, out, nb);
   visit_float(out.dtype(), "matmul", [&]<class T>() {
     T* o = out.data<T>();
     const double flops_per = double(a.rows) * double(a.cols) * double(b.cols);

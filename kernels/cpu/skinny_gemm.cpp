@@ -12,6 +12,7 @@ namespace {
 constexpr int64_t kColumnsPerTask = 66;
 constexpr int kBlockRows = 8;  // rows of a per pass: a's rows stay in L1
 constexpr int kCols = 3;       // rows of b per pass: 8 x 3 accumulators, each x load feeds 3 FMAs
+static_assert(kColumnsPerTask % kCols == 0, "a task's columns are whole passes");
 
 #ifdef __AVX512F__
 // out[r][j] = a_r . b_j for R rows of a and kCols rows of b, sixteen k at a time: each b row is
