@@ -61,12 +61,12 @@ inline void transpose_16x16(vf (&m)[16]) {
 }
 
 // s[ni x nj] (row stride lds) = alpha a[ni x D] b[nj x D]^T: b is transposed into a [D x 64]
-// block once (16 x 16 blocks in registers), then two rows of s at a time are D broadcasts of a's
-// entries times its rows.
+// block once (16 x 16 blocks in registers), then four rows of s at a time are D broadcasts of
+// a's entries times its rows: sixteen accumulators, each load of the block serving four rows.
 template <int D>
 void scores(float* s, int64_t lds, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t ni, int64_t nj,
             float alpha) {
-  constexpr int C = kMaxTile / kLanes;
+  constexpr int C = kMaxTile / kLanes, R = 4;
   alignas(64) float bt[D][kMaxTile];
   for (int64_t j0 = 0; j0 < kMaxTile; j0 += kLanes)
     for (int d0 = 0; d0 < D; d0 += kLanes) {
@@ -78,34 +78,34 @@ void scores(float* s, int64_t lds, const float* a, int64_t lda, const float* b, 
       transpose_16x16(m);
       for (int d = 0; d < 16; ++d) store(&bt[d0 + d][j0], m[d]);
     }
-  alignas(64) float row[2][kMaxTile];
-  for (int64_t i = 0; i < ni; i += 2) {
-    const float* a1 = a + std::min(i + 1, ni - 1) * lda;  // the last odd row is computed twice
-    vf acc0[C] = {}, acc1[C] = {};
-    for (int d = 0; d < D; ++d) {
-      const float x0 = a[i * lda + d], x1 = a1[d];
+  alignas(64) float row[R][kMaxTile];
+  for (int64_t i = 0; i < ni; i += R) {
+    const float* ar[R];
+    for (int r = 0; r < R; ++r) ar[r] = a + std::min(i + r, ni - 1) * lda;  // a short block repeats its last row
+    vf acc[R][C] = {};
+    for (int d = 0; d < D; ++d)
       for (int c = 0; c < C; ++c) {
         vf w;
         load(w, &bt[d][c * kLanes]);
-        acc0[c] += x0 * w;
-        acc1[c] += x1 * w;
+        for (int r = 0; r < R; ++r) acc[r][c] += ar[r][d] * w;
       }
-    }
-    const bool full = nj == kMaxTile && i + 1 < ni;  // straight into s
-    float* out0 = full ? s + i * lds : row[0];
-    float* out1 = full ? s + (i + 1) * lds : row[1];
-    for (int c = 0; c < C; ++c) {
-      store(out0 + c * kLanes, alpha * acc0[c]);
-      store(out1 + c * kLanes, alpha * acc1[c]);
+    const bool full = nj == kMaxTile && i + R <= ni;  // straight into s
+    for (int r = 0; r < R; ++r) {
+      float* out = full ? s + (i + r) * lds : row[r];
+      for (int c = 0; c < C; ++c) store(out + c * kLanes, alpha * acc[r][c]);
     }
     if (!full)
-      for (int r = 0; r < 2 && i + r < ni; ++r)
+      for (int r = 0; r < R && i + r < ni; ++r)
         for (int64_t j = 0; j < nj; ++j) s[(i + r) * lds + j] = row[r][j];
   }
 }
 
-// c[ni x D] += alpha a[ni x nj] b[nj x D], four rows of c at a time (each row of b is read once
-// for the four), then the last rows one at a time.
+// Rows (or columns) of the output per pass of add_nn and add_tn: at least eight accumulators,
+// so that the FMAs' latency is hidden, and each load of b serves that many of them.
+template <int D> inline constexpr int kOutputBlock = D / kLanes >= 2 ? 4 : 8;
+
+// c[ni x D] += alpha a[ni x nj] b[nj x D], kOutputBlock rows of c at a time (each row of b is
+// read once for them), then the last rows four and one at a time.
 template <int D>
 void add_nn(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t ni, int64_t nj,
             float alpha) {
@@ -126,16 +126,18 @@ void add_nn(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, 
         store(out, old + alpha * acc[r][v]);
       }
   };
+  constexpr int R = kOutputBlock<D>;
   int64_t i = 0;
+  for (; i + R <= ni; i += R) rows.template operator()<R>(i);
   for (; i + 4 <= ni; i += 4) rows.template operator()<4>(i);
   for (; i < ni; ++i) rows.template operator()<1>(i);
 }
 
-// c[nj x D] += alpha a[ni x nj]^T b[ni x D], four rows of c (columns of a) at a time.
+// c[nj x D] += alpha a[ni x nj]^T b[ni x D], kOutputBlock rows of c (columns of a) at a time.
 template <int D>
 void add_tn(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t ni, int64_t nj,
             float alpha) {
-  constexpr int R = 4, V = D / kLanes;
+  constexpr int R = kOutputBlock<D>, V = D / kLanes;
   for (int64_t j0 = 0; j0 < nj; j0 += R) {
     const int cols = int(std::min<int64_t>(R, nj - j0));
     int64_t col[R];

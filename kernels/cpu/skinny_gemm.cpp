@@ -1,6 +1,7 @@
 #include "kernels/cpu/skinny_gemm.h"
 
 #include <algorithm>
+#include <vector>
 #ifdef __AVX512F__
 #include <immintrin.h>
 #endif
@@ -13,19 +14,26 @@ constexpr int64_t kColumnsPerTask = 66;
 constexpr int kBlockRows = 8;  // rows of a per pass: a's rows stay in L1
 constexpr int kCols = 3;       // rows of b per pass: 8 x 3 accumulators, each x load feeds 3 FMAs
 static_assert(kColumnsPerTask % kCols == 0, "a task's columns are whole passes");
+// b is prefetched (into L2) this many passes ahead: the hardware prefetcher alone leaves the
+// loop waiting on memory for a third of its time at eight rows and more at one.
+constexpr int64_t kPrefetchPasses = 2;
 
 #ifdef __AVX512F__
-// out[r][j] = a_r . b_j for R rows of a and kCols rows of b, sixteen k at a time: each b row is
-// loaded once per pass and multiplied into all R rows, each a row once and into all kCols.
+// out[r][j] = a_r . b_j for R rows of a and kCols rows of b over K, sixteen k at a time: each b
+// row is loaded once per pass and multiplied into all R rows, each a row once and into all
+// kCols. b_j + ahead is prefetched as b_j is read.
 template <int R>
-void block(const float* a, int64_t lda, const float* const* b, int64_t K, float out[kBlockRows][kCols]) {
+void block(const float* a, int64_t lda, const float* const* b, int64_t K, int64_t ahead, float out[kBlockRows][kCols]) {
   __m512 acc[R][kCols];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < kCols; ++j) acc[r][j] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {
     __m512 w[kCols];
-    for (int j = 0; j < kCols; ++j) w[j] = _mm512_loadu_ps(b[j] + k);
+    for (int j = 0; j < kCols; ++j) {
+      w[j] = _mm512_loadu_ps(b[j] + k);
+      _mm_prefetch(reinterpret_cast<const char*>(b[j] + k + ahead), _MM_HINT_T1);
+    }
     for (int r = 0; r < R; ++r) {
       const __m512 x = _mm512_loadu_ps(a + r * lda + k);
       for (int j = 0; j < kCols; ++j) acc[r][j] = _mm512_fmadd_ps(x, w[j], acc[r][j]);
@@ -44,21 +52,21 @@ void block(const float* a, int64_t lda, const float* const* b, int64_t K, float 
     for (int j = 0; j < kCols; ++j) out[r][j] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
-void rows_times_cols(const float* a, int64_t lda, int rows, const float* const* b, int64_t K,
+void rows_times_cols(const float* a, int64_t lda, int rows, const float* const* b, int64_t K, int64_t ahead,
                      float out[kBlockRows][kCols]) {
   switch (rows) {
-    case 1: return block<1>(a, lda, b, K, out);
-    case 2: return block<2>(a, lda, b, K, out);
-    case 3: return block<3>(a, lda, b, K, out);
-    case 4: return block<4>(a, lda, b, K, out);
-    case 5: return block<5>(a, lda, b, K, out);
-    case 6: return block<6>(a, lda, b, K, out);
-    case 7: return block<7>(a, lda, b, K, out);
-    default: return block<8>(a, lda, b, K, out);
+    case 1: return block<1>(a, lda, b, K, ahead, out);
+    case 2: return block<2>(a, lda, b, K, ahead, out);
+    case 3: return block<3>(a, lda, b, K, ahead, out);
+    case 4: return block<4>(a, lda, b, K, ahead, out);
+    case 5: return block<5>(a, lda, b, K, ahead, out);
+    case 6: return block<6>(a, lda, b, K, ahead, out);
+    case 7: return block<7>(a, lda, b, K, ahead, out);
+    default: return block<8>(a, lda, b, K, ahead, out);
   }
 }
 #else
-void rows_times_cols(const float* a, int64_t lda, int rows, const float* const* b, int64_t K,
+void rows_times_cols(const float* a, int64_t lda, int rows, const float* const* b, int64_t K, int64_t /*ahead*/,
                      float out[kBlockRows][kCols]) {
   for (int r = 0; r < rows; ++r) {
     const float* __restrict x = a + r * lda;
@@ -78,6 +86,13 @@ void rows_times_cols(const float* a, int64_t lda, int rows, const float* const* 
 void skinny_gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t M, int64_t N, int64_t K,
                     const float* bias) {
   const int64_t tasks = (N + kColumnsPerTask - 1) / kColumnsPerTask;
+  const int64_t ahead = kPrefetchPasses * kCols * ldb;  // the same k, that many passes on
+  // a's rows copied a cache line more than a multiple of 16 apart: rows a multiple of 4 KB apart
+  // (a GPT's 3072-wide projection back) fall into the same L1 sets as each other and as b's rows,
+  // and evict each other on every pass (twice the time at eight rows).
+  const int64_t ld = (K + 15) / 16 * 16 + 16;
+  std::vector<float> packed(size_t(M * ld));
+  for (int64_t r = 0; r < M; ++r) std::copy(a + r * lda, a + r * lda + K, packed.data() + r * ld);
 #pragma omp parallel for schedule(static) if (tasks > 1 && M * N * K >= (1 << 18))
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t n1 = std::min(N, (t + 1) * kColumnsPerTask);
@@ -87,7 +102,7 @@ void skinny_gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, fl
       for (int64_t r0 = 0; r0 < M; r0 += kBlockRows) {
         const int rows = int(std::min<int64_t>(kBlockRows, M - r0));
         float out[kBlockRows][kCols];
-        rows_times_cols(a + r0 * lda, lda, rows, cols, K, out);
+        rows_times_cols(packed.data() + r0 * ld, ld, rows, cols, K, ahead, out);
         for (int r = 0; r < rows; ++r)
           for (int64_t j = 0; j < kCols && n + j < n1; ++j)
             c[(r0 + r) * N + n + j] = out[r][j] + (bias ? bias[n + j] : 0.0f);
