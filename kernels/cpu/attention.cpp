@@ -50,7 +50,8 @@ void attend(const Heads& Q, const Heads& K, const Heads& V, const Tensor& bias_i
         F* L = lse + (b * H + h) * T + i0;
         for (int64_t r = 0; r < ni; ++r) {
           const bool empty = l[r] == F(0);  // a row that sees no key (causal with T > S)
-          for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] = St(empty ? F(0) : acc(r, c) / l[r]);
+          const F inv = empty ? F(0) : F(1) / l[r];
+          for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] = St(acc(r, c) * inv);
           L[r] = empty ? ninf : m[r] + std::log(l[r]);
         }
       }
@@ -138,13 +139,19 @@ void attention_backward(const KernelArgs& k) {
               const int64_t nj = std::min(kBlockK, kend - j0);
               tile_scores<F>(p, q, kk, i0, ni, j0, nj, scale, bp, S, T, a.causal);
               for (int64_t r = 0; r < ni; ++r) {
-                if (L[i0 + r] == ninf) p.row(r).setZero();  // the row saw no key
-                else p.row(r) = (p.row(r).array() - L[i0 + r]).exp().matrix();
+                const F lse_r = L[i0 + r];
+                with_score_row(p.row(r), [&](auto& x) {
+                  if (lse_r == ninf) x.setZero();  // the row saw no key
+                  else x = (x - lse_r).exp();
+                });
               }
               tile_add_tn(dV.middleRows(j0, nj), p, dO.middleRows(i0, ni), F(1));
               tile_product_nt(dp, dO.middleRows(i0, ni), v.middleRows(j0, nj), F(1));
-              for (int64_t r = 0; r < ni; ++r) dp.row(r).array() -= dl[i0 + r];
-              p.array() *= dp.array();  // p is now dS, the gradient of the scores
+              for (int64_t r = 0; r < ni; ++r) {  // p becomes dS = p (dp - delta), the scores' gradient
+                const F delta_r = dl[i0 + r];
+                auto dp_r = dp.row(r).array();
+                with_score_row(p.row(r), [&](auto& x) { x *= dp_r - delta_r; });
+              }
               tile_add_nn(dQ.middleRows(i0, ni), p, kk.middleRows(j0, nj), scale);
               tile_add_tn(dK.middleRows(j0, nj), p, q.middleRows(i0, ni), scale);
               if (bp) dbias_part[size_t(c)].block(i0, j0, ni, nj) += p;

@@ -92,21 +92,42 @@ ConstMap<F> rows_of(const Heads& x, int64_t b, int64_t h, int64_t r0, int64_t n,
   }
 }
 
+// Calls f with a score row (contiguous) as an Eigen array: a fixed-size map when the row is a
+// whole tile, so that its reductions and exponentials are unrolled over vector registers with
+// no loop bounds or tails (per row, the dynamic expressions cost more than the row's products),
+// else the row itself.
+template <class Row, class Fn> void with_score_row(Row&& row, Fn&& f) {
+  using T = typename std::remove_cvref_t<Row>::Scalar;
+  if (row.size() == kMaxTile) {
+    Eigen::Map<Eigen::Array<T, kMaxTile, 1>> fixed(row.data());
+    f(fixed);
+  } else {
+    auto dynamic = row.array();
+    f(dynamic);
+  }
+}
+
 // Folds one row of a score tile into a running (flash) softmax: the row is replaced by its
 // exponentials against the new running max m, l (their running sum) and the output row acc are
 // rescaled to it. A row with nothing visible yet (max -inf) becomes zeros and changes nothing.
 template <class F, class ScoreRow, class AccRow> void online_softmax_row(ScoreRow&& s, AccRow&& acc, F& m, F& l) {
   const F ninf = -std::numeric_limits<F>::infinity();
-  const F m_new = std::max(m, s.maxCoeff());
-  if (m_new == ninf) {
-    s.setZero();
-    return;
-  }
-  const F correction = std::exp(m - m_new);
-  s = (s.array() - m_new).exp().matrix();
-  l = l * correction + s.sum();
-  acc *= correction;
-  m = m_new;
+  with_score_row(s, [&](auto& x) {
+    const F m_new = std::max(m, x.maxCoeff());
+    if (m_new == ninf) {
+      x.setZero();
+      return;
+    }
+    x = (x - m_new).exp();
+    if (m == ninf) {  // the first tile with a visible key: nothing summed or accumulated yet
+      l = x.sum();
+    } else {
+      const F correction = std::exp(m - m_new);
+      l = l * correction + x.sum();
+      acc *= correction;
+    }
+    m = m_new;
+  });
 }
 
 // The forward over few query rows per KV head (decoding, no bias): every query head of a KV
