@@ -122,12 +122,36 @@ Grads matmul(const BackwardArgs& a) {
   return {ga, gb};
 }
 
+namespace {
+
+// Whether a gradient is pending for input i that this backward may add into in place: float32
+// or float64 like `like`, on its device, contiguous, of `shape`, and seen by nothing else (the
+// engine's slot holds the only handle to it and to its storage).
+bool can_fold_into_pending(const BackwardArgs& a, size_t i, const Tensor& like, const Shape& shape) {
+  const Tensor* sum = a.pending ? a.pending->peek(i) : nullptr;
+  if (!sum || !kFloat.contains(like.dtype())) return false;
+  const bool fits = sum->dtype() == like.dtype() && sum->device() == like.device() && sum->shape() == shape &&
+                    sum->is_contiguous() && !sum->requires_grad();
+  return fits && sum->impl_ptr().use_count() == 1 && sum->storage().use_count() == 1;
+}
+
+}  // namespace
+
 // y = x w^T + b: dx = dy w, and dw with db from one weight-gradient op (on CUDA one GEMM whose
-// epilogue also sums db).
+// epilogue also sums db). When x has a gradient pending already (the rows that Q, K and V read,
+// Attention::project_slots), the GEMM adds dy w into it instead of into a new tensor that the
+// engine would then add.
 Grads linear(const BackwardArgs& a) {
   const Tensor &dy = a.grads[0], &x = a.inputs[0], &w = a.inputs[1];
   Tensor dx, dw, db;
-  if (a.needs_grad[0]) dx = qkv::matmul(dy, w);
+  if (a.needs_grad[0]) {
+    if (can_fold_into_pending(a, 0, dy, a.input_meta[0].shape)) {
+      dx = a.pending->take(0);
+      matmul_accumulate_(dx, dy, w);
+    } else {
+      dx = qkv::matmul(dy, w);
+    }
+  }
   if (a.needs_grad[2]) std::tie(dw, db) = linear_weight_grad(dy, x);
   else if (a.needs_grad[1]) dw = qkv::matmul(dy, x, /*trans_a=*/true);
   if (!a.needs_grad[1]) dw = Tensor();

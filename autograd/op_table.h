@@ -78,6 +78,7 @@
   X(matmul,                 2,  0,       0,      1,   kAnyFloat,   kAmpLow,  kLowGemm  , kSaveInputs,  shape::matmul,                 cpu::matmul,                 QKV_CUDA_KERNEL(matmul),                 grad::matmul) \
   X(linear,                 3,  0b100,   0,      1,   kAnyFloat,   kAmpLow,  kLowGemm  , kSaveInputs,  shape::linear,                 cpu::linear,                 QKV_CUDA_KERNEL(linear),                 grad::linear) \
   X(linear_weight_grad,     2,  0,       0,      2,   kAnyFloat,   kAmpNone, kLowGemm  , kSaveNone,    shape::linear_weight_grad,     cpu::linear_weight_grad,     QKV_CUDA_KERNEL(linear_weight_grad),     kNotDifferentiable) \
+  X(matmul_accumulate,      3,  0,       0b1,    0,   kFloat,      kAmpNone, kLowWiden,  kSaveNone,    shape::matmul_accumulate,      cpu::matmul_accumulate,      QKV_CUDA_KERNEL(matmul_accumulate),      kNotDifferentiable) \
   X(softmax,                1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveOutputs, shape::same,                   cpu::softmax,                QKV_CUDA_KERNEL(softmax),                grad::softmax) \
   X(log_softmax,            1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveOutputs, shape::same,                   cpu::log_softmax,            QKV_CUDA_KERNEL(log_softmax),            grad::log_softmax) \
   X(layer_norm,             3,  0b110,   0,      3,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveBoth,    shape::layer_norm,             cpu::layer_norm,             QKV_CUDA_KERNEL(layer_norm),             grad::layer_norm) \

@@ -64,6 +64,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   return one(OpId::matmul, {a, b}, MatmulAttrs{ta, tb});
 }
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return one(OpId::linear, {x, w, b}); }
+void matmul_accumulate_(const Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  call_op(OpId::matmul_accumulate, {c, a, b}, MatmulAttrs{trans_a, trans_b});
+}
 std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& dy, const Tensor& x) {
   auto out = call_op(OpId::linear_weight_grad, {dy, x});
   return {out[0], out[1]};

@@ -53,6 +53,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // The weight and bias gradients of linear for dy [N, M], x [N, K]: dy^T x [M, K] and the column
 // sums of dy [M] (on CUDA one GEMM whose epilogue sums the bias gradient).
 std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& dy, const Tensor& x);
+// c += op(a) op(b) in place, for 2-D float tensors (c contiguous, outside any graph): a backward
+// adding its product to a gradient already summed (grad::linear).
+void matmul_accumulate_(const Tensor& c, const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 // Normalizes over the last dim; weight and bias ([D]) may be undefined.

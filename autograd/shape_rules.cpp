@@ -88,6 +88,18 @@ Specs matmul(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
   return {{batch, x.dtype()}};
 }
 
+// c += op(a) op(b) in place, all three 2-D: c has the product's shape and dtype.
+Specs matmul_accumulate(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const Tensor &c = in[0], &a = in[1], &b = in[2];
+  check<ShapeError>(a.dim() == 2 && b.dim() == 2, op, ": expected 2-D a and b, got ", describe(a), " and ",
+                    describe(b));
+  const Specs product = matmul(in.subspan(1), attrs, op);
+  same_dtype(c, a, op);
+  check<ShapeError>(c.shape() == product[0].shape, op, ": c ", describe(c), " does not have the product's shape ",
+                    shape_str(product[0].shape));
+  return {};
+}
+
 Specs linear(std::span<const Tensor> in, const Attrs&, const char* op) {
   const Tensor &x = in[0], &w = in[1], &b = in[2];
   same_dtype(x, w, op);

@@ -28,6 +28,7 @@ std::vector<OutputSpec> matmul(std::span<const Tensor>, const Attrs&, const char
 std::vector<OutputSpec> linear(std::span<const Tensor>, const Attrs&, const char* op);
 // dy [N, M], x [N, K] -> dw [M, K], db [M].
 std::vector<OutputSpec> linear_weight_grad(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> matmul_accumulate(std::span<const Tensor>, const Attrs&, const char* op);  // (c, a, b)
 std::vector<OutputSpec> layer_norm(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> layer_norm_backward(std::span<const Tensor>, const Attrs&, const char* op);
 // x, y [..., D], weight? bias? [D] -> normed [..., D], mean, rstd [...], sum [..., D].

@@ -39,6 +39,9 @@ Tensor Linear::forward(const Tensor& x) const {
   Shape out_shape = x.shape();
   out_shape.back() = out_features();
   // One GEMM over all leading dims: [N, in] @ W^T + b (on CUDA the bias rides in its epilogue).
+  // A 2-D x is used as it is: linears that read one x then share its gradient's node, and each
+  // adds its input gradient into the sum pending there (grad::linear).
+  if (x.dim() == 2) return linear(x, weight, bias);
   return linear(x.reshape({-1, in_features()}), weight, bias).reshape(out_shape);
 }
 

@@ -33,6 +33,7 @@ void amax(const KernelArgs&);
 void max(const KernelArgs&);
 // matmul.cpp
 void matmul(const KernelArgs&);
+void matmul_accumulate(const KernelArgs&);
 // linear.cpp
 void linear(const KernelArgs&);
 void linear_weight_grad(const KernelArgs&);

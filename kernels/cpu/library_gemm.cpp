@@ -27,6 +27,9 @@ const char* library_gemm_description() { return "Eigen (this build has no oneDNN
 void library_sgemm(const GemmMatrix&, const GemmMatrix&, float*, const float*) {
   throw DeviceError("library_sgemm: this build has no oneDNN");
 }
+void library_sgemm_accumulate(const GemmMatrix&, const GemmMatrix&, float*) {
+  throw DeviceError("library_sgemm_accumulate: this build has no oneDNN");
+}
 void library_gemm_bf16(const GemmMatrix&, const GemmMatrix&, void*, DType, const void*, DType) {
   throw DeviceError("library_gemm_bf16: this build has no oneDNN");
 }
@@ -58,14 +61,14 @@ dnnl::memory::desc describe(const GemmMatrix& m, dnnl::memory::data_type t) {
 // a cached one nothing. A training step asks for the same few dozen shapes every time.
 class Primitives {
  public:
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool, bool, int>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool, bool, int, bool>;
 
   Primitives() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
 
   // A and B bf16 (else float32), c of c_dtype; a bias (of bias_dtype, one per column of c) is
-  // added to the float32 accumulator before c is written.
+  // added to the float32 accumulator before c is written; with accumulate, c's old values too.
   void run(const GemmMatrix& a, const GemmMatrix& b, bool bf16_inputs, void* c, DType c_dtype, const void* bias,
-           DType bias_dtype) {
+           DType bias_dtype, bool accumulate = false) {
     using dt = dnnl::memory::data_type;
     auto of = [](DType d) { return d == DType::bf16 ? dt::bf16 : dt::f32; };
     const dt in = bf16_inputs ? dt::bf16 : dt::f32;
@@ -75,12 +78,19 @@ class Primitives {
         bias ? dnnl::memory::desc({1, b.cols}, of(bias_dtype), dnnl::memory::dims{b.cols, 1}) : dnnl::memory::desc();
     std::lock_guard lock(mu_);
     const int bias_kind = bias ? (bias_dtype == DType::bf16 ? 2 : 1) : 0;
-    const Key key{a.rows, b.cols, a.cols, a.ld, b.ld, a.trans, b.trans, bf16_inputs, c_dtype == DType::bf16, bias_kind};
+    const Key key{a.rows,    b.cols,    a.cols, a.ld, b.ld, a.trans, b.trans, bf16_inputs, c_dtype == DType::bf16,
+                  bias_kind, accumulate};
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       if (cache_.size() >= 512) cache_.clear();  // a long-running process with ever new shapes
       const dnnl::matmul::desc d = bias ? dnnl::matmul::desc(ad, bd, biasd, cd) : dnnl::matmul::desc(ad, bd, cd);
-      it = cache_.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(d, engine_))).first;
+      dnnl::primitive_attr attr;
+      if (accumulate) {  // the sum post-op: dst = product + dst
+        dnnl::post_ops ops;
+        ops.append_sum(1.0f);
+        attr.set_post_ops(ops);
+      }
+      it = cache_.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, engine_))).first;
     }
     dnnl::memory am(ad, engine_, const_cast<void*>(a.data)), bm(bd, engine_, const_cast<void*>(b.data)),
         cm(cd, engine_, c);
@@ -144,6 +154,15 @@ void library_sgemm(const GemmMatrix& a, const GemmMatrix& b, float* c, const flo
                           static_cast<const float*>(a.data), a.ld, static_cast<const float*>(b.data), b.ld,
                           bias ? 1.0f : 0.0f, c, b.cols),
                "matmul (oneDNN sgemm)");
+}
+
+void library_sgemm_accumulate(const GemmMatrix& a, const GemmMatrix& b, float* c) {
+  try {
+    primitives().run(a, b, false, c, DType::f32, nullptr, DType::f32, /*accumulate=*/true);
+  } catch (const dnnl::error& e) {
+    throw DeviceError(cat("matmul_accumulate (oneDNN float32 matmul ", a.rows, "x", a.cols, " @ ", b.rows, "x", b.cols,
+                          "): ", e.what()));
+  }
 }
 
 void library_gemm_bf16(const GemmMatrix& a, const GemmMatrix& b, void* c, DType c_dtype, const void* bias,

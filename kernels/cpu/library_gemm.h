@@ -36,6 +36,9 @@ const char* library_gemm_description();
 // c [a.rows, b.cols], row-major and contiguous, = op(A) op(B) (+ bias [b.cols] on every row) in
 // float32. Only when library_sgemm_enabled().
 void library_sgemm(const GemmMatrix& a, const GemmMatrix& b, float* c, const float* bias = nullptr);
+// c += op(A) op(B) in float32 (c as above): the library adds the product to c as it writes it,
+// so no product is stored and read back. Only when library_sgemm_enabled().
+void library_sgemm_accumulate(const GemmMatrix& a, const GemmMatrix& b, float* c);
 // The same with bfloat16 A and B, float32 accumulation, the bias (float32 or bf16) added to the
 // accumulator, and c of c_dtype (f32 or bf16, rounded once). Only when library_bf16_gemm_enabled().
 void library_gemm_bf16(const GemmMatrix& a, const GemmMatrix& b, void* c, DType c_dtype, const void* bias = nullptr,

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <omp.h>
 
+#include "kernels/cpu/compose.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/library_gemm.h"
 #include "kernels/cpu/skinny_gemm.h"
@@ -287,6 +288,21 @@ void matmul(const KernelArgs& k) {
       for (int64_t i = 0; i < nb; ++i) gemm_batch<T>(a, b, o, i);
     }
   });
+}
+
+// Inputs (c [M, N], a, b; c written) -> c += op(a) op(b): the library's sum post-op where it
+// runs this float32 product, else the product into a temporary, then added.
+void matmul_accumulate(const KernelArgs& k) {
+  const auto& at = attr<MatmulAttrs>(k.attrs, "matmul_accumulate");
+  const Tensor &c = k.in[0], &x = k.in[1], &y = k.in[2];
+  if (c.numel() == 0) return;
+  if (c.dtype() == DType::f32 && c.is_contiguous()) {
+    const Operand a = make_operand(x, at.trans_a, {}), b = make_operand(y, at.trans_b, {});
+    if (library_takes_f32(a, b)) return library_sgemm_accumulate(gemm_matrix(a, 0), gemm_matrix(b, 0), c.data<float>());
+  }
+  const Tensor product = empty(c.shape(), {c.dtype(), kCPU});
+  run_kernel(matmul, {x, y}, {product}, at);
+  run_kernel(add, {c, product}, {c}, NoAttrs{});
 }
 
 }  // namespace qkv::kernels::cpu

@@ -274,4 +274,18 @@ bool run_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a,
   return gemm(plan, operand_tensor(a, plan.a), operand_tensor(b, plan.b), out, epilogue);
 }
 
+// Inputs (c, a, b; c written) -> c += op(a) op(b): the product into a temporary, then added by
+// the elementwise kernel (c and the temporary have one shape, so the sum may overwrite c).
+void matmul_accumulate(const KernelArgs& k) {
+  const Tensor& c = k.in[0];
+  if (c.numel() == 0) return;
+  std::array<Tensor, 1> product{empty(c.shape(), {c.dtype(), c.device()})};
+  const std::array<Tensor, 2> factors{k.in[1], k.in[2]};
+  matmul(KernelArgs{factors, product, k.attrs});
+  const std::array<Tensor, 2> terms{c, product[0]};
+  std::array<Tensor, 1> sum{c};
+  const Attrs none = NoAttrs{};
+  add(KernelArgs{terms, sum, none});
+}
+
 }  // namespace qkv::kernels::cuda

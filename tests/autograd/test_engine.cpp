@@ -109,6 +109,35 @@ TEST_CASE("a tied embedding and output weight gets the sum of both gradients") {
   }
 }
 
+TEST_CASE("a linear adds its input gradient into the pending sum only when nothing else holds that sum") {
+  // x feeds three linears (Q, K, V) and the residual: the second and third add dy w into the
+  // sum the engine holds for x. z = x + u makes the add's backward hand one gradient to both x
+  // and u; a fold into that shared tensor would corrupt u's gradient.
+  Generator gen(9);
+  const Tensor x0 = randn({40, 36}, {}, &gen), u0 = randn({40, 36}, {}, &gen);
+  std::vector<Tensor> w, probe;
+  for (int i = 0; i < 4; ++i) {
+    w.push_back(randn({32, 36}, {}, &gen));
+    probe.push_back(randn({40, 32}, {}, &gen));
+  }
+  const Tensor probe_r = randn({40, 36}, {}, &gen);
+  for (const bool shared : {false, true}) {
+    CAPTURE(shared);
+    Tensor xl = x0.detach().set_requires_grad(), ul = u0.detach().set_requires_grad();
+    const Tensor x = xl * 1.5, u = ul * 2.0;
+    Tensor loss = sum((shared ? x + u : x) * probe_r) + sum(linear(u, w[3], Tensor()) * probe[3]);
+    for (int i = 0; i < 3; ++i) loss = loss + sum(linear(x, w[size_t(i)], Tensor()) * probe[size_t(i)]);
+    loss.backward();
+    Tensor want_x = probe_r;
+    for (int i = 0; i < 3; ++i) want_x = want_x + matmul(probe[size_t(i)], w[size_t(i)]);
+    const Tensor want_u = (shared ? probe_r : zeros({40, 36})) + matmul(probe[3], w[3]);
+    const std::vector<float> gx = values(xl.grad()), gu = values(ul.grad());
+    const std::vector<float> wx = values(want_x * 1.5), wu = values(want_u * 2.0);
+    for (size_t i = 0; i < gx.size(); ++i) CHECK(gx[i] == doctest::Approx(wx[i]).epsilon(1e-4));
+    for (size_t i = 0; i < gu.size(); ++i) CHECK(gu[i] == doctest::Approx(wu[i]).epsilon(1e-4));
+  }
+}
+
 TEST_CASE("gradients flow through views and conversions") {
   Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor y = x.transpose(0, 1).reshape({6}).slice(0, 1, 6, 2) * from_vector<float>({10, 20, 30});

@@ -59,4 +59,30 @@ OpCase case_linear_weight_grad() {
   return c;
 }
 
+OpCase case_matmul_accumulate() {
+  OpCase c;
+  // Small products (Eigen, then an add) and ones big enough for the library's sum post-op
+  // (float32), in every layout of a and b; the harness passes them as non-contiguous views too.
+  c.samples = {{"small", {real({3, 5}), real({3, 4}), real({4, 5})}, MatmulAttrs{}},
+               {"small, both transposed", {real({3, 5}), real({4, 3}), real({5, 4})}, MatmulAttrs{true, true}},
+               {"dy w (a linear's dx)", {real({48, 40}), real({48, 36}), real({36, 40})}, MatmulAttrs{}},
+               {"a^T b", {real({40, 36}), real({48, 40}), real({48, 36})}, MatmulAttrs{true, false}},
+               {"a b^T", {real({48, 40}), real({48, 36}), real({40, 36})}, MatmulAttrs{false, true}}};
+  c.gradcheck = false;
+  c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
+    const auto& f = std::get<MatmulAttrs>(attrs);
+    const Ref &a = in[1], &b = in[2];
+    Ref out = in[0];
+    const int64_t K = f.trans_a ? a.shape[0] : a.shape[1];
+    for_each_index(out.shape, [&](const std::vector<int64_t>& o) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += (f.trans_a ? a.at({k, o[0]}) : a.at({o[0], k})) * (f.trans_b ? b.at({o[1], k}) : b.at({k, o[1]}));
+      out.at(o) += s;
+    });
+    return std::vector<Ref>{out};
+  };
+  return c;
+}
+
 }  // namespace qkv::test
