@@ -81,7 +81,7 @@ std::pair<double, double> mnist_epoch(const std::string& variant, const std::str
 
 int main(int argc, char** argv) {
   CLI::App app{"qkvlab ViT training-step benchmark (qkvlab vs PyTorch in one run)"};
-  int steps = 10, rounds = 5;
+  int steps = 20, rounds = 10;  // many short turns: the noise of a shared machine hits both alike
   std::string variant = "QKV", data;
   bool no_torch = false;
   app.add_option("--steps", steps, "timed steps (median reported)")->check(CLI::Range(1, 1000));
