@@ -138,22 +138,24 @@ bool can_fold_into_pending(const BackwardArgs& a, size_t i, const Tensor& like, 
 }  // namespace
 
 // y = x w^T + b: dx = dy w, and dw with db from one weight-gradient op (on CUDA one GEMM whose
-// epilogue also sums db). When x has a gradient pending already (the rows that Q, K and V read,
-// Attention::project_slots), the GEMM adds dy w into it instead of into a new tensor that the
-// engine would then add.
+// epilogue also sums db). When x has a gradient pending already (an x that Q, K and V read, and
+// the residual stream), the GEMM adds dy w into it instead of into a new tensor that the engine
+// would then add.
 Grads linear(const BackwardArgs& a) {
   const Tensor &dy = a.grads[0], &x = a.inputs[0], &w = a.inputs[1];
+  // x [..., K] and dy [..., M] as matrices [N, K] and [N, M] (views, or copies of strided ones).
+  const Tensor dy2 = dy.reshape({-1, w.size(0)});
   Tensor dx, dw, db;
   if (a.needs_grad[0]) {
     if (can_fold_into_pending(a, 0, dy, a.input_meta[0].shape)) {
       dx = a.pending->take(0);
-      matmul_accumulate_(dx, dy, w);
+      matmul_accumulate_(dx.reshape({-1, w.size(1)}), dy2, w);  // a view: the sum is written in dx
     } else {
       dx = qkv::matmul(dy, w);
     }
   }
-  if (a.needs_grad[2]) std::tie(dw, db) = linear_weight_grad(dy, x);
-  else if (a.needs_grad[1]) dw = qkv::matmul(dy, x, /*trans_a=*/true);
+  if (a.needs_grad[2]) std::tie(dw, db) = linear_weight_grad(dy2, x.reshape({-1, w.size(1)}));
+  else if (a.needs_grad[1]) dw = qkv::matmul(dy2, x.reshape({-1, w.size(1)}), /*trans_a=*/true);
   if (!a.needs_grad[1]) dw = Tensor();
   return {dx, dw, db};
 }

@@ -47,8 +47,9 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 // ---- linear algebra and normalization ------------------------------------------------------
 // Batched: [..., M, K] @ [..., K, N] with broadcast batch dims; trans_* transpose the last two.
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
-// A fully connected layer: x [N, K] @ weight [M, K]^T + bias [M] (bias may be undefined). On
-// CUDA one cuBLASLt GEMM adds the bias in its epilogue.
+// A fully connected layer: x [..., K] @ weight [M, K]^T + bias [M] -> [..., M] (bias may be
+// undefined), one GEMM over all leading dims. On CUDA one cuBLASLt GEMM adds the bias in its
+// epilogue.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // The weight and bias gradients of linear for dy [N, M], x [N, K]: dy^T x [M, K] and the column
 // sums of dy [M] (on CUDA one GEMM whose epilogue sums the bias gradient).

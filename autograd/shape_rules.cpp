@@ -103,14 +103,16 @@ Specs matmul_accumulate(std::span<const Tensor> in, const Attrs& attrs, const ch
 Specs linear(std::span<const Tensor> in, const Attrs&, const char* op) {
   const Tensor &x = in[0], &w = in[1], &b = in[2];
   same_dtype(x, w, op);
-  check<ShapeError>(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), op,
-                    ": expected x [N, K] and weight [M, K], got ", describe(x), " and ", describe(w));
+  check<ShapeError>(x.dim() >= 2 && w.dim() == 2 && x.size(-1) == w.size(1), op,
+                    ": expected x [..., K] (at least 2-D) and weight [M, K], got ", describe(x), " and ", describe(w));
   if (b.defined()) {
     same_dtype(x, b, op);
     check<ShapeError>(b.shape() == Shape{w.size(0)}, op, ": bias must have shape [", w.size(0),
                       "] (the weight's rows), got ", describe(b));
   }
-  return {{{x.size(0), w.size(0)}, x.dtype()}};
+  Shape out = x.shape();
+  out.back() = w.size(0);
+  return {{out, x.dtype()}};
 }
 
 Specs linear_weight_grad(std::span<const Tensor> in, const Attrs&, const char* op) {

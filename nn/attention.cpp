@@ -64,14 +64,10 @@ Attention::Heads Attention::project_slots(const Tensor& x) const {
   check<ShapeError>(x.dim() == 3 && x.size(2) == config_.d_model, "attention: expected input [batch, len, ",
                     config_.d_model, "], got ", shape_str(x.shape()));
   const SharingPattern& p = config_.pattern();
-  const int64_t B = x.size(0), T = x.size(1), d = config_.d_model;
-  const Tensor rows = x.reshape({B * T, d});  // one view for every slot (Linear::forward)
-  std::vector<Tensor> out;                    // one per slot, in slot order: a tied role gets the same handle
-  for (int i = 0; i < p.slot_count(); ++i) {
-    const int64_t width = p.serves_query(i) ? d : config_.kv_head_count() * config_.head_dim();
-    out.push_back(split_heads(slots_[size_t(i)]->forward(rows).reshape({B, T, width}),
-                              p.serves_query(i) ? config_.heads : config_.kv_head_count()));
-  }
+  std::vector<Tensor> out;  // one per slot, in slot order: a tied role gets the same handle
+  for (int i = 0; i < p.slot_count(); ++i)
+    out.push_back(
+        split_heads(slots_[size_t(i)]->forward(x), p.serves_query(i) ? config_.heads : config_.kv_head_count()));
   return {out[size_t(p.slot_index(Role::q))], out[size_t(p.slot_index(Role::k))], out[size_t(p.slot_index(Role::v))]};
 }
 

@@ -38,11 +38,11 @@ Tensor Linear::forward(const Tensor& x) const {
                     "], got ", shape_str(x.shape()));
   Shape out_shape = x.shape();
   out_shape.back() = out_features();
-  // One GEMM over all leading dims: [N, in] @ W^T + b (on CUDA the bias rides in its epilogue).
-  // A 2-D x is used as it is: linears that read one x then share its gradient's node, and each
-  // adds its input gradient into the sum pending there (grad::linear).
-  if (x.dim() == 2) return linear(x, weight, bias);
-  return linear(x.reshape({-1, in_features()}), weight, bias).reshape(out_shape);
+  // One GEMM over all leading dims (on CUDA the bias rides in its epilogue). x goes in as it is,
+  // not reshaped: linears reading one x then share its gradient's node, and each adds its input
+  // gradient into the sum pending there (grad::linear).
+  if (x.dim() >= 2) return linear(x, weight, bias);
+  return linear(x.reshape({1, in_features()}), weight, bias).reshape(out_shape);
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, Generator* gen) {

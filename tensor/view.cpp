@@ -81,6 +81,16 @@ Tensor reshape_view(const Tensor& t, const Shape& shape) {
   return as_strided(t, s, *st, t.offset());
 }
 
+Tensor as_matrix(const Tensor& t) {
+  check<ShapeError>(t.dim() >= 2, "as_matrix: expected at least 2 dims, got ", shape_str(t.shape()));
+  if (t.dim() == 2) return t;
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.shape()[size_t(d)];
+  const Shape s{rows, t.shape().back()};
+  if (auto st = view_strides(t.shape(), t.strides(), s)) return as_strided(t, s, *st, t.offset());
+  return reshape_view(contiguous(t), s);
+}
+
 Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
   const int64_t n = t.dim();
   check<ShapeError>(int64_t(dims.size()) == n, "permute: got ", dims.size(), " dims ", shape_str(dims),

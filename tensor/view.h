@@ -22,6 +22,9 @@ struct SliceRange {
 SliceRange normalize_slice(int64_t n, int64_t start, int64_t end);
 
 Tensor reshape_view(const Tensor& t, const Shape& shape);  // throws if a copy would be needed
+// t [..., C] (at least 2-D) as [N, C], N the product of the leading dims: a view where the
+// strides allow one, else a contiguous copy (what a kernel reading rows of x [..., K] wants).
+Tensor as_matrix(const Tensor& t);
 Tensor permute(const Tensor& t, const std::vector<int64_t>& dims);
 Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step);
 Tensor expand(const Tensor& t, const Shape& shape);

@@ -13,9 +13,10 @@ namespace {
 Tensor widened(const Tensor& t) { return kLowFloat.contains(t.dtype()) ? raw::to(t, DType::f32, kCPU) : t; }
 }  // namespace
 
-// Inputs (x [N, K], w [M, K], b? [M]) -> y [N, M].
+// Inputs (x [..., K], w [M, K], b? [M]) -> y [..., M], computed as x [N, K] -> y [N, M].
 void linear(const KernelArgs& k) {
-  const Tensor &x = k.in[0], &w = k.in[1], &b = k.in[2], &y = k.out[0];
+  const Tensor x = raw::as_matrix(k.in[0]), y = raw::as_matrix(k.out[0]);  // y: a view of the output
+  const Tensor &w = k.in[1], &b = k.in[2];
   if (!b.defined()) return run_kernel(matmul, {x, w}, {y}, MatmulAttrs{false, true});
   if (linear_with_bias_epilogue(x, w, b, y)) return;
   const bool low = kLowFloat.contains(y.dtype());

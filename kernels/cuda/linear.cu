@@ -30,9 +30,10 @@ bool epilogue_ready(const Tensor& t) {
 
 }  // namespace
 
-// Inputs (x [N, K], w [M, K], b? [M]) -> y [N, M].
+// Inputs (x [..., K], w [M, K], b? [M]) -> y [..., M], computed as x [N, K] -> y [N, M].
 void linear(const KernelArgs& k) {
-  const Tensor &x = k.in[0], &w = k.in[1], &b = k.in[2], &y = k.out[0];
+  const Tensor x = raw::as_matrix(k.in[0]), y = raw::as_matrix(k.out[0]);  // y: a view of the output
+  const Tensor &w = k.in[1], &b = k.in[2];
   if (y.numel() == 0) return;
   set_device(y);
   if (x.size(1) == 0) {                // the sum of nothing: the bias, or zeros

@@ -7,16 +7,18 @@
 namespace qkv::test {
 namespace {
 
-// y[n, m] = sum_k x[n, k] w[m, k] + b[m] (no b: 0).
+// y[..., m] = sum_k x[..., k] w[m, k] + b[m] (no b: 0), over the rows n of x's leading dims.
 Ref affine(const std::vector<Ref>& in) {
   const Ref &x = in[0], &w = in[1], &b = in[2];
-  const int64_t N = x.shape[0], K = x.shape[1], M = w.shape[0];
-  Ref out({N, M});
+  const int64_t K = x.shape.back(), N = x.size() / std::max<int64_t>(K, 1), M = w.shape[0];
+  Shape shape = x.shape;
+  shape.back() = M;
+  Ref out(shape);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t m = 0; m < M; ++m) {
       double s = b.v.empty() ? 0 : b.v[size_t(m)];
-      for (int64_t k = 0; k < K; ++k) s += x.at({n, k}) * w.at({m, k});
-      out.at({n, m}) = s;
+      for (int64_t k = 0; k < K; ++k) s += x.v[size_t(n * K + k)] * w.at({m, k});
+      out.v[size_t(n * M + m)] = s;
     }
   return out;
 }
@@ -29,7 +31,10 @@ OpCase case_linear() {
                {"no bias", {real({2, 3}), real({4, 3}), absent()}},
                {"epilogue shapes", {real({24, 16}), real({32, 16}), real({32})}},
                {"epilogue shapes, no bias", {real({16, 8}), real({16, 8}), absent()}},
-               {"one row", {real({1, 8}), real({8, 8}), real({8})}}};
+               {"one row", {real({1, 8}), real({8, 8}), real({8})}},
+               {"x [B, T, K]", {real({2, 3, 4}), real({5, 4}), real({5})}},
+               {"x [B, T, K], no bias", {real({2, 3, 4}), real({5, 4}), absent()}},
+               {"x [2, 2, 3, K], epilogue shapes", {real({2, 2, 3, 16}), real({24, 16}), real({24})}}};
   c.reference = [](const std::vector<Ref>& in, const Attrs&) { return std::vector<Ref>{affine(in)}; };
   return c;
 }
