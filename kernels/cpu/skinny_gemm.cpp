@@ -87,10 +87,11 @@ void skinny_gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, fl
                     const float* bias) {
   const int64_t tasks = (N + kColumnsPerTask - 1) / kColumnsPerTask;
   const int64_t ahead = kPrefetchPasses * kCols * ldb;  // the same k, that many passes on
-  // a's rows copied a cache line more than a multiple of 16 apart: rows a multiple of 4 KB apart
+  // a's rows copied with a stride that is not a multiple of 2 KB: rows a multiple of 4 KB apart
   // (a GPT's 3072-wide projection back) fall into the same L1 sets as each other and as b's rows,
   // and evict each other on every pass (twice the time at eight rows).
-  const int64_t ld = (K + 15) / 16 * 16 + 16;
+  int64_t ld = (K + 15) / 16 * 16;
+  if (ld % 512 == 0) ld += 16;
   std::vector<float> packed(size_t(M * ld));
   for (int64_t r = 0; r < M; ++r) std::copy(a + r * lda, a + r * lda + K, packed.data() + r * ld);
 #pragma omp parallel for schedule(static) if (tasks > 1 && M * N * K >= (1 << 18))
