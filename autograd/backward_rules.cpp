@@ -143,19 +143,20 @@ bool can_fold_into_pending(const BackwardArgs& a, size_t i, const Tensor& like, 
 // would then add.
 Grads linear(const BackwardArgs& a) {
   const Tensor &dy = a.grads[0], &x = a.inputs[0], &w = a.inputs[1];
-  // x [..., K] and dy [..., M] as matrices [N, K] and [N, M] (views, or copies of strided ones).
-  const Tensor dy2 = dy.reshape({-1, w.size(0)});
+  // dy [..., M] as a matrix [N, M] (a view, or a copy of a strided one), as the weight-gradient
+  // GEMMs and matmul_accumulate take it; dx = dy w keeps x's leading dims.
+  const Tensor dy_rows = raw::as_matrix(dy);
   Tensor dx, dw, db;
   if (a.needs_grad[0]) {
     if (can_fold_into_pending(a, 0, dy, a.input_meta[0].shape)) {
       dx = a.pending->take(0);
-      matmul_accumulate_(dx.reshape({-1, w.size(1)}), dy2, w);  // a view: the sum is written in dx
+      matmul_accumulate_(raw::as_matrix(dx), dy_rows, w);  // dx is contiguous: a view, written in place
     } else {
       dx = qkv::matmul(dy, w);
     }
   }
-  if (a.needs_grad[2]) std::tie(dw, db) = linear_weight_grad(dy2, x.reshape({-1, w.size(1)}));
-  else if (a.needs_grad[1]) dw = qkv::matmul(dy2, x.reshape({-1, w.size(1)}), /*trans_a=*/true);
+  if (a.needs_grad[2]) std::tie(dw, db) = linear_weight_grad(dy_rows, raw::as_matrix(x));
+  else if (a.needs_grad[1]) dw = qkv::matmul(dy_rows, raw::as_matrix(x), /*trans_a=*/true);
   if (!a.needs_grad[1]) dw = Tensor();
   return {dx, dw, db};
 }

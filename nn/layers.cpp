@@ -36,13 +36,11 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator* gen) {
 Tensor Linear::forward(const Tensor& x) const {
   check<ShapeError>(x.dim() >= 1 && x.size(-1) == in_features(), "Linear: expected input [..., ", in_features(),
                     "], got ", shape_str(x.shape()));
-  Shape out_shape = x.shape();
-  out_shape.back() = out_features();
   // One GEMM over all leading dims (on CUDA the bias rides in its epilogue). x goes in as it is,
   // not reshaped: linears reading one x then share its gradient's node, and each adds its input
   // gradient into the sum pending there (grad::linear).
   if (x.dim() >= 2) return linear(x, weight, bias);
-  return linear(x.reshape({1, in_features()}), weight, bias).reshape(out_shape);
+  return linear(x.unsqueeze(0), weight, bias).squeeze(0);
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, Generator* gen) {

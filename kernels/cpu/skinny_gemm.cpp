@@ -87,13 +87,19 @@ void skinny_gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, fl
                     const float* bias) {
   const int64_t tasks = (N + kColumnsPerTask - 1) / kColumnsPerTask;
   const int64_t ahead = kPrefetchPasses * kCols * ldb;  // the same k, that many passes on
-  // a's rows copied with a stride that is not a multiple of 2 KB: rows a multiple of 4 KB apart
-  // (a GPT's 3072-wide projection back) fall into the same L1 sets as each other and as b's rows,
-  // and evict each other on every pass (twice the time at eight rows).
-  int64_t ld = (K + 15) / 16 * 16;
-  if (ld % 512 == 0) ld += 16;
-  std::vector<float> packed(size_t(M * ld));
-  for (int64_t r = 0; r < M; ++r) std::copy(a + r * lda, a + r * lda + K, packed.data() + r * ld);
+  // Rows of a a multiple of 2 KB apart (a GPT's 3072-wide projection back) fall into the same L1
+  // sets as each other and as b's rows, and evict each other on every pass (twice the time at
+  // eight rows): such an a is read from a copy whose rows are 64 bytes further apart. The copy's
+  // buffer is kept per thread, so a decode step allocates nothing here.
+  const float* rows_of_a = a;
+  int64_t ld = lda;
+  if (lda % 512 == 0) {
+    thread_local std::vector<float> padded;
+    ld = lda + 16;
+    padded.resize(size_t(M * ld));
+    for (int64_t r = 0; r < M; ++r) std::copy(a + r * lda, a + r * lda + K, padded.data() + r * ld);
+    rows_of_a = padded.data();
+  }
 #pragma omp parallel for schedule(static) if (tasks > 1 && M * N * K >= (1 << 18))
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t n1 = std::min(N, (t + 1) * kColumnsPerTask);
@@ -103,7 +109,7 @@ void skinny_gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, fl
       for (int64_t r0 = 0; r0 < M; r0 += kBlockRows) {
         const int rows = int(std::min<int64_t>(kBlockRows, M - r0));
         float out[kBlockRows][kCols];
-        rows_times_cols(packed.data() + r0 * ld, ld, rows, cols, K, ahead, out);
+        rows_times_cols(rows_of_a + r0 * ld, ld, rows, cols, K, ahead, out);
         for (int r = 0; r < rows; ++r)
           for (int64_t j = 0; j < kCols && n + j < n1; ++j)
             c[(r0 + r) * N + n + j] = out[r][j] + (bias ? bias[n + j] : 0.0f);
