@@ -71,10 +71,7 @@ Grads sigmoid(const BackwardArgs& a) {
   const Tensor& y = a.outputs[0];
   return {a.grads[0] * y * (1.0 - y)};
 }
-Grads relu(const BackwardArgs& a) {
-  const Tensor& y = a.outputs[0];
-  return {where(gt(y, scalar_tensor(0, {y.dtype(), kCPU})), a.grads[0], scalar_tensor(0, {y.dtype(), y.device()}))};
-}
+Grads relu(const BackwardArgs& a) { return {relu_backward(a.grads[0], a.outputs[0])}; }
 Grads gelu(const BackwardArgs& a) {
   return {gelu_backward(a.grads[0], a.inputs[0], attr<GeluAttrs>(a.attrs, "gelu").tanh)};
 }
@@ -211,6 +208,12 @@ Grads cross_entropy(const BackwardArgs& a) {
 Grads dropout(const BackwardArgs& a) {
   // The same mask (same seed and offset) applied to the gradient.
   return {call_op(OpId::dropout, {a.grads[0]}, a.attrs)[0]};
+}
+
+// The output is positive exactly where relu passed x and the mask kept it: no random numbers.
+Grads relu_dropout(const BackwardArgs& a) {
+  const double p = attr<DropoutAttrs>(a.attrs, "relu_dropout").p;
+  return {relu_backward(a.grads[0], a.outputs[0], p < 1 ? 1 / (1 - p) : 0)};
 }
 
 Grads attention(const BackwardArgs& a) {

@@ -60,6 +60,7 @@ std::vector<Tensor> dropout_add_layer_norm(const BackwardArgs&);
 std::vector<Tensor> embedding(const BackwardArgs&);
 std::vector<Tensor> cross_entropy(const BackwardArgs&);
 std::vector<Tensor> dropout(const BackwardArgs&);
+std::vector<Tensor> relu_dropout(const BackwardArgs&);
 std::vector<Tensor> attention(const BackwardArgs&);
 std::vector<Tensor> conv2d(const BackwardArgs&);
 std::vector<Tensor> batch_norm(const BackwardArgs&);

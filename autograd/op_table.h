@@ -71,6 +71,7 @@
   X(relu,                   1,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveOutputs, shape::same,                   cpu::relu,                   QKV_CUDA_KERNEL(relu),                   grad::relu) \
   X(gelu,                   1,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveInputs,  shape::same,                   cpu::gelu,                   QKV_CUDA_KERNEL(gelu),                   grad::gelu) \
   X(gelu_backward,          2,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveNone,    shape::same_pair,              cpu::gelu_backward,          QKV_CUDA_KERNEL(gelu_backward),          kNotDifferentiable) \
+  X(relu_backward,          2,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveNone,    shape::same_pair,              cpu::relu_backward,          QKV_CUDA_KERNEL(relu_backward),          kNotDifferentiable) \
   X(sum,                    1,  0,       0,      1,   kAnyNumeric, kAmpF32,  kLowWiden,  kSaveNone,    shape::reduce,                 cpu::sum,                    QKV_CUDA_KERNEL(sum),                    grad::sum) \
   X(mean,                   1,  0,       0,      1,   kAnyFloat,   kAmpF32,  kLowWiden,  kSaveNone,    shape::reduce,                 cpu::mean,                   QKV_CUDA_KERNEL(mean),                   grad::mean) \
   X(amax,                   1,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveBoth,    shape::reduce,                 cpu::amax,                   QKV_CUDA_KERNEL(amax),                   grad::amax) \
@@ -88,6 +89,7 @@
   X(cross_entropy,          2,  0,       0,      2,   kAnyFloat,   kAmpKeep, kLowCuda,   kSaveBoth,    shape::cross_entropy,          cpu::cross_entropy,          QKV_CUDA_KERNEL(cross_entropy),          grad::cross_entropy) \
   X(cross_entropy_backward, 4,  0,       0,      1,   kAnyFloat,   kAmpNone, kLowCuda,   kSaveNone,    shape::cross_entropy_backward, cpu::cross_entropy_backward, QKV_CUDA_KERNEL(cross_entropy_backward), kNotDifferentiable) \
   X(dropout,                1,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveNone,    shape::same,                   cpu::dropout,                QKV_CUDA_KERNEL(dropout),                grad::dropout) \
+  X(relu_dropout,           1,  0,       0,      1,   kAnyFloat,   kAmpKeep, kLowWiden,  kSaveOutputs, shape::same,                   cpu::relu_dropout,           QKV_CUDA_KERNEL(relu_dropout),           grad::relu_dropout) \
   X(attention,              4,  0b1000,  0,      2,   kAnyFloat,   kAmpLow,  kLowNative, kSaveBoth,    shape::attention,              cpu::attention,              QKV_CUDA_KERNEL(attention),              grad::attention) \
   X(attention_backward,     7,  0b10000, 0,      4,   kAnyFloat,   kAmpNone, kLowCuda,   kSaveNone,    shape::attention_backward,     cpu::attention_backward,     QKV_CUDA_KERNEL(attention_backward),     kNotDifferentiable) \
   X(cache_attention,        6,  0b110000, 0,     2,   kAnyFloat,   kAmpNone, kLowNative, kSaveNone,    shape::cache_attention,        cpu::cache_attention,        QKV_CUDA_KERNEL(cache_attention),        kNotDifferentiable) \

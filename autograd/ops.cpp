@@ -39,6 +39,9 @@ Tensor gelu(const Tensor& x, bool t) { return one(OpId::gelu, {x}, GeluAttrs{t})
 Tensor gelu_backward(const Tensor& g, const Tensor& x, bool t) {
   return one(OpId::gelu_backward, {g, x}, GeluAttrs{t});
 }
+Tensor relu_backward(const Tensor& g, const Tensor& y, double scale) {
+  return one(OpId::relu_backward, {g, y}, ScalarAttrs{scale});
+}
 Tensor masked_fill(const Tensor& x, const Tensor& m, double v) {
   return one(OpId::masked_fill, {x, m}, ScalarAttrs{v});
 }
@@ -117,6 +120,14 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   const uint64_t seed = g.seed(),
                  offset = autograd::tracing_ops() ? 0 : g.reserve(x.numel());  // a preflight draws nothing
   return one(OpId::dropout, {x}, DropoutAttrs{p, seed, offset});
+}
+
+Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  check<ValueError>(p >= 0 && p <= 1, "relu_dropout: p must be in [0, 1], got ", p);
+  if (!training || p == 0) return relu(x);
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t seed = g.seed(), offset = autograd::tracing_ops() ? 0 : g.reserve(x.numel());
+  return one(OpId::relu_dropout, {x}, DropoutAttrs{p, seed, offset});
 }
 
 namespace {

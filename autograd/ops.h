@@ -31,6 +31,9 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, bool tanh_approximation = false);
+// grad * scale where the relu output y > 0, else 0: relu's backward (scale 1) and relu_dropout's
+// (scale 1 / (1 - p)), both read from the output alone.
+Tensor relu_backward(const Tensor& grad, const Tensor& y, double scale = 1);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
@@ -81,6 +84,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      Reduction reduction = Reduction::mean);
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+// dropout(relu(x), ...) in one pass, drawing the same numbers. Its backward needs no random
+// numbers: an element has a gradient exactly where the output is positive.
+Tensor relu_dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
 
 // Fused attention: softmax(scale * q k^T + bias, masked) v without materializing the scores.
 // q [B, H, T, D], k [B, Hk, S, D], v [B, Hk, S, Dv] with H a multiple of Hk (query head h reads

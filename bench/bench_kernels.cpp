@@ -6,8 +6,9 @@
 //   gemm       the paper's 300M GPT's GEMMs (6 x 2048 tokens, d 1024: qkv, proj, fc, fc_proj,
 //              lm_head as x W^T) in --dtype; default on CUDA only (--gemm).
 //   bandwidth  float32 [elements / 1024, 1024]: the copy baseline (parallel memcpy on the CPU,
-//              a device-to-device copy_ on a GPU), add, gelu, softmax and layer_norm, in GB/s of
-//              bytes read + written, and as a share of the copy.
+//              a device-to-device copy_ on a GPU), add, gelu, dropout, relu_dropout,
+//              relu_backward, softmax and layer_norm, in GB/s of bytes read + written, and as a
+//              share of the copy.
 //   decode     one decode step's attention (a query row per head over a float32 cache) at
 //              GPT-2 small's heads: QKV, K=V, GQA-4 and MQA at batch 8 over 1024 positions, QKV
 //              and K=V at batch 1 over 4096, in GB/s of the cache bytes it must read, and as a
@@ -172,6 +173,9 @@ double bench_bandwidth(int64_t n, int reps, const Device& dev, Json& res) {
       {dev.is_cpu() ? "memcpy" : "copy_", "copy", 2 * bytes, copy_fn},
       {"add", "add", 3 * bytes, [&] { Tensor z = x + y; }},
       {"gelu", "gelu", 2 * bytes, [&] { Tensor z = gelu(x); }},
+      {"dropout", "dropout", 2 * bytes, [&] { Tensor z = dropout(x, 0.1, true, &g); }},
+      {"relu_dropout", "relu_dropout", 2 * bytes, [&] { Tensor z = relu_dropout(x, 0.1, true, &g); }},
+      {"relu_backward", "relu_backward", 3 * bytes, [&] { Tensor z = relu_backward(x, y); }},
       {"softmax", "softmax", 2 * bytes, [&] { Tensor z = softmax(x, -1); }},
       {"layer_norm", "layer_norm", 2 * bytes, [&] { Tensor z = layer_norm(x, w, bias); }},
   };

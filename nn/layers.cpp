@@ -68,6 +68,8 @@ Dropout::Dropout(double p_, Generator* gen) : p(p_), gen_(gen) {
 
 Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p, is_training(), gen_); }
 
+Tensor Dropout::after_relu(const Tensor& x) const { return relu_dropout(x, p, is_training(), gen_); }
+
 AddNorm Dropout::add_norm(const Tensor& x, const Tensor& y, const LayerNorm& norm) const {
   return dropout_add_layer_norm(x, y, norm.weight, norm.bias, p, is_training(), gen_, norm.eps);
 }
@@ -79,6 +81,9 @@ MLP::MLP(int64_t dim, int64_t hidden, Activation a, double p, Generator* gen)
   register_module("drop", &drop);
 }
 
-Tensor MLP::forward(const Tensor& x) const { return fc2.forward(drop.forward(activate(fc1.forward(x), act))); }
+Tensor MLP::forward(const Tensor& x) const {
+  const Tensor h = fc1.forward(x);
+  return fc2.forward(act == Activation::relu ? drop.after_relu(h) : drop.forward(activate(h, act)));
+}
 
 }  // namespace qkv::nn

@@ -41,6 +41,9 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p, Generator* gen = nullptr);
   Tensor forward(const Tensor& x) const;
+  // forward(relu(x)) as one op (relu_dropout), drawing the same numbers; its backward reads
+  // the output alone.
+  Tensor after_relu(const Tensor& x) const;
   // The pre-LN residual step: x + forward(y) and `norm` of it, as one op
   // (dropout_add_layer_norm), drawing the random numbers forward(y) would.
   AddNorm add_norm(const Tensor& x, const Tensor& y, const LayerNorm& norm) const;

@@ -24,6 +24,7 @@ void sigmoid(const KernelArgs&);
 void relu(const KernelArgs&);
 void gelu(const KernelArgs&);
 void gelu_backward(const KernelArgs&);
+void relu_backward(const KernelArgs&);
 void masked_fill(const KernelArgs&);
 void where(const KernelArgs&);
 // reduce.cpp
@@ -83,6 +84,7 @@ void sgd_update(const KernelArgs&);
 void clip_grad_norm(const KernelArgs&);
 // random.cpp
 void dropout(const KernelArgs&);
+void relu_dropout(const KernelArgs&);
 void uniform(const KernelArgs&);
 void normal(const KernelArgs&);
 void bernoulli(const KernelArgs&);

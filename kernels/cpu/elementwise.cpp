@@ -123,6 +123,15 @@ void gelu_backward(const KernelArgs& k) {
   });
 }
 
+// Inputs (grad, y = relu output, maybe dropped): grad * scale where y > 0, else 0.
+void relu_backward(const KernelArgs& k) {
+  const double scale = attr<ScalarAttrs>(k.attrs, "relu_backward").value;
+  visit_float(k.in[0].dtype(), "relu_backward", [&]<class T>() {
+    binary_map<T, T>(k.out[0], k.in[0], k.in[1],
+                     [s = T(scale)](const auto& g, const auto& y) { return (y > T(0)).select(g * s, T(0)); });
+  });
+}
+
 namespace {
 
 // Runs f(i, p0, p1, ...) over a row where each input's stride is 0 (broadcast) or 1 as template

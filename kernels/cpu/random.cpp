@@ -69,11 +69,13 @@ void normal(const KernelArgs& k) {
   });
 }
 
-// Input x -> out = x * keep / (1 - p), keep = (u_i >= p). Its own backward (same seed).
-void dropout(const KernelArgs& k) {
-  const auto& a = attr<DropoutAttrs>(k.attrs, "dropout");
+namespace {
+
+// out = f(x) * keep / (1 - p), keep = (u_i >= p), f the identity or relu.
+template <bool kRelu> void dropout_of(const KernelArgs& k, const char* op) {
+  const auto& a = attr<DropoutAttrs>(k.attrs, op);
   const Tensor x = raw::contiguous(k.in[0]);
-  visit_float(x.dtype(), "dropout", [&]<class T>() {
+  visit_float(x.dtype(), op, [&]<class T>() {
     const T* xp = x.data<T>();
     T* o = k.out[0].data<T>();
     const T scale = a.p < 1 ? T(1.0 / (1.0 - a.p)) : T(0);
@@ -89,11 +91,21 @@ void dropout(const KernelArgs& k) {
       T* __restrict out = o + i0;
 #pragma omp simd
       for (int64_t j = 0; j < m; ++j) {
-        const T kept = in[j] * scale;  // read unconditionally: a plain select vectorizes
-        out[j] = w[j] >= t32 ? kept : T(0);
+        // Read unconditionally and select once: the loop vectorizes. relu drops x < 0 by the
+        // same select (a NaN passes, as through relu).
+        const T kept = in[j] * scale;
+        out[j] = w[j] >= t32 && !(kRelu && in[j] < T(0)) ? kept : T(0);
       }
     });
   });
 }
+
+}  // namespace
+
+// Input x -> dropout(x). Its own backward (same seed).
+void dropout(const KernelArgs& k) { dropout_of<false>(k, "dropout"); }
+
+// Input x -> dropout(relu(x)), the numbers dropout draws.
+void relu_dropout(const KernelArgs& k) { dropout_of<true>(k, "relu_dropout"); }
 
 }  // namespace qkv::kernels::cpu

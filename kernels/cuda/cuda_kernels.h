@@ -24,6 +24,7 @@ void sigmoid(const KernelArgs&);
 void relu(const KernelArgs&);
 void gelu(const KernelArgs&);
 void gelu_backward(const KernelArgs&);
+void relu_backward(const KernelArgs&);
 void masked_fill(const KernelArgs&);
 void where(const KernelArgs&);
 // reduce.cu
@@ -56,6 +57,7 @@ void gather(const KernelArgs&);
 void scatter_add(const KernelArgs&);
 // random.cu
 void dropout(const KernelArgs&);
+void relu_dropout(const KernelArgs&);
 void uniform(const KernelArgs&);
 void normal(const KernelArgs&);
 void bernoulli(const KernelArgs&);

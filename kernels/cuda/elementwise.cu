@@ -115,6 +115,12 @@ template <class T> struct GeluTanh {
   }
 };
 
+// g * scale where the relu output y > 0 (relu's and relu_dropout's backward), else 0.
+template <class T> struct ReluBackward {
+  T scale;
+  __device__ T operator()(T g, T y) const { return y > T(0) ? g * scale : T(0); }
+};
+
 // d gelu(x) / dx times the incoming gradient g.
 template <class T> struct GeluErfBackward {
   __device__ T operator()(T g, T x) const {
@@ -201,6 +207,12 @@ void gelu_backward(const KernelArgs& k) {
     if (tanh_form) binary<T, T>(k.out[0], k.in[0], k.in[1], GeluTanhBackward<T>{});
     else binary<T, T>(k.out[0], k.in[0], k.in[1], GeluErfBackward<T>{});
   });
+}
+
+void relu_backward(const KernelArgs& k) {
+  const double scale = attr<ScalarAttrs>(k.attrs, "relu_backward").value;
+  visit_float(k.in[0].dtype(), "relu_backward",
+              [&]<class T>() { binary<T, T>(k.out[0], k.in[0], k.in[1], ReluBackward<T>{T(scale)}); });
 }
 
 // Inputs (x, mask): out = mask ? value : x, the mask broadcast to x.

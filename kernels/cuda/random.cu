@@ -1,6 +1,6 @@
-// Random CUDA kernels on the Philox stream (tensor/philox.h): uniform, normal, bernoulli and
-// dropout. Element i of the output takes element i of the stream at the op's (seed, offset),
-// exactly as kernels/cpu/random.cpp does, so uniform, bernoulli and dropout match the CPU
+// Random CUDA kernels on the Philox stream (tensor/philox.h): uniform, normal, bernoulli,
+// dropout and relu_dropout. Element i of the output takes element i of the stream at the op's
+// (seed, offset), exactly as kernels/cpu/random.cpp does, so all but normal match the CPU
 // bit for bit. `lo + span * u` and `mean + std * z` are written as explicit FMAs: GCC contracts
 // them into FMAs in the CPU kernels (C++ mode, -march=native), and the GPU has to round the same
 // way. normal goes through the same double Box-Muller, but CUDA's log/sin/cos may differ from
@@ -50,13 +50,15 @@ template <class T> struct BernoulliFn {
   __device__ void operator()(int64_t i, uint32_t x) const { out[i] = philox::to_unit_double(x) < p ? T(1) : T(0); }
 };
 
-template <class T> struct DropoutFn {
+// f(x) * keep * scale, f the identity or relu (relu_dropout).
+template <class T, bool kRelu> struct DropoutFn {
   const T* x;
   T* out;
   double p;
   T scale;
   __device__ void operator()(int64_t i, uint32_t u) const {
-    out[i] = philox::to_unit_double(u) >= p ? x[i] * scale : T(0);
+    const T v = kRelu && x[i] < T(0) ? T(0) : x[i];
+    out[i] = philox::to_unit_double(u) >= p ? v * scale : T(0);
   }
 };
 
@@ -94,14 +96,21 @@ void normal(const KernelArgs& k) {
   });
 }
 
-// Input x -> out = x * keep / (1 - p), keep = (u_i >= p). Its own backward (same seed).
-void dropout(const KernelArgs& k) {
-  const auto& a = attr<DropoutAttrs>(k.attrs, "dropout");
+namespace {
+template <bool kRelu> void dropout_of(const KernelArgs& k, const char* op) {
+  const auto& a = attr<DropoutAttrs>(k.attrs, op);
   const Tensor x = raw::contiguous(k.in[0]);
-  visit_float(x.dtype(), "dropout", [&]<class T>() {
+  visit_float(x.dtype(), op, [&]<class T>() {
     const T scale = a.p < 1 ? T(1.0 / (1.0 - a.p)) : T(0);
-    launch_philox(k.out[0], a.seed, a.offset, DropoutFn<T>{x.data<T>(), k.out[0].data<T>(), a.p, scale});
+    launch_philox(k.out[0], a.seed, a.offset, DropoutFn<T, kRelu>{x.data<T>(), k.out[0].data<T>(), a.p, scale});
   });
 }
+}  // namespace
+
+// Input x -> out = x * keep / (1 - p), keep = (u_i >= p). Its own backward (same seed).
+void dropout(const KernelArgs& k) { dropout_of<false>(k, "dropout"); }
+
+// Input x -> dropout(relu(x)), the numbers dropout draws.
+void relu_dropout(const KernelArgs& k) { dropout_of<true>(k, "relu_dropout"); }
 
 }  // namespace qkv::kernels::cuda

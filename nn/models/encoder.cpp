@@ -19,7 +19,7 @@ ClassifierHead::ClassifierHead(int64_t dim, int64_t classes, bool mlp, double dr
 
 Tensor ClassifierHead::forward(const Tensor& x) const {
   if (!fc) return out.forward(x);
-  return out.forward(drop->forward(relu(norm->forward(fc->forward(x)))));
+  return out.forward(drop->after_relu(norm->forward(fc->forward(x))));
 }
 
 namespace {

@@ -202,6 +202,28 @@ TEST_CASE("optimizer-style updates under no_grad keep the leaf usable") {
   CHECK(w.is_leaf());
 }
 
+TEST_CASE("relu_dropout equals dropout after relu, values and gradients, and keeps only its output") {
+  // Its backward reads where the output is positive: the input must not be held, and no random
+  // numbers are drawn again.
+  Generator gen(11);
+  Tensor a = leaf({1, -2, 3, 0.5f, 2, -1, 0.25f, -0.75f, 4, -3, 1.5f, -0.5f}, {3, 4});
+  Tensor h = a * 2.0;  // mul saves a, not h: the fused op is h's only possible keeper
+  const std::weak_ptr<Storage> h_storage = h.storage();
+  Tensor y = relu_dropout(h, 0.3, true, &gen);
+  h = Tensor();
+  CHECK(h_storage.expired());
+  sum(y * y).backward();
+
+  Generator gen2(11);
+  Tensor a2 = leaf(values(a), {3, 4});
+  Tensor y2 = dropout(relu(a2 * 2.0), 0.3, true, &gen2);
+  sum(y2 * y2).backward();
+  CHECK(values(y) == values(y2));
+  CHECK(values(a.grad()) == values(a2.grad()));
+  CHECK(gen.state().offset == gen2.state().offset);  // the same numbers reserved
+  CHECK(values(relu_dropout(a2, 0.3, /*training=*/false, &gen2)) == values(relu(a2)));
+}
+
 TEST_CASE("the fused residual layer norm keeps neither summand for its backward") {
   // Its backward reads the sum, the statistics and the weight: holding the branch output y
   // would cost one more [B, T, d] per residual add than the unfused graph. Its gradients equal

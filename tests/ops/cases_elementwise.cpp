@@ -156,6 +156,22 @@ OpCase case_gelu_backward() {
   return c;
 }
 
+// Inputs (grad, y): y stands for a relu output, maybe dropped; its sign picks the gradient.
+OpCase case_relu_backward() {
+  OpCase c;
+  for (double scale : {1.0, 1.25}) {
+    c.samples.push_back({cat("scale ", scale), {real({3, 5}), away0({3, 5})}, ScalarAttrs{scale}});
+    c.samples.push_back(
+        {cat("scale ", scale, " contiguous"), {real({1027, 37}), away0({1027, 37})}, ScalarAttrs{scale}, false});
+  }
+  c.reference = [](const std::vector<Ref>& in, const Attrs& a) {
+    const double scale = std::get<ScalarAttrs>(a).value;
+    return std::vector<Ref>{map2(in[0], in[1], [scale](double g, double y) { return y > 0 ? g * scale : 0.0; })};
+  };
+  c.gradcheck = false;
+  return c;
+}
+
 OpCase case_masked_fill() {
   OpCase c;
   c.samples = {{"same shape", {real({3, 4}), mask({3, 4})}, ScalarAttrs{-100}},

@@ -283,4 +283,18 @@ OpCase case_dropout() {
   return c;
 }
 
+// dropout(relu(x)): relu's kink kept away from the samples for the gradient check.
+OpCase case_relu_dropout() {
+  OpCase c;
+  c.samples = {{"p=0.5", {away0({6, 7})}, DropoutAttrs{0.5, 42, 3}},
+               {"p=0.1 3-d", {away0({2, 3, 5})}, DropoutAttrs{0.1, 7, 0}},
+               {"p=0.2 contiguous", {away0({1027, 37})}, DropoutAttrs{0.2, 9, 5}, false},
+               {"p=1", {away0({4})}, DropoutAttrs{1.0, 1, 0}}};
+  c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
+    const auto& d = std::get<DropoutAttrs>(attrs);
+    return std::vector<Ref>{dropout_ref(map1(in[0], [](double x) { return x > 0 ? x : 0.0; }), d.p, d.seed, d.offset)};
+  };
+  return c;
+}
+
 }  // namespace qkv::test
