@@ -189,6 +189,18 @@ void run_widened(const OpInfo& info, kernels::Kernel kernel, const Device& devic
     if (kLowFloat.contains(out[i].dtype())) raw::copy(out[i], wide_out[i]);
 }
 
+// An output as its spec lays it out: row-major, or row-major over `order` and permuted back.
+Tensor allocate(const OutputSpec& s, const Device& device) {
+  if (s.order.empty()) return empty(s.shape, {s.dtype, device});
+  Shape stored(s.order.size());
+  std::vector<int64_t> back(s.order.size());
+  for (size_t i = 0; i < s.order.size(); ++i) {
+    stored[i] = s.shape[size_t(s.order[i])];
+    back[size_t(s.order[i])] = int64_t(i);
+  }
+  return raw::permute(empty(stored, {s.dtype, device}), back);
+}
+
 }  // namespace
 
 std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
@@ -205,7 +217,7 @@ std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
   const std::vector<OutputSpec> specs = info.shape(in, attrs, info.name);
   std::vector<Tensor> out;
   out.reserve(specs.size());
-  for (const OutputSpec& s : specs) out.push_back(empty(s.shape, {s.dtype, device}));
+  for (const OutputSpec& s : specs) out.push_back(allocate(s, device));
 
   const kernels::Kernel kernel = device.is_cpu() ? info.cpu : info.cuda;
   if (tracing_ops()) note_op_call(info.id, device);  // a preflight: shapes and devices only

@@ -184,6 +184,15 @@ Specs cross_entropy_backward(std::span<const Tensor> in, const Attrs&, const cha
 }
 
 namespace {
+// The memory order of an attention output or gradient that follows its [B, H, T, D] operand x:
+// heads stored within tokens ([B, T, H, D], the permuted projection) when x is, so that merging
+// the heads back into [B, T, H * D] is a view; else row-major. The CUDA kernels write row-major
+// heads.
+Shape heads_order(const Tensor& x) {
+  const bool token_major = x.device().is_cpu() && x.dim() == 4 && x.stride(3) == 1 && x.stride(1) < x.stride(2);
+  return token_major ? Shape{0, 2, 1, 3} : Shape{};
+}
+
 // q [B, H, T, D], k [B, Hk, S, D], v [B, Hk, S, Dv], bias [T, S]; H a multiple of Hk. Shapes only.
 Specs attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, const char* op) {
   check<ShapeError>(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op,
@@ -204,7 +213,7 @@ Specs attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const 
   // The log-sum-exp the backward re-derives probabilities from stays float32 for 16-bit inputs:
   // rounded to bf16 it would be off by up to 0.03 at 8, and every probability by 3%.
   const DType lse = q.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  return {{{B, H, T, v.size(3)}, q.dtype()}, {{B, H, T}, lse}};
+  return {{{B, H, T, v.size(3)}, q.dtype(), heads_order(q)}, {{B, H, T}, lse}};
 }
 }  // namespace
 
@@ -275,9 +284,9 @@ Specs attention_backward(std::span<const Tensor> in, const Attrs&, const char* o
   check<ShapeError>(in[0].shape() == in[5].shape(), op, ": grad ", describe(in[0]), " does not match the output ",
                     describe(in[5]));
   const Shape dbias = in[4].defined() ? in[4].shape() : Shape{0};
-  return {{in[1].shape(), in[1].dtype()},
-          {in[2].shape(), in[2].dtype()},
-          {in[3].shape(), in[3].dtype()},
+  return {{in[1].shape(), in[1].dtype(), heads_order(in[1])},
+          {in[2].shape(), in[2].dtype(), heads_order(in[2])},
+          {in[3].shape(), in[3].dtype(), heads_order(in[3])},
           {dbias, in[1].dtype()}};
 }
 

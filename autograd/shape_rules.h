@@ -11,6 +11,11 @@ namespace qkv::autograd {
 struct OutputSpec {
   Shape shape;
   DType dtype;
+  // The dims in memory order, outermost first (empty: row-major). The output is stored row-major
+  // over the dims in this order and viewed in `shape`'s: an attention output stored as its query
+  // is ([B, H, T, D] heads of a [B, T, H, D] projection) merges back into [B, T, H * D] as a view.
+  // Kernels of such a row write through the output's strides.
+  Shape order = {};
 };
 
 using ShapeRule = std::vector<OutputSpec> (*)(std::span<const Tensor> in, const Attrs& attrs, const char* op);

@@ -24,7 +24,6 @@ void attend(const Heads& Q, const Heads& K, const Heads& V, const Tensor& bias_i
   const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, Dv = V.cols;
   const int64_t group = H / Hk, qblocks = (T + kBlockQ - 1) / kBlockQ;
   const Tensor bias = bias_in.defined() ? raw::to(raw::contiguous(bias_in), dtype_of<F>(), kCPU) : Tensor();
-  St* out = k.out[0].data<St>();
   F* lse = k.out[1].data<F>();
   const F* bp = bias.defined() ? bias.data<F>() : nullptr;
   const F scale = F(a.scale), ninf = -std::numeric_limits<F>::infinity();
@@ -46,12 +45,12 @@ void attend(const Heads& Q, const Heads& K, const Heads& V, const Tensor& bias_i
           for (int64_t r = 0; r < ni; ++r) online_softmax_row(s.row(r), acc.row(r), m[r], l[r]);
           tile_add_nn(acc, s, vt, F(1));
         }
-        St* o = out + ((b * H + h) * T + i0) * Dv;
+        MutMap<St> o = out_head<St>(k.out[0], b, h);
         F* L = lse + (b * H + h) * T + i0;
         for (int64_t r = 0; r < ni; ++r) {
           const bool empty = l[r] == F(0);  // a row that sees no key (causal with T > S)
           const F inv = empty ? F(0) : F(1) / l[r];
-          for (int64_t c = 0; c < Dv; ++c) o[r * Dv + c] = St(acc(r, c) * inv);
+          for (int64_t c = 0; c < Dv; ++c) o(i0 + r, c) = St(acc(r, c) * inv);
           L[r] = empty ? ninf : m[r] + std::log(l[r]);
         }
       }
@@ -88,26 +87,24 @@ void attention_int8_kv(const Tensor& q, const Tensor& keys, const Tensor& key_sc
 // and dv and its query heads' dq, so no two threads write the same gradient row.
 void attention_backward(const KernelArgs& k) {
   const auto& a = attr<AttentionAttrs>(k.attrs, "attention_backward");
-  const Tensor g = raw::contiguous(k.in[0]);
-  const Heads Q(k.in[1]), K(k.in[2]), V(k.in[3]);
+  // The gradient and the output are read in place, heads within tokens or not.
+  const Heads G(k.in[0]), Q(k.in[1]), K(k.in[2]), V(k.in[3]), O(k.in[5]);
   const Tensor bias = k.in[4].defined() ? raw::contiguous(k.in[4]) : Tensor();
-  const Tensor O = raw::contiguous(k.in[5]), LSE = raw::contiguous(k.in[6]);
+  const Tensor LSE = raw::contiguous(k.in[6]);
   const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, D = Q.cols, Dv = V.cols;
   const int64_t group = H / Hk;
   visit_float(Q.t.dtype(), "attention_backward", [&]<class F>() {
-    const F* gp = g.data<F>();
-    const F* op = O.data<F>();
     const F* lp = LSE.data<F>();
     const F* bp = bias.defined() ? bias.data<F>() : nullptr;
-    F* dq = k.out[0].data<F>();
-    F* dk = k.out[1].data<F>();
-    F* dv = k.out[2].data<F>();
     const F scale = F(a.scale), ninf = -std::numeric_limits<F>::infinity();
     // delta[b, h, i] = <dO_i, O_i>, the softmax backward's row term.
     std::vector<F> delta(size_t(B * H * T));
-#pragma omp parallel for if (B * H * T * Dv >= (1 << 16))
-    for (int64_t r = 0; r < B * H * T; ++r)
-      delta[size_t(r)] = Eigen::Map<const Vec<F>>(gp + r * Dv, Dv).dot(Eigen::Map<const Vec<F>>(op + r * Dv, Dv));
+#pragma omp parallel for collapse(2) if (B * H * T * Dv >= (1 << 16))
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        const ConstMap<F> dO = G.head<F>(b, h), o = O.head<F>(b, h);
+        for (int64_t i = 0; i < T; ++i) delta[size_t((b * H + h) * T + i)] = dO.row(i).dot(o.row(i));
+      }
 
     const bool parallel = B * H * T * S * D >= (1 << 16);
     // The bias gradient sums dS over every (batch, KV head) task. Tasks are cut into a fixed
@@ -120,15 +117,14 @@ void attention_backward(const KernelArgs& k) {
       for (int64_t t = c * tasks / chunks; t < (c + 1) * tasks / chunks; ++t) {
         const int64_t b = t / Hk, hk = t % Hk;
         const ConstMap<F> kk = K.head<F>(b, hk), v = V.head<F>(b, hk);
-        MutMap<F> dK(dk + (b * Hk + hk) * S * D, S, D, Eigen::OuterStride<>(D));
-        MutMap<F> dV(dv + (b * Hk + hk) * S * Dv, S, Dv, Eigen::OuterStride<>(Dv));
+        MutMap<F> dK = out_head<F>(k.out[1], b, hk), dV = out_head<F>(k.out[2], b, hk);
         dK.setZero();
         dV.setZero();
         RowMat<F> p, dp;
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
           const ConstMap<F> q = Q.head<F>(b, h);
-          const ConstMap<F> dO(gp + (b * H + h) * T * Dv, T, Dv, Eigen::OuterStride<>(Dv));
-          MutMap<F> dQ(dq + (b * H + h) * T * D, T, D, Eigen::OuterStride<>(D));
+          const ConstMap<F> dO = G.head<F>(b, h);
+          MutMap<F> dQ = out_head<F>(k.out[0], b, h);
           dQ.setZero();
           const F* L = lp + (b * H + h) * T;
           const F* dl = delta.data() + (b * H + h) * T;

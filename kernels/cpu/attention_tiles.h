@@ -46,6 +46,13 @@ struct Heads {
   }
 };
 
+// Head (b, h) of a [B, H, T, D] output as a writable T x D map with the output's row stride:
+// outputs follow their operand's layout (autograd/shape_rules.cpp), heads within tokens or not.
+template <class T> MutMap<T> out_head(const Tensor& t, int64_t b, int64_t h) {
+  T* p = t.data<T>() + b * t.stride(0) + h * t.stride(1);
+  return MutMap<T>(p, t.shape()[2], t.shape()[3], Eigen::OuterStride<>(t.stride(2)));
+}
+
 // The visible key range [0, end) for query row i: all keys, or bottom-right causal.
 inline int64_t visible_keys(int64_t i, int64_t T, int64_t S, bool causal) {
   if (!causal) return S;

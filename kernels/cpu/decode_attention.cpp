@@ -115,7 +115,6 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
         }
       }
   // Merge the splits: out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), lse = M + log(L).
-  St* out = k.out[0].data<St>();
   F* lse = k.out[1].data<F>();
 #pragma omp parallel for collapse(2) schedule(static) if (B * Hk * R * Dv * splits >= (1 << 15))
   for (int64_t b = 0; b < B; ++b)
@@ -134,9 +133,9 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
             o += w * Eigen::Map<const Vec<F>>(part_acc.data() + i * size_t(Dv), Dv);
           }
         const int64_t h = hk * group + r / T, t = r % T;
-        St* dst = out + ((b * H + h) * T + t) * Dv;
+        auto dst = out_head<St>(k.out[0], b, h).row(t);
         const bool empty = L == F(0);  // a row that sees no key (causal with T > S)
-        for (int64_t c = 0; c < Dv; ++c) dst[c] = St(empty ? F(0) : o[c] / L);
+        for (int64_t c = 0; c < Dv; ++c) dst(c) = St(empty ? F(0) : o[c] / L);
         lse[(b * H + h) * T + t] = empty ? ninf : M + std::log(L);
       }
 }

@@ -200,6 +200,31 @@ TEST_CASE("the fused attention's gradients are the same bits whatever the thread
   for (size_t i = 1; i < runs.size(); ++i) CHECK(runs[i] == runs[0]);
 }
 
+TEST_CASE("attention over heads split from projections keeps their layout: heads merge back as views") {
+  // q, k, v as the model makes them: [B, T, H * D] rows viewed as [B, H, T, D]. The output and
+  // the gradients are stored the same way, so neither the merge nor the split's backward copies,
+  // and the values are those of attention on row-major heads.
+  const int64_t B = 2, T = 70, H = 4, D = 8;
+  Generator gen(3);
+  auto heads = [&](const Tensor& rows) { return rows.reshape({B, T, H, D}).permute({0, 2, 1, 3}); };
+  Tensor x[3], w = randn({B, H, T, D}, {}, &gen);
+  for (Tensor& t : x) t = randn({B, T, H * D}, {}, &gen).set_requires_grad();
+  Tensor y = attention(heads(x[0]), heads(x[1]), heads(x[2]), Tensor(), /*causal=*/true);
+  CHECK(y.permute({0, 2, 1, 3}).is_contiguous());
+  sum(y * w).backward();
+
+  Tensor r[3];
+  for (int i = 0; i < 3; ++i) r[i] = heads(x[i].detach()).contiguous().set_requires_grad();
+  Tensor y2 = attention(r[0], r[1], r[2], Tensor(), true);
+  CHECK(y2.is_contiguous());
+  sum(y2 * w).backward();
+  CHECK(max_abs_diff(y, y2) == 0);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(x[i].grad().is_contiguous());
+    CHECK(max_abs_diff(heads(x[i].grad()), r[i].grad()) == 0);
+  }
+}
+
 TEST_CASE("k and v may be the same tensor whose gradient is the sum of both roles") {
   Tensor q = randn({1, 2, 6, 4}).set_requires_grad();
   Tensor kv = randn({1, 2, 6, 4}).set_requires_grad();
