@@ -116,9 +116,9 @@ std::vector<std::vector<double>> take_turns(const std::vector<Contestant>& conte
   for (int r = 0; r < rounds; ++r)
     for (size_t c = 0; c < contestants.size(); ++c) {
       if (failed[c]) continue;
-      const std::vector<double> t = contestants[c](per_round);
+      const std::vector<double> t = contestants[c](per_round + 1);
       if (t.empty()) failed[c] = true;
-      times[c].insert(times[c].end(), t.begin(), t.end());
+      else times[c].insert(times[c].end(), t.begin() + 1, t.end());  // the settling step untimed
     }
   for (size_t c = 0; c < contestants.size(); ++c)
     if (failed[c]) times[c].clear();  // a contestant that died part-way reports nothing

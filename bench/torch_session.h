@@ -47,7 +47,10 @@ inline Contestant contestant(TorchSession& twin) {
 }
 
 // `rounds` rounds in which every contestant in turn runs steps / rounds steps (at least one);
-// each contestant's step times over all rounds (empty for one that could not run).
+// each contestant's step times over all rounds (empty for one that could not run). Every turn
+// starts with one more step, run but not timed: it finds the caches (and the TLB) as the other
+// contestant left them, and would time the switch rather than the step (the encoder's first
+// step of a two-step turn was the slower one in 8 of 10 turns beside PyTorch).
 std::vector<std::vector<double>> take_turns(const std::vector<Contestant>& contestants, int steps, int rounds);
 
 // Median and best (minimum) of step times; -1 for none.
