@@ -7,8 +7,8 @@
 //              lm_head as x W^T) in --dtype; default on CUDA only (--gemm).
 //   bandwidth  float32 [elements / 1024, 1024]: the copy baseline (parallel memcpy on the CPU,
 //              a device-to-device copy_ on a GPU), add, gelu, dropout, relu_dropout,
-//              relu_backward, softmax and layer_norm, in GB/s of bytes read + written, and as a
-//              share of the copy.
+//              relu_backward, softmax, layer_norm and layer_norm_backward, in GB/s of bytes read
+//              + written, and as a share of the copy.
 //   decode     one decode step's attention (a query row per head over a float32 cache) at
 //              GPT-2 small's heads: QKV, K=V, GQA-4 and MQA at batch 8 over 1024 positions, QKV
 //              and K=V at batch 1 over 4096, in GB/s of the cache bytes it must read, and as a
@@ -144,6 +144,7 @@ double bench_bandwidth(int64_t n, int reps, const Device& dev, Json& res) {
   Generator g(7);
   Tensor x = randn({rows, cols}, {DType::f32, dev}, &g), y = randn({rows, cols}, {DType::f32, dev}, &g);
   Tensor w = ones({cols}, {DType::f32, dev}), bias = zeros({cols}, {DType::f32, dev});
+  Tensor row_mean = zeros({rows}, {DType::f32, dev}), row_rstd = ones({rows}, {DType::f32, dev});
   const double bytes = double(rows * cols) * 4;
 
   // The copy baseline: parallel memcpy on the CPU, a device-to-device copy on a GPU.
@@ -178,6 +179,8 @@ double bench_bandwidth(int64_t n, int reps, const Device& dev, Json& res) {
       {"relu_backward", "relu_backward", 3 * bytes, [&] { Tensor z = relu_backward(x, y); }},
       {"softmax", "softmax", 2 * bytes, [&] { Tensor z = softmax(x, -1); }},
       {"layer_norm", "layer_norm", 2 * bytes, [&] { Tensor z = layer_norm(x, w, bias); }},
+      {"layer_norm_backward", "layer_norm_backward", 3 * bytes,
+       [&] { LayerNormGrads z = layer_norm_backward(y, x, w, row_mean, row_rstd); }},
   };
   std::vector<std::function<void()>> fns;
   for (auto& c : cases) fns.push_back(c.fn);
@@ -185,10 +188,10 @@ double bench_bandwidth(int64_t n, int reps, const Device& dev, Json& res) {
   const double copy_bw = cases[0].bytes_moved / t[0];
   std::printf("\nbandwidth (float32 [%lld, %lld], %.0f MiB per tensor, best of %d)\n", (long long)rows, (long long)cols,
               bytes / (1 << 20), reps);
-  std::printf("%12s %10s %14s\n", "kernel", "GB/s", "of copy");
+  std::printf("%20s %10s %14s\n", "kernel", "GB/s", "of copy");
   for (size_t i = 0; i < cases.size(); ++i) {
     const double bw = cases[i].bytes_moved / t[i];
-    std::printf("%12s %10.1f %13.1f%%\n", cases[i].name, bw / 1e9, 100 * bw / copy_bw);
+    std::printf("%20s %10.1f %13.1f%%\n", cases[i].name, bw / 1e9, 100 * bw / copy_bw);
     res[std::string("bandwidth.") + cases[i].key + ".gbps"] = bw / 1e9;
   }
   return copy_bw;

@@ -1,7 +1,8 @@
 // The calling convention every kernel shares: inputs (possibly strided, possibly undefined for
 // optional inputs), outputs already allocated with the shapes the op's shape rule gave
-// (contiguous, unless the rule gave a memory order: attention's heads), and the op's attributes. Kernels write only their outputs, plus the inputs their row's
-// `writes` column names (those arrive contiguous), and never record autograd.
+// (contiguous, unless the rule gave a memory order: attention's heads), and the op's
+// attributes. Kernels write only their outputs, plus the inputs their row's `writes` column
+// names (those arrive contiguous), and never record autograd.
 #pragma once
 #include <span>
 

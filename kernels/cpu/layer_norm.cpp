@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/layer_norm_row.h"
 #include "kernels/cpu/loops.h"
 #include "tensor/view.h"
 
@@ -25,20 +26,13 @@ void layer_norm(const KernelArgs& k) {
     const T* wp = w.defined() ? w.data<T>() : nullptr;
     const T* bp = b.defined() ? b.data<T>() : nullptr;
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain)
-    for (int64_t r = 0; r < rows; ++r) {
-      ConstArrMap<T> xr(xp + r * n, n);
-      ArrMap<T> yr(y + r * n, n);
-      const T mu = xr.mean();
-      const T var = (xr - mu).square().mean();
-      const T rs = T(1) / std::sqrt(var + T(eps));
-      mean[r] = mu;
-      rstd[r] = rs;
-      yr = (xr - mu) * rs;
-      if (wp) yr *= ConstArrMap<T>(wp, n);
-      if (bp) yr += ConstArrMap<T>(bp, n);
-    }
+    for (int64_t r = 0; r < rows; ++r) layer_norm_row(xp + r * n, y + r * n, n, eps, wp, bp, mean[r], rstd[r]);
   });
 }
+
+namespace {
+constexpr int kNormRowBlock = 16;  // rows whose parameter gradients are summed before widening
+}  // namespace
 
 // Inputs (grad_y, x, weight?, mean, rstd) -> outputs (dx, dweight, dbias).
 void layer_norm_backward(const KernelArgs& k) {
@@ -60,17 +54,30 @@ void layer_norm_backward(const KernelArgs& k) {
     {
       const int t = omp_get_thread_num();
       Arr<T> xhat(n), gw(n);
+      // The parameter gradients are summed over a block of rows in T, each block's sum then
+      // added in double: widening every row cost as much as the row's own arithmetic.
+      Arr<T> dw_rows = Arr<T>::Zero(n), db_rows = Arr<T>::Zero(n);
+      int in_block = 0;
+      auto flush = [&] {
+        dw[size_t(t)] += dw_rows.template cast<double>();
+        db[size_t(t)] += db_rows.template cast<double>();
+        dw_rows.setZero();
+        db_rows.setZero();
+        in_block = 0;
+      };
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
         ConstArrMap<T> gr(gp + r * n, n), xr(xp + r * n, n);
         xhat = (xr - mean[r]) * rstd[r];
-        dw[size_t(t)] += (gr * xhat).template cast<double>();
-        db[size_t(t)] += gr.template cast<double>();
+        dw_rows += gr * xhat;
+        db_rows += gr;
+        if (++in_block == kNormRowBlock) flush();
         if (wp) gw = gr * ConstArrMap<T>(wp, n);
         else gw = gr;
         const T mean_gw = gw.mean(), mean_gwx = (gw * xhat).mean();
         ArrMap<T>(dx + r * n, n) = rstd[r] * (gw - mean_gw - xhat * mean_gwx);
       }
+      flush();
     }
     for (int t = 1; t < threads; ++t) {
       dw[0] += dw[size_t(t)];

@@ -2,6 +2,8 @@
 // blocks' words per instruction, two such sets interleaved; elsewhere the compiler vectorizes
 // the plain rounds). Bit-identical to philox::block(), which the CUDA kernels use per element.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -115,5 +117,31 @@ inline void philox_batch(uint64_t seed, uint64_t first, uint32_t* words) {
   }
 #endif
 }
+
+// u / 2^32 < p exactly when the integer u < ceil(p 2^32): a draw's comparison without floating
+// point (dropout keeps element i when word i >= the threshold of p).
+inline uint64_t unit_threshold(double p) { return uint64_t(std::ceil(std::clamp(p, 0.0, 1.0) * 4294967296.0)); }
+
+// The words of a stream read in increasing element order by one thread: element i's word is
+// word i % kWords of the batch i / kWords, generated when first asked for.
+class PhiloxWords {
+ public:
+  static constexpr int64_t kWords = 4 * kPhiloxBatch;
+  PhiloxWords(uint64_t seed, uint64_t offset) : seed_(seed), offset_(offset) {}
+  // Words of elements [i, i + n), n at most the rest of i's batch (kWords - i % kWords).
+  const uint32_t* at(int64_t i) {
+    const int64_t batch = i / kWords;
+    if (batch != batch_) {
+      philox_batch(seed_, offset_ + uint64_t(batch) * kPhiloxBatch, words_);
+      batch_ = batch;
+    }
+    return words_ + i % kWords;
+  }
+
+ private:
+  uint64_t seed_, offset_;
+  int64_t batch_ = -1;
+  alignas(64) uint32_t words_[kWords];
+};
 
 }  // namespace qkv::kernels::cpu

@@ -27,9 +27,6 @@ template <class F> void for_each_batch(int64_t n, uint64_t seed, uint64_t offset
   }
 }
 
-// u / 2^32 < p exactly when the integer u < ceil(p 2^32): the comparison without floating point.
-uint64_t unit_threshold(double p) { return uint64_t(std::ceil(std::clamp(p, 0.0, 1.0) * 4294967296.0)); }
-
 template <class T> T unit(uint32_t x) {
   if constexpr (std::is_same_v<T, float>) return philox::to_unit_float(x);
   else return philox::to_unit_double(x);
