@@ -86,6 +86,15 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps)
   return one(OpId::layer_norm, {x, w, b}, LayerNormAttrs{eps});
 }
 
+namespace {
+// A dropout mask over x's elements: p, and the generator's (seed, offset) with x.numel() numbers
+// reserved (gen, or the process-wide one). A preflight reserves nothing.
+DropoutAttrs draw_dropout(const Tensor& x, double p, Generator* gen) {
+  Generator& g = gen ? *gen : default_generator();
+  return {p, g.seed(), autograd::tracing_ops() ? 0 : g.reserve(x.numel())};
+}
+}  // namespace
+
 LayerNormGrads layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& mean,
                                    const Tensor& rstd) {
   auto out = call_op(OpId::layer_norm_backward, {g, x, w, mean, rstd});
@@ -98,10 +107,10 @@ AddNorm dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& w
   check<ValueError>(eps >= 0, "dropout_add_layer_norm: eps must be non-negative, got ", eps);
   DropoutAddNormAttrs attrs{0, 0, 0, eps};
   if (training && p > 0) {  // the numbers dropout(y, p, training, gen) would draw
-    Generator& g = gen ? *gen : default_generator();
+    const DropoutAttrs d = draw_dropout(y, p, gen);
     attrs.p = p;
-    attrs.seed = g.seed();
-    attrs.offset = autograd::tracing_ops() ? 0 : g.reserve(y.numel());
+    attrs.seed = d.seed;
+    attrs.offset = d.offset;
   }
   auto out = call_op(OpId::dropout_add_layer_norm, {x, y, w, b}, attrs);
   return {out[3], out[0]};
@@ -116,18 +125,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   check<ValueError>(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
-  Generator& g = gen ? *gen : default_generator();
-  const uint64_t seed = g.seed(),
-                 offset = autograd::tracing_ops() ? 0 : g.reserve(x.numel());  // a preflight draws nothing
-  return one(OpId::dropout, {x}, DropoutAttrs{p, seed, offset});
+  return one(OpId::dropout, {x}, draw_dropout(x, p, gen));
 }
 
 Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
   check<ValueError>(p >= 0 && p <= 1, "relu_dropout: p must be in [0, 1], got ", p);
   if (!training || p == 0) return relu(x);
-  Generator& g = gen ? *gen : default_generator();
-  const uint64_t seed = g.seed(), offset = autograd::tracing_ops() ? 0 : g.reserve(x.numel());
-  return one(OpId::relu_dropout, {x}, DropoutAttrs{p, seed, offset});
+  return one(OpId::relu_dropout, {x}, draw_dropout(x, p, gen));
 }
 
 namespace {
