@@ -187,18 +187,6 @@ Grads dropout_add_layer_norm(const BackwardArgs& a) {
   return {dsum, dy, a.input_meta[2].defined ? ln.dweight : Tensor(), a.input_meta[3].defined ? ln.dbias : Tensor()};
 }
 
-Grads embedding(const BackwardArgs& a) {
-  const Tensor &g = a.grads[0], &ids = a.inputs[1];
-  const TensorMeta& w = a.input_meta[0];
-  Tensor flat_g = g.reshape({-1, w.shape[1]});
-  // A tied weight (the GPT's embedding and output layer) already has the output layer's dense
-  // gradient pending: the rows are added into a copy of it instead of into zeros that the
-  // engine would then add to it (two passes over a [vocab, d] matrix fewer).
-  const Tensor* sum = a.pending ? a.pending->peek(0) : nullptr;
-  const bool fold = sum && sum->dtype() == flat_g.dtype() && sum->device() == flat_g.device();
-  return {index_add(fold ? a.pending->take(0) : zero_like_meta(w), 0, ids.reshape({-1}), flat_g), Tensor()};
-}
-
 Grads cross_entropy(const BackwardArgs& a) {
   const Tensor dx =
       call_op(OpId::cross_entropy_backward, {a.grads[0], a.inputs[0], a.inputs[1], a.outputs[1]}, a.attrs)[0];
@@ -302,9 +290,31 @@ Grads concat(const BackwardArgs& a) {
   return out;
 }
 
+namespace {
+
+// The rows of g added at `index` along `dim` into a tensor like input 0: in place into input 0's
+// pending gradient where one may be written (a tied weight: the GPT's embedding and output
+// layer, whose dense gradient is a [vocab, d] matrix), else into zeros. Each [vocab, d] pass saved
+// is a pass over the whole table: copying it out of the pending sum, or adding two of them.
+Tensor add_rows_to_pending(const BackwardArgs& a, int64_t dim, const Tensor& index, const Tensor& g) {
+  const TensorMeta& m = a.input_meta[0];
+  if (!kFloat.contains(g.dtype()) || g.dtype() != m.dtype) return index_add(zero_like_meta(m), dim, index, g);
+  Tensor base = can_fold_into_pending(a, 0, g, m.shape) ? a.pending->take(0) : zero_like_meta(m);
+  index_accumulate_(base, dim, index, g);
+  return base;
+}
+
+}  // namespace
+
+Grads embedding(const BackwardArgs& a) {
+  const Tensor& ids = a.inputs[1];
+  const TensorMeta& w = a.input_meta[0];
+  return {add_rows_to_pending(a, 0, ids.reshape({-1}), a.grads[0].reshape({-1, w.shape[1]})), Tensor()};
+}
+
 Grads index_select(const BackwardArgs& a) {
   const int64_t dim = attr<DimAttrs>(a.attrs, "index_select").dim;
-  return {index_add(zero_like_meta(a.input_meta[0]), dim, a.inputs[1], a.grads[0]), Tensor()};
+  return {add_rows_to_pending(a, dim, a.inputs[1], a.grads[0]), Tensor()};
 }
 
 Grads index_add(const BackwardArgs& a) {

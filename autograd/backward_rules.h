@@ -19,10 +19,13 @@ struct BackwardArgs {
   std::span<const Tensor> inputs;          // saved inputs (undefined unless the row saves them)
   std::span<const Tensor> outputs;         // saved outputs (likewise)
   std::span<const TensorMeta> input_meta;  // shape / dtype / device of every input
-  std::span<const Tensor> grads;           // one per output; zeros where no gradient arrived
+  // One per output. Where no gradient arrived: zeros for the first output, undefined for the
+  // others (a layer norm's mean, attention's lse, the residual sum of a post-norm block), which
+  // no rule reads without checking grad_arrived: filling them would cost a pass each.
+  std::span<const Tensor> grads;
   const Attrs& attrs;
   std::span<const bool> needs_grad;       // per input
-  std::span<const bool> grad_arrived;     // per output; false where grads holds filled-in zeros
+  std::span<const bool> grad_arrived;     // per output
   const PendingGrads* pending = nullptr;  // the sums already waiting for each input (node.h)
 };
 

@@ -41,9 +41,9 @@ struct OpNode final : Node {
     if (in.empty()) in.resize(inputs.size());
     if (out.empty()) out.resize(outputs.size());
     std::unique_ptr<bool[]> arrived(new bool[grads.size()]);
-    for (size_t i = 0; i < grads.size(); ++i) {  // outputs no gradient reached count as zero
+    for (size_t i = 0; i < grads.size(); ++i) {  // the first output counts as zero if no gradient reached it
       arrived[i] = grads[i].defined();
-      if (!arrived[i] && is_floating(outputs[i].dtype))
+      if (!arrived[i] && i == 0 && is_floating(outputs[i].dtype))
         grads[i] = zeros(outputs[i].shape, {outputs[i].dtype, outputs[i].device});
     }
     std::unique_ptr<bool[]> needs(new bool[next.size()]);

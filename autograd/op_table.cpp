@@ -30,11 +30,14 @@ constexpr bool masks_fit(const OpInfo& r) {
   return (r.optional & ~all) == 0 && (r.writes & ~all) == 0;
 }
 // An op that writes an input records no graph: it has no backward and saves nothing, and it
-// may have no outputs. Every other op has at least one.
+// may have no outputs. Every other op has at least one. An op that writes an input takes no
+// 16-bit float it would widen: the kernel would update the float32 copy, not the input.
 constexpr bool rows_are_well_formed() {
   for (const OpInfo& r : kTable) {
     if (!masks_fit(r) || r.outputs < 0 || (r.outputs == 0 && r.writes == 0)) return false;
     if (r.writes != 0 && (r.backward != nullptr || r.save != kSaveNone)) return false;
+    if (r.writes != 0 && r.lowp == kLowWiden && (r.dtypes.contains(DType::bf16) || r.dtypes.contains(DType::f16)))
+      return false;
   }
   return true;
 }
@@ -51,7 +54,8 @@ static_assert(std::size(kTable) == size_t(kOpCount), "one OpInfo per QKV_OPS row
 static_assert(rows_are_in_id_order(), "kTable must be indexable by OpId");
 static_assert(rows_are_well_formed(),
               "an op needs at least one output unless it writes an input; its opt and writes "
-              "masks name only its inputs; an op that writes an input has no backward and saves nothing");
+              "masks name only its inputs; an op that writes an input has no backward, saves nothing "
+              "and takes no 16-bit float that the dispatcher would widen");
 
 }  // namespace
 

@@ -103,6 +103,7 @@
   X(concat,                 -1, 0,       0,      1,   kAllDTypes,  kAmpKeep, kLowNative, kSaveNone,    shape::concat,                 common::concat,              &common::concat,                         grad::concat) \
   X(index_select,           2,  0,       0,      1,   kAllDTypes,  kAmpKeep, kLowNative, kSaveInputs,  shape::index_select,           cpu::index_select,           QKV_CUDA_KERNEL(index_select),           grad::index_select) \
   X(index_add,              3,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveInputs,  shape::index_add,              cpu::index_add,              QKV_CUDA_KERNEL(index_add),              grad::index_add) \
+  X(index_accumulate,       3,  0,       0b1,    0,   kFloat,      kAmpNone, kLowWiden,  kSaveNone,    shape::index_accumulate,       cpu::index_accumulate,       QKV_CUDA_KERNEL(index_accumulate),       kNotDifferentiable) \
   X(gather,                 2,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveInputs,  shape::gather,                 cpu::gather,                 QKV_CUDA_KERNEL(gather),                 grad::gather) \
   X(scatter_add,            3,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveInputs,  shape::scatter_add,            cpu::scatter_add,            QKV_CUDA_KERNEL(scatter_add),            grad::scatter_add) \
   X(masked_fill,            2,  0,       0,      1,   kAnyNumeric, kAmpKeep, kLowWiden,  kSaveInputs,  shape::masked_fill,            cpu::masked_fill,            QKV_CUDA_KERNEL(masked_fill),            grad::masked_fill) \

@@ -205,6 +205,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
   return one(OpId::index_add, {base, index, src}, DimAttrs{wrap_dim(dim, base.dim(), "index_add")});
 }
+void index_accumulate_(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
+  call_op(OpId::index_accumulate, {base, index, src}, DimAttrs{wrap_dim(dim, base.dim(), "index_accumulate")});
+}
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return one(OpId::gather, {x, index}, DimAttrs{wrap_dim(dim, x.dim(), "gather")});
 }

@@ -140,6 +140,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src);
+// base[..., index[j], ...] += src[..., j, ...] in place (float32/64 base, contiguous, not in a graph).
+void index_accumulate_(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src);
 

@@ -437,6 +437,12 @@ Specs index_add(std::span<const Tensor> in, const Attrs& attrs, const char* op) 
   return {{base.shape(), base.dtype()}};
 }
 
+// index_add's inputs, base updated in place: no output.
+Specs index_accumulate(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  index_add(in, attrs, op);
+  return {};
+}
+
 Specs gather(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
   const int64_t dim = attr<DimAttrs>(attrs, op).dim;
   const Tensor &x = in[0], &idx = in[1];

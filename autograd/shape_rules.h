@@ -56,6 +56,7 @@ std::vector<OutputSpec> adaptive_avg_pool2d(std::span<const Tensor>, const Attrs
 std::vector<OutputSpec> concat(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> index_select(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> index_add(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> index_accumulate(std::span<const Tensor>, const Attrs&, const char* op);  // base written
 std::vector<OutputSpec> gather(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> scatter_add(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> masked_fill(std::span<const Tensor>, const Attrs&, const char* op);

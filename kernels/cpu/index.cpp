@@ -47,20 +47,20 @@ void index_select(const KernelArgs& k) {
   });
 }
 
-// Inputs (base, index [n], src) -> out = base; out[..., index[j], ...] += src[..., j, ...].
-void index_add(const KernelArgs& k) {
-  const int64_t dim = attr<DimAttrs>(k.attrs, "index_add").dim;
-  raw::copy(k.out[0], k.in[0]);
-  const Tensor idx = raw::contiguous(k.in[1]);
-  const Tensor src = raw::contiguous(k.in[2]);
-  const Around A(k.out[0].shape(), dim);
+namespace {
+
+// out[..., index[j], ...] += src[..., j, ...] along `dim`, in place.
+void add_indexed_rows(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source, const char* op) {
+  const Tensor idx = raw::contiguous(index);
+  const Tensor src = raw::contiguous(source);
+  const Around A(out.shape(), dim);
   const int64_t n = idx.numel();
-  visit_numeric(src.dtype(), "index_add", [&]<class T>() {
-    visit_index(idx.dtype(), "index_add", [&]<class I>() {
+  visit_numeric(src.dtype(), op, [&]<class T>() {
+    visit_index(idx.dtype(), op, [&]<class I>() {
       const I* ip = idx.data<I>();
-      check_indices(ip, n, A.size, "index_add");
+      check_indices(ip, n, A.size, op);
       const T* s = src.data<T>();
-      T* o = k.out[0].data<T>();
+      T* o = out.data<T>();
       // Rows of the same outer slice may repeat an index, so parallelize over outer and inner.
       const int64_t chunk = 512, nchunks = (A.inner + chunk - 1) / chunk;
 #pragma omp parallel for collapse(2) schedule(static) if (A.outer * n * A.inner >= kParallelGrain)
@@ -73,6 +73,19 @@ void index_add(const KernelArgs& k) {
         }
     });
   });
+}
+
+}  // namespace
+
+// Inputs (base, index [n], src) -> out = base; out[..., index[j], ...] += src[..., j, ...].
+void index_add(const KernelArgs& k) {
+  raw::copy(k.out[0], k.in[0]);
+  add_indexed_rows(k.out[0], attr<DimAttrs>(k.attrs, "index_add").dim, k.in[1], k.in[2], "index_add");
+}
+
+// Inputs (base, index [n], src): base[..., index[j], ...] += src[..., j, ...] in place.
+void index_accumulate(const KernelArgs& k) {
+  add_indexed_rows(k.in[0], attr<DimAttrs>(k.attrs, "index_accumulate").dim, k.in[1], k.in[2], "index_accumulate");
 }
 
 namespace {

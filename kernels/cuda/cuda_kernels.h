@@ -53,6 +53,7 @@ void cross_entropy_backward(const KernelArgs&);
 void embedding(const KernelArgs&);
 void index_select(const KernelArgs&);
 void index_add(const KernelArgs&);
+void index_accumulate(const KernelArgs&);
 void gather(const KernelArgs&);
 void scatter_add(const KernelArgs&);
 // random.cu

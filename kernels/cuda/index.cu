@@ -231,27 +231,40 @@ void index_select(const KernelArgs& k) {
   });
 }
 
-// Inputs (base, index [n], src) -> out = base; out[..., index[j], ...] += src[..., j, ...].
-void index_add(const KernelArgs& k) {
-  const int64_t dim = attr<DimAttrs>(k.attrs, "index_add").dim;
-  raw::copy(k.out[0], k.in[0]);
-  const Tensor idx = raw::contiguous(k.in[1]);
-  const Tensor src = raw::contiguous(k.in[2]);
-  const Around A(k.out[0].shape(), dim);
+namespace {
+
+// out[..., index[j], ...] += src[..., j, ...] along `dim`, in place.
+void add_indexed_rows(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source, const char* op) {
+  const Tensor idx = raw::contiguous(index);
+  const Tensor src = raw::contiguous(source);
+  const Around A(out.shape(), dim);
   const int64_t n = idx.numel();
-  visit_numeric(src.dtype(), "index_add", [&]<class T>() {
-    visit_index(idx.dtype(), "index_add", [&]<class I>() {
+  visit_numeric(src.dtype(), op, [&]<class T>() {
+    visit_index(idx.dtype(), op, [&]<class I>() {
       set_device(src);
       if constexpr (std::is_floating_point_v<T>) {
         if (A.outer == 1 && n > 0) {
-          index_add_sorted<T, I>(k.out[0], idx, src, A.size, A.inner, index_check(src, A.size, "index_add"));
+          index_add_sorted<T, I>(out, idx, src, A.size, A.inner, index_check(src, A.size, op));
           return;
         }
       }
-      launch_flat(src.numel(), IndexAddFn<T, I>{src.data<T>(), idx.data<I>(), k.out[0].data<T>(), n, A.size, A.inner,
-                                                index_check(src, A.size, "index_add")});
+      launch_flat(src.numel(), IndexAddFn<T, I>{src.data<T>(), idx.data<I>(), out.data<T>(), n, A.size, A.inner,
+                                                index_check(src, A.size, op)});
     });
   });
+}
+
+}  // namespace
+
+// Inputs (base, index [n], src) -> out = base; out[..., index[j], ...] += src[..., j, ...].
+void index_add(const KernelArgs& k) {
+  raw::copy(k.out[0], k.in[0]);
+  add_indexed_rows(k.out[0], attr<DimAttrs>(k.attrs, "index_add").dim, k.in[1], k.in[2], "index_add");
+}
+
+// Inputs (base, index [n], src): base[..., index[j], ...] += src[..., j, ...] in place.
+void index_accumulate(const KernelArgs& k) {
+  add_indexed_rows(k.in[0], attr<DimAttrs>(k.attrs, "index_accumulate").dim, k.in[1], k.in[2], "index_accumulate");
 }
 
 // Inputs (x, index) -> out[i][j][k] = x[i][index[i][j][k]][k] (dim 1), out shaped like index.

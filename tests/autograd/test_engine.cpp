@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "autograd/autograd.h"
+#include "autograd/profiler.h"
 
 using namespace qkv;
 
@@ -83,29 +84,44 @@ TEST_CASE("a tensor used twice receives the sum of both gradients") {
 }
 
 TEST_CASE("a tied embedding and output weight gets the sum of both gradients") {
-  // The embedding's rule folds its rows into the output layer's dense gradient when that is
-  // pending already (GPT's tied weight), and otherwise starts from zeros. Either way the tied
-  // weight's gradient must equal the gradients of two untied copies added up (ids repeat).
+  // The embedding's rule adds its rows in place into the output layer's dense gradient when that
+  // is pending already and nothing else holds it (GPT's tied weight), and otherwise into zeros.
+  // Either way the tied weight's gradient must equal the gradients of two untied copies added up
+  // (ids repeat), and a gradient the pending sum shares must not change.
   Generator gen(5);
-  const Tensor w0 = randn({7, 4}, {}, &gen), x = randn({3, 4}, {}, &gen);
-  const Tensor probe = randn({3, 7}, {}, &gen), probe2 = randn({3, 4}, {}, &gen);
+  const Tensor w0 = randn({7, 4}, {}, &gen), x = randn({3, 4}, {}, &gen), u0 = randn({7, 4}, {}, &gen);
+  const Tensor probe = randn({3, 7}, {}, &gen), probe2 = randn({3, 4}, {}, &gen), probe_u = randn({7, 4}, {}, &gen);
   const Tensor ids = from_vector<int64_t>({2, 5, 2}, {3});
-  for (const bool chained : {true, false}) {
-    CAPTURE(chained);
-    // chained: the output layer reads the embedding (backward reaches it first, as in a GPT);
-    // else the two uses are separate branches of the loss.
-    auto loss = [&](const Tensor& we, const Tensor& wo) {
+  // chained: the output layer reads the embedding (backward reaches it first, as in a GPT);
+  // branches: the two uses are separate branches of the loss; shared: the output layer's weight
+  // is wo + u2, whose backward hands one gradient tensor to both wo and u2.
+  for (const std::string mode : {"chained", "branches", "shared"}) {
+    CAPTURE(mode);
+    auto loss = [&](const Tensor& we, const Tensor& wo, const Tensor& u) {
       const Tensor e = embedding(we, ids);
-      if (chained) return sum(linear(e, wo, Tensor()) * probe);
-      return sum(linear(x, wo, Tensor()) * probe) + sum(e * probe2);
+      if (mode == "chained") return sum(linear(e, wo, Tensor()) * probe);
+      if (mode == "branches") return sum(linear(x, wo, Tensor()) * probe) + sum(e * probe2);
+      const Tensor u2 = u * 2.0;  // its node waits for both uses of u2: the sum stays shared meanwhile
+      return sum(u2 * probe_u) + sum(linear(e, wo + u2, Tensor()) * probe);
     };
-    Tensor tied = w0.detach().set_requires_grad();
+    Tensor tied = w0.detach().set_requires_grad(), u_tied = u0.detach().set_requires_grad();
     Tensor w_emb = w0.detach().set_requires_grad(), w_out = w0.detach().set_requires_grad();
-    loss(tied, tied).backward();
-    loss(w_emb, w_out).backward();
+    Tensor u = u0.detach().set_requires_grad();
+    const Tensor tied_loss = loss(tied, tied, u_tied);
+    autograd::set_profiling_enabled(true);
+    autograd::reset_profile();
+    tied_loss.backward();
+    autograd::set_profiling_enabled(false);
+    // The rows go in place, never through a copy of a [vocab, d] matrix (index_add); only where
+    // the pending sum is shared does the engine add the two gradients afterwards.
+    CHECK(autograd::profiled_calls("index_accumulate") == 1);
+    CHECK(autograd::profiled_calls("index_add") == 0);
+    if (mode == "chained") CHECK(autograd::profiled_calls("add") == 0);
+    loss(w_emb, w_out, u).backward();
     const std::vector<float> got = values(tied.grad()), emb = values(w_emb.grad()), out = values(w_out.grad());
     REQUIRE(got.size() == emb.size());
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(emb[i] + out[i]).epsilon(1e-5));
+    if (mode == "shared") CHECK(values(u_tied.grad()) == values(u.grad()));
   }
 }
 

@@ -49,19 +49,35 @@ OpCase case_index_select() {
   return c;
 }
 
-// Inputs (base, index, src).
+namespace {
+// Inputs (base, index, src): base with src's slices added at index along dim.
+std::vector<Ref> index_add_reference(const std::vector<Ref>& in, const Attrs& attrs) {
+  const int64_t dim = std::get<DimAttrs>(attrs).dim;
+  Ref out = in[0];
+  for_each_index(in[2].shape, [&](const std::vector<int64_t>& i) {
+    out.at(with_coord(i, dim, int64_t(in[1].v[size_t(i[size_t(dim)])]))) += in[2].at(i);
+  });
+  return {out};
+}
+}  // namespace
+
 OpCase case_index_add() {
   OpCase c;
   c.samples = {{"dim 0, repeats", {real({4, 3}), index({6}, 4), real({6, 3})}, DimAttrs{0}},
                {"dim 1", {real({2, 5, 2}), index({3}, 5), real({2, 3, 2})}, DimAttrs{1}}};
-  c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
-    const int64_t dim = std::get<DimAttrs>(attrs).dim;
-    Ref out = in[0];
-    for_each_index(in[2].shape, [&](const std::vector<int64_t>& i) {
-      out.at(with_coord(i, dim, int64_t(in[1].v[size_t(i[size_t(dim)])]))) += in[2].at(i);
-    });
-    return std::vector<Ref>{out};
-  };
+  c.reference = index_add_reference;
+  return c;
+}
+
+// The same, base updated in place (the embedding's gradient rows into its pending sum). The
+// last sample is big enough for the CPU kernel to split its columns across threads.
+OpCase case_index_accumulate() {
+  OpCase c;
+  c.samples = {{"dim 0, repeats", {real({4, 3}), index({6}, 4), real({6, 3})}, DimAttrs{0}},
+               {"dim 1", {real({2, 5, 2}), index({3}, 5), real({2, 3, 2})}, DimAttrs{1}},
+               {"embedding rows, int32", {real({50, 600}), index32({64}, 50), real({64, 600})}, DimAttrs{0}}};
+  c.gradcheck = false;
+  c.reference = index_add_reference;
   return c;
 }
 
