@@ -91,21 +91,12 @@ void attention_backward(const KernelArgs& k) {
   const Heads G(k.in[0]), Q(k.in[1]), K(k.in[2]), V(k.in[3]), O(k.in[5]);
   const Tensor bias = k.in[4].defined() ? raw::contiguous(k.in[4]) : Tensor();
   const Tensor LSE = raw::contiguous(k.in[6]);
-  const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, D = Q.cols, Dv = V.cols;
+  const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, D = Q.cols;
   const int64_t group = H / Hk;
   visit_float(Q.t.dtype(), "attention_backward", [&]<class F>() {
     const F* lp = LSE.data<F>();
     const F* bp = bias.defined() ? bias.data<F>() : nullptr;
     const F scale = F(a.scale), ninf = -std::numeric_limits<F>::infinity();
-    // delta[b, h, i] = <dO_i, O_i>, the softmax backward's row term.
-    std::vector<F> delta(size_t(B * H * T));
-#pragma omp parallel for collapse(2) if (B * H * T * Dv >= (1 << 16))
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h) {
-        const ConstMap<F> dO = G.head<F>(b, h), o = O.head<F>(b, h);
-        for (int64_t i = 0; i < T; ++i) delta[size_t((b * H + h) * T + i)] = dO.row(i).dot(o.row(i));
-      }
-
     const bool parallel = B * H * T * S * D >= (1 << 16);
     // The bias gradient sums dS over every (batch, KV head) task. Tasks are cut into a fixed
     // number of chunks, each summing its tasks in order into its own buffer, and the buffers are
@@ -121,13 +112,17 @@ void attention_backward(const KernelArgs& k) {
         dK.setZero();
         dV.setZero();
         RowMat<F> p, dp;
+        Vec<F> delta(T);
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
           const ConstMap<F> q = Q.head<F>(b, h);
-          const ConstMap<F> dO = G.head<F>(b, h);
+          const ConstMap<F> dO = G.head<F>(b, h), o = O.head<F>(b, h);
+          // delta_i = <dO_i, O_i>, the softmax backward's row term: read here, where dO is read
+          // next, rather than in a pass of its own over every head.
+          for (int64_t i = 0; i < T; ++i) delta[i] = dO.row(i).dot(o.row(i));
           MutMap<F> dQ = out_head<F>(k.out[0], b, h);
           dQ.setZero();
           const F* L = lp + (b * H + h) * T;
-          const F* dl = delta.data() + (b * H + h) * T;
+          const F* dl = delta.data();
           for (int64_t i0 = 0; i0 < T; i0 += kBlockQ) {
             const int64_t ni = std::min(kBlockQ, T - i0);
             const int64_t kend = visible_keys(i0 + ni - 1, T, S, a.causal);
