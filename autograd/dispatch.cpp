@@ -41,11 +41,11 @@ struct OpNode final : Node {
     if (in.empty()) in.resize(inputs.size());
     if (out.empty()) out.resize(outputs.size());
     std::unique_ptr<bool[]> arrived(new bool[grads.size()]);
-    for (size_t i = 0; i < grads.size(); ++i) {  // the first output counts as zero if no gradient reached it
-      arrived[i] = grads[i].defined();
-      if (!arrived[i] && i == 0 && is_floating(outputs[i].dtype))
-        grads[i] = zeros(outputs[i].shape, {outputs[i].dtype, outputs[i].device});
-    }
+    for (size_t i = 0; i < grads.size(); ++i) arrived[i] = grads[i].defined();
+    // The first output counts as zero if no gradient reached it; the others stay undefined
+    // (BackwardArgs::grads).
+    if (!arrived[0] && is_floating(outputs[0].dtype))
+      grads[0] = zeros(outputs[0].shape, {outputs[0].dtype, outputs[0].device});
     std::unique_ptr<bool[]> needs(new bool[next.size()]);
     for (size_t i = 0; i < next.size(); ++i) needs[i] = next[i].node != nullptr;
     const std::span<const bool> needs_grad(needs.get(), next.size()), grad_arrived(arrived.get(), grads.size());

@@ -122,7 +122,6 @@ void attention_backward(const KernelArgs& k) {
           MutMap<F> dQ = out_head<F>(k.out[0], b, h);
           dQ.setZero();
           const F* L = lp + (b * H + h) * T;
-          const F* dl = delta.data();
           for (int64_t i0 = 0; i0 < T; i0 += kBlockQ) {
             const int64_t ni = std::min(kBlockQ, T - i0);
             const int64_t kend = visible_keys(i0 + ni - 1, T, S, a.causal);
@@ -139,7 +138,7 @@ void attention_backward(const KernelArgs& k) {
               tile_add_tn(dV.middleRows(j0, nj), p, dO.middleRows(i0, ni), F(1));
               tile_product_nt(dp, dO.middleRows(i0, ni), v.middleRows(j0, nj), F(1));
               for (int64_t r = 0; r < ni; ++r) {  // p becomes dS = p (dp - delta), the scores' gradient
-                const F delta_r = dl[i0 + r];
+                const F delta_r = delta[i0 + r];
                 auto dp_r = dp.row(r).array();
                 with_score_row(p.row(r), [&](auto& x) { x *= dp_r - delta_r; });
               }
