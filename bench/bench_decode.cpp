@@ -6,8 +6,10 @@
 // against a copy's bandwidth measured in the same run, and the K=V variant's speedup over QKV
 // against its ideal, the ratio of the bytes read per step. The variants' models are built and
 // prefilled side by side, then decode in turns, one step of each at a time, so that the
-// machine's noise hits every variant alike; each reports its median step. PyTorch decoding the
-// same model with a preallocated cache (bench/torch_decode.py) runs beside it.
+// machine's noise hits every variant alike; each reports its median step, and its speedup is the
+// median over the turns of the first variant's step time over its own in the same turn (a ratio
+// of two medians would lose the pairing, and the host's speed drifts within a run). PyTorch
+// decoding the same model with a preallocated cache (bench/torch_decode.py) runs beside it.
 //
 //   bench_decode [--variants QKV,Q-K=V] [--cases 8x1024,1x4096] [--new-tokens 32] [--no-torch]
 #include <CLI/CLI.hpp>
@@ -22,6 +24,7 @@
 #include "autograd/grad_mode.h"
 #include "bench/gpt2_config.h"
 #include "bench/torch_runner.h"
+#include "bench/torch_session.h"
 #include "kernels/cpu/library_gemm.h"
 #include "nn/models/gpt.h"
 #include "nn/variant.h"
@@ -85,8 +88,13 @@ struct Decoder {
 
 Tensor greedy(const Tensor& logits) { return argmax(logits.narrow(1, logits.size(1) - 1, 1), -1); }
 
-// Median seconds per decode step of each variant, decoded in turns after one prefill each.
-std::vector<double> decode_in_turns(const std::vector<nn::GPTConfig>& configs, const Case& k, int64_t new_tokens) {
+struct TurnTimes {
+  std::vector<double> median_s;  // each variant's median seconds per step
+  std::vector<double> speedup;   // median over turns of the first variant's step over this one's
+};
+
+// Each variant's decode steps, decoded in turns after one prefill each.
+TurnTimes decode_in_turns(const std::vector<nn::GPTConfig>& configs, const Case& k, int64_t new_tokens) {
   NoGradGuard no_grad;
   std::vector<Decoder> ds;
   for (const nn::GPTConfig& c : configs) {
@@ -105,12 +113,14 @@ std::vector<double> decode_in_turns(const std::vector<nn::GPTConfig>& configs, c
       d.next = greedy(d.model->forward_cached(d.next, *d.cache));
       d.step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-  std::vector<double> medians;
-  for (Decoder& d : ds) {
-    std::sort(d.step_seconds.begin(), d.step_seconds.end());
-    medians.push_back(d.step_seconds[d.step_seconds.size() / 2]);
+  TurnTimes t;
+  for (const Decoder& d : ds) {
+    t.median_s.push_back(bench::median_of(d.step_seconds));
+    std::vector<double> ratios;
+    for (size_t i = 0; i < d.step_seconds.size(); ++i) ratios.push_back(ds[0].step_seconds[i] / d.step_seconds[i]);
+    t.speedup.push_back(bench::median_of(ratios));
   }
-  return medians;
+  return t;
 }
 
 }  // namespace
@@ -148,12 +158,12 @@ int main(int argc, char** argv) {
       const int64_t context = k.prompt + new_tokens;
       std::vector<nn::GPTConfig> configs;
       for (const nn::Variant& v : parsed) configs.push_back(bench::gpt2_124m_config(v, 50257, context));
-      const std::vector<double> step_s = decode_in_turns(configs, k, new_tokens);
+      const TurnTimes turns = decode_in_turns(configs, k, new_tokens);
       std::vector<Row> rows(names.size());
       for (size_t i = 0; i < names.size(); ++i) {
         const nn::GPTConfig& c = configs[i];
         Row& row = rows[i];
-        row.steps_per_s = 1.0 / step_s[i];
+        row.steps_per_s = 1.0 / turns.median_s[i];
         // Weights once (all but the position table, of which one row), the prefix's cache rows
         // once: on average prompt + (new_tokens + 1) / 2 positions per sequence.
         const double weights = double(nn::gpt_parameter_count(c) - c.context * c.d_model()) * sizeof(float);
@@ -174,7 +184,7 @@ int main(int argc, char** argv) {
         }
         const Row& ref = rows.front();
         const double bw = row.bytes_per_step * row.steps_per_s;
-        const double speedup = row.steps_per_s / ref.steps_per_s, ideal = ref.bytes_per_step / row.bytes_per_step;
+        const double speedup = turns.speedup[i], ideal = ref.bytes_per_step / row.bytes_per_step;
         std::printf("%-10s %10.1f %12.1f %9.1f %7.0f%% %9.3fx %9.3fx %8.1f%%", names[i].c_str(),
                     row.steps_per_s * double(k.batch), row.bytes_per_step / 1e6, bw / 1e9, 100 * bw / copy_bw, speedup,
                     ideal, 100 * speedup / ideal);
@@ -184,8 +194,9 @@ int main(int argc, char** argv) {
       }
     }
     std::printf(
-        "\nMB/step: weights once + the prefix's cache rows once per step; GB/s = MB/step x steps/s; speedup: steps/s "
-        "against the first variant; ideal: the first variant's MB/step over this one's; (x): qkvlab over PyTorch\n");
+        "\nMB/step: weights once + the prefix's cache rows once per step; GB/s = MB/step x steps/s; speedup: the "
+        "median over turns of the first variant's step time over this one's; ideal: the first variant's MB/step "
+        "over this one's; (x): qkvlab over PyTorch\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_decode: %s\n", e.what());
     return 1;
