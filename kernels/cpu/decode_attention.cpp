@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_tiles.h"
+#include "kernels/cpu/decode_keys.h"
 
 namespace qkv::kernels::cpu::attention_tiles {
 namespace {
@@ -85,6 +86,11 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
   const int64_t splits = key_splits(B * Hk, S);
   const int64_t chunk = ((S + splits - 1) / splits + kDecodeTile - 1) / kDecodeTile * kDecodeTile;
   const F scale = F(a.scale), ninf = -std::numeric_limits<F>::infinity();
+  // float32 heads of width 16, 32 or 64 take the fixed-width loop (decode_keys.h); a cache stored
+  // as float32 is then read in place, the whole split as one tile, so each block's prefetch of
+  // the next runs on to the split's end.
+  const bool fixed = std::is_same_v<F, float> && D == Dv && fixed_width::with_width(D, []<int>() {});
+  const int64_t tile = fixed && std::is_same_v<Kv, F> ? chunk : kDecodeTile;
   // Per (b, hk, split): the unnormalized output rows, their running max and sum.
   std::vector<F> part_acc(size_t(B * Hk * splits * R * Dv)), part_m(size_t(B * Hk * splits * R)),
       part_l(size_t(B * Hk * splits * R));
@@ -94,17 +100,27 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
       for (int64_t sp = 0; sp < splits; ++sp) {
         const int64_t task = (b * Hk + hk) * splits + sp;
         RowMat<F> q(R, D), qbuf, kbuf, vbuf, s;
+        std::vector<int64_t> visible(static_cast<size_t>(R));  // per row: the tile's keys it sees
         for (int64_t g = 0; g < group; ++g) q.middleRows(g * T, T) = rows_of<F, St>(Q, b, hk * group + g, 0, T, qbuf);
-        Eigen::Map<RowMat<F>> acc(part_acc.data() + task * R * Dv, R, Dv);
-        Eigen::Map<Vec<F>> m(part_m.data() + task * R, R), l(part_l.data() + task * R, R);
-        acc.setZero();
-        m.setConstant(ninf);
-        l.setZero();
+        // The running sums live in the task's own memory until it ends: the shared arrays hold
+        // several tasks' m and l in one cache line, which the two threads would pass back and forth.
+        RowMat<F> acc = RowMat<F>::Zero(R, Dv);
+        Vec<F> m = Vec<F>::Constant(R, ninf), l = Vec<F>::Zero(R);
         const int64_t end = std::min(S, (sp + 1) * chunk);
-        for (int64_t j0 = sp * chunk; j0 < end; j0 += kDecodeTile) {
-          const int64_t nj = std::min(kDecodeTile, end - j0);
+        for (int64_t j0 = sp * chunk; j0 < end; j0 += tile) {
+          const int64_t nj = std::min(tile, end - j0);
           const ConstMap<F> kt = rows_of<F, Kv>(K, b, hk, j0, nj, kbuf);
           const ConstMap<F> vt = kv_shared ? kt : rows_of<F, Kv>(V, b, hk, j0, nj, vbuf);  // K=V: once
+          if constexpr (std::is_same_v<F, float>) {
+            if (fixed) {
+              for (int64_t r = 0; r < R; ++r) visible[size_t(r)] = visible_keys(r % T, T, S, a.causal) - j0;
+              fixed_width::with_width(D, [&]<int W>() {
+                decode_keys::attend_keys<W>(q.data(), R, kt.data(), kt.outerStride(), vt.data(), vt.outerStride(), nj,
+                                            visible.data(), scale, acc.data(), m.data(), l.data());
+              });
+              continue;
+            }
+          }
           scores(q, kt, scale, s);
           for (int64_t r = 0; r < R; ++r) {
             const int64_t visible = visible_keys(r % T, T, S, a.causal) - j0;
@@ -113,6 +129,9 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
           }
           tile_add_nn(acc, s, vt, F(1));
         }
+        Eigen::Map<RowMat<F>>(part_acc.data() + task * R * Dv, R, Dv) = acc;
+        Eigen::Map<Vec<F>>(part_m.data() + task * R, R) = m;
+        Eigen::Map<Vec<F>>(part_l.data() + task * R, R) = l;
       }
   // Merge the splits: out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), lse = M + log(L).
   F* lse = k.out[1].data<F>();

@@ -35,7 +35,10 @@ void block(const float* a, int64_t lda, const float* const* b, int64_t K, int64_
       _mm_prefetch(reinterpret_cast<const char*>(b[j] + k + ahead), _MM_HINT_T1);
     }
     for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_loadu_ps(a + r * lda + k);
+      __m512 x = _mm512_loadu_ps(a + r * lda + k);
+      // Keep x in a register: the compilers otherwise fold its load into each of the kCols FMAs,
+      // 27 loads per 24 FMAs at eight rows instead of 11, and the loop runs at 60% of the FMA rate.
+      asm("" : "+v"(x));
       for (int j = 0; j < kCols; ++j) acc[r][j] = _mm512_fmadd_ps(x, w[j], acc[r][j]);
     }
   }

@@ -21,6 +21,7 @@ struct DecodeCase {
   std::string name;
   int64_t B, H, Hk, T, S, D;
   bool causal, kv_shared;
+  double q_scale = 1;  // larger: peaked scores, whose running max moves from block to block
 };
 
 // out[b, h, t] = softmax(q k^T / sqrt(D) masked) v, in float64; a row that sees no key is 0.
@@ -62,11 +63,14 @@ TEST_CASE("cpu decode attention: every group, K=V and causal row equals attentio
       {"K=V as one tensor, split", 1, 2, 2, 2, 1100, 64, true, true},
       {"not causal", 1, 3, 3, 4, 90, 8, false, false},
       {"more rows than keys: the first see none", 1, 2, 1, 4, 2, 8, true, false},
+      {"more rows than keys at a fixed width", 1, 2, 1, 4, 2, 16, true, false},
+      {"K=V, peaked scores over blocks of 16 keys and a short last block", 2, 4, 4, 1, 1001, 64, true, true, 6},
+      {"GQA-4 at width 64, two new rows", 1, 8, 2, 2, 77, 64, true, false, 3},
   };
   Generator gen(21);
   for (const DecodeCase& c : cases) {
     CAPTURE(c.name);
-    const Tensor q = randn({c.B, c.H, c.T, c.D}, {}, &gen), k = randn({c.B, c.Hk, c.S, c.D}, {}, &gen);
+    const Tensor q = normal({c.B, c.H, c.T, c.D}, 0, c.q_scale, {}, &gen), k = randn({c.B, c.Hk, c.S, c.D}, {}, &gen);
     const Tensor v = c.kv_shared ? k : randn({c.B, c.Hk, c.S, c.D}, {}, &gen);
     const std::vector<double> want = reference(c, q.to_vector<double>(), k.to_vector<double>(), v.to_vector<double>());
     const std::vector<double> got = attention(q, k, v, Tensor(), c.causal).to_vector<double>();
