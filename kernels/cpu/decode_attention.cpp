@@ -100,7 +100,7 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
       for (int64_t sp = 0; sp < splits; ++sp) {
         const int64_t task = (b * Hk + hk) * splits + sp;
         RowMat<F> q(R, D), qbuf, kbuf, vbuf, s;
-        std::vector<int64_t> visible(static_cast<size_t>(R));  // per row: the tile's keys it sees
+        std::vector<int64_t> row_sees(static_cast<size_t>(R));  // per row: how many of the tile's keys it sees
         for (int64_t g = 0; g < group; ++g) q.middleRows(g * T, T) = rows_of<F, St>(Q, b, hk * group + g, 0, T, qbuf);
         // The running sums live in the task's own memory until it ends: the shared arrays hold
         // several tasks' m and l in one cache line, which the two threads would pass back and forth.
@@ -113,10 +113,10 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
           const ConstMap<F> vt = kv_shared ? kt : rows_of<F, Kv>(V, b, hk, j0, nj, vbuf);  // K=V: once
           if constexpr (std::is_same_v<F, float>) {
             if (fixed) {
-              for (int64_t r = 0; r < R; ++r) visible[size_t(r)] = visible_keys(r % T, T, S, a.causal) - j0;
+              for (int64_t r = 0; r < R; ++r) row_sees[size_t(r)] = visible_keys(r % T, T, S, a.causal) - j0;
               fixed_width::with_width(D, [&]<int W>() {
                 decode_keys::attend_keys<W>(q.data(), R, kt.data(), kt.outerStride(), vt.data(), vt.outerStride(), nj,
-                                            visible.data(), scale, acc.data(), m.data(), l.data());
+                                            row_sees.data(), scale, acc.data(), m.data(), l.data());
               });
               continue;
             }

@@ -3,8 +3,8 @@
 // into the output rows while its K and V rows are in L1. A block's sixteen dot products are
 // reduced together, the butterfly of a 16 x 16 transpose adding each pair of rows as it forms
 // (45 shuffles and adds where a horizontal sum per key took about 100), and the softmax and P V of
-// a block are vector operations on one register of scores. At batch 8 the earlier per-key loop
-// was compute-bound where a K=V cache reads half the bytes for the same arithmetic.
+// a block are vector operations on one register of scores. Scored key by key, with P V in a second
+// pass over the tile, a K=V cache (half the bytes for the same arithmetic) was compute-bound.
 #pragma once
 #include <Eigen/Core>
 #include <algorithm>
