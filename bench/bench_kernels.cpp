@@ -18,6 +18,10 @@
 //              the paper's 300M GPT, a ViT/encoder shape, K=V (k and v one tensor) and GQA-4.
 //              FLOPs: forward 4 B H T S D (two GEMMs of B H T S D multiply-adds, 2 FLOPs each),
 //              halved when causal; the backward counts 2.5 x the forward, so fwd+bwd is 3.5 x.
+// On a GPU the GEMM and attention results are checked before they are timed: a sampled block of
+// each (the last rows and columns, where tile bounds live) against the same product on the CPU in
+// float32; a relative error over 1e-4 (float32) or 1e-2 (bf16) fails the run, so a fast wrong
+// kernel never reads as a result.
 // bench/torch_kernels.py measures the same in PyTorch with the same FLOP counts and JSON keys;
 // bench/compare_kernels.py prints the two JSON files side by side.
 //
@@ -35,6 +39,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -83,6 +88,34 @@ std::vector<double> best_seconds(const std::vector<std::function<void()>>& fns, 
 int reps_for(double flops, int reps, const Device& dev) {
   const double budget = dev.is_cpu() ? 2e9 : 2e12;
   return std::max<int>(2, int(reps * std::min(1.0, budget / flops)));
+}
+
+// ---- sampled checks on a GPU --------------------------------------------------------------------
+
+int failed_checks = 0;
+
+// ||got - ref|| / ||ref|| of two CPU blocks, printed; counts a failure above the dtype's tolerance.
+void check_block(const std::string& what, const Tensor& got, const Tensor& ref, DType dt) {
+  const Tensor g = got.cpu().to(DType::f64).contiguous(), r = ref.cpu().to(DType::f64).contiguous();
+  double diff = 0, norm = 0;
+  const double *pg = g.data<double>(), *pr = r.data<double>();
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    diff += (pg[i] - pr[i]) * (pg[i] - pr[i]);
+    norm += pr[i] * pr[i];
+  }
+  const double rel = std::sqrt(diff / std::max(norm, 1e-300)), tol = dt == DType::f32 ? 1e-4 : 1e-2;
+  const bool ok = rel <= tol;  // false for NaN too
+  failed_checks += !ok;
+  std::printf("%10s sampled block %s vs CPU: relative error %.2e (tolerance %.0e)%s\n", "", what.c_str(), rel, tol,
+              ok ? "" : "  FAILED");
+}
+
+// The last `rows` rows and `cols` columns of y = x w^T, against the CPU's float32 product.
+void check_gemm_block(const std::string& what, const Tensor& x, const Tensor& w, const Tensor& y, DType dt) {
+  const int64_t M = y.shape()[0], N = y.shape()[1], rows = std::min<int64_t>(64, M), cols = std::min<int64_t>(256, N);
+  const Tensor xs = x.narrow(0, M - rows, rows).cpu().to(DType::f32),
+               ws = w.narrow(0, N - cols, cols).cpu().to(DType::f32);
+  check_block(what, y.narrow(0, M - rows, rows).narrow(1, N - cols, cols), matmul(xs, ws, false, true), dt);
 }
 
 void bench_matmul(const std::vector<int64_t>& sizes, int reps, const Device& dev, DType dt, Json& res) {
@@ -134,6 +167,7 @@ void bench_gemm(int reps, const Device& dev, DType dt, Json& res) {
     const double flops = 2.0 * double(c.M) * double(c.K) * double(c.N);
     auto t = best_seconds({[&] { Tensor y = matmul(x, w, false, true); }}, reps_for(flops, reps, dev), dev);
     std::printf("%10s %24s %14.1f\n", c.name, cat(c.M, " x ", c.K, " x ", c.N).c_str(), flops / t[0] / 1e9);
+    if (!dev.is_cpu()) check_gemm_block(c.name, x, w, matmul(x, w, false, true), dt);
     res[cat("gemm.", c.name, ".gflops")] = flops / t[0] / 1e9;
   }
 }
@@ -309,6 +343,18 @@ void bench_attention(const std::vector<AttnCase>& cases, int reps, const Device&
     res[key + "fwdbwd_ms"] = 1e3 * t[1];
     res[key + "fwdbwd_gflops"] = fb_gf;
     shapes[c.name] = shape_str(c);
+    if (!dev.is_cpu()) {
+      // The last batch row's last head (its KV head is the last), its last 64 queries, on the CPU.
+      NoGradGuard no_grad;
+      const int64_t rows = std::min<int64_t>(64, c.T);
+      auto last = [](const Tensor& t, int64_t n) {
+        return t.narrow(0, t.shape()[0] - 1, 1).narrow(1, t.shape()[1] - 1, 1).narrow(2, t.shape()[2] - n, n);
+      };
+      const Tensor out = attention(q, k, v, Tensor(), c.causal);
+      const Tensor qs = last(q, rows).cpu().to(DType::f32), ks = last(k, c.S).cpu().to(DType::f32);
+      const Tensor vs = c.kv_shared ? ks : last(v, c.S).cpu().to(DType::f32);
+      check_block(c.name, last(out, rows), attention(qs, ks, vs, Tensor(), c.causal), dt);
+    }
   }
 }
 
@@ -381,6 +427,12 @@ int main(int argc, char** argv) {
                 {"results", res}};
       write_file_atomically(json_path, [&](std::ostream& os) { os << j.dump(2) << "\n"; });
       std::printf("\nwrote %s\n", json_path.c_str());
+    }
+    if (failed_checks > 0) {
+      std::fprintf(stderr,
+                   "bench_kernels: %d sampled block(s) differ from the CPU: the numbers above are of wrong results\n",
+                   failed_checks);
+      return 1;
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_kernels: %s\n", e.what());

@@ -80,6 +80,19 @@ void Module::to(const Device& device) {
   }
 }
 
+void Module::to(DType dtype) {
+  check<DTypeError>(is_floating(dtype), "Module::to: ", dtype_name(dtype), " is not a floating dtype");
+  for (bool buffers : {false, true}) {
+    std::vector<std::pair<std::string, Tensor*>> slots;
+    collect("", slots, buffers);
+    for (auto& [name, slot] : slots) {
+      if (!is_floating(slot->dtype()) || slot->dtype() == dtype) continue;
+      *slot = slot->detach().to(dtype);
+      if (!buffers) slot->set_requires_grad(true);
+    }
+  }
+}
+
 NamedTensors Module::state_dict() const {
   NamedTensors out;
   for (auto& [name, t] : named_parameters()) out.emplace_back(name, t.detach());

@@ -38,6 +38,9 @@ class Module {
   void zero_grad();
   // Moves every parameter to `device` (its values and requires_grad kept).
   void to(const Device& device);
+  // Casts every floating parameter and buffer to the floating `dtype` (rounded; requires_grad
+  // kept): bf16 weights for inference, say.
+  void to(DType dtype);
 
   // Parameters and buffers by name (detached handles on the same storage).
   NamedTensors state_dict() const;

@@ -1,215 +1,338 @@
 #!/usr/bin/env bash
-# The GPU check: proves the CUDA backend on any NVIDIA GPU machine, including one that has the
-# CUDA toolkit, CMake and PyTorch but none of Debian's packages and no network. Two halves:
+# The GPU check: proves the CUDA backend on an NVIDIA GPU machine that has the CUDA toolkit and
+# PyTorch but none of Debian's packages and no network, inside a short lease (two calls of at
+# most 5 minutes, at most 8 files back).
 #
-#   bash scripts/gpu-check.sh build   on the development machine: builds build/gpu (CUDA for
-#       sm_80 and sm_90, no -march=native, -lineinfo for the sanitizers) and packs the four
-#       programs the check runs (qkvlab, op_harness, gpu_parity, bench_kernels) with the shared
-#       libraries they need from outside the CUDA toolkit and the C library into one archive,
-#       build/gpu-check/bundle.tar.gz (carry that path; it must stay under 64 MiB).
-#   bash scripts/gpu-check.sh run     on the GPU machine, with the archive carried. Each step's
-#       log goes to $GPU_CHECK_LOGS (default build/gpu-check/logs):
-#         ops         `qkvlab ops`: every op-table row has a CUDA kernel
-#         harness     every op on cuda:0 against the CPU, outputs and gradients, and in bf16/f16
-#                     (the tensor-core matmul and attention among them)
-#                     (op_harness --require-gpu, with QKV_CUDA_SYNC=1 so a failure names its op)
-#         memcheck    compute-sanitizer memcheck over the CUDA-heavy ops, exact-size allocations
-#         racecheck   compute-sanitizer racecheck over the kernels that share memory
-#         synthetic   `qkvlab run` of the synthetic smoke runs on cuda:0 and on the CPU: per-step
-#                     and per-epoch losses equal to 1e-4 relative (scripts/gpu_check/compare_runs.py)
-#         parity      a tiny GPT 20 steps, ResNet34 features and the synthetic encoder on cuda:0
-#                     against the CPU (gpu_parity --require-gpu)
-#         nccl        the copy smoke runs on cuda:0 through the data-parallel path with the NCCL
-#                     back end in a job of one rank, against the synthetic step's plain cuda runs
-#                     (1e-6); NCCL from the CUDA toolkit or PyTorch's nvidia-nccl package
-#         bench       copy bandwidth, GEMM and attention, qkvlab beside PyTorch on the same card
-#         bench_bf16  the same in bf16, plus the 300M GPT's GEMM shapes (cuBLASLt vs torch.mm) and
-#                     the tensor-core attention forward vs SDPA's flash backend
-#         decode      `qkvlab bench decode` of the 300M shapes, QKV and Q-K=V, bf16 cache, at 2k and
-#                     8k positions (the split-KV kernel)
-#       and prints a summary table last. Exits non-zero when any step failed; a sanitizer that
-#       cannot use the machine's GPU (some container runtimes) is reported as unavailable.
-set -euo pipefail
+#   bash scripts/gpu-check.sh build
+#       On the development machine: builds build/gpu (CUDA for sm_80 and sm_90, no -march=native,
+#       -lineinfo for the sanitizers) and packs the programs the check runs with the shared
+#       libraries they need, except the C library and the large CUDA libraries (cuBLAS, NCCL),
+#       into build/gpu-check/bundle.tar.gz (carry that path; it must stay under 64 MiB). The
+#       programs find those libraries through an $ORIGIN rpath: nothing exports LD_LIBRARY_PATH,
+#       so python, PyTorch and compute-sanitizer keep the machine's own libraries.
+#   bash scripts/gpu-check.sh run core|more [--budget SECONDS] [--dry-run]
+#       On the GPU machine, with the archive carried. `core`: preflight, ops, harness, GPU parity,
+#       memcheck and racecheck on small samples, bf16 kernel benchmarks beside PyTorch. `more`:
+#       synthetic runs cuda:0 vs CPU, bf16/fp16 model runs at head dim 64, a one-rank NCCL job,
+#       decode, float32 kernel benchmarks. Every step runs under its own timeout and a global
+#       deadline (--budget, default 270 s), after which the remaining steps are "skipped
+#       (budget)". After every step the summary and a tarball of the logs are rewritten in $OUT
+#       (default build/gpu-check/out): summary-PART.md, logs-PART.tar.gz and bench-PART.md (the
+#       benchmark tables) — six files for both parts, so a killed run still returns what it did.
+#       --dry-run lays out the same files with the commands each step would run (any machine).
+#   bash scripts/gpu-check.sh pack
+#       Packs the archive again from an existing build/gpu.
+# Exit status: 0 when no step failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
+self=$PWD/scripts/gpu-check.sh
 build=build/gpu
 bundle=build/gpu-check
 
+# ---- the build half ------------------------------------------------------------------------------
+
+# Programs packed into bin/ (the NCCL plugin sits beside qkvlab, where it is looked for).
+packed_programs=("$build/qkvlab" "$build/tests/op_harness" "$build/tests/gpu_parity" "$build/bench/bench_kernels"
+  "$build/libqkv_dist_nccl.so")
+
 pack() {
+  set -e
   rm -rf "$bundle/stage" && mkdir -p "$bundle/stage/bin" "$bundle/stage/lib"
-  local bins=("$build/qkvlab" "$build/tests/op_harness" "$build/tests/gpu_parity" "$build/bench/bench_kernels")
-  for bin in "${bins[@]}"; do
+  local bin lib
+  for bin in "${packed_programs[@]}"; do
     cp "$bin" "$bundle/stage/bin/"
-    # Libraries the device may lack: everything resolved outside the CUDA toolkit, except the C
-    # runtime and the loader, which every Linux has.
+    # Libraries the device may lack: everything but the C runtime and the loader, which every
+    # Linux has, and the large CUDA libraries (cuBLAS, NCCL), which are the GPU machine's; the
+    # CUDA runtime (1 MiB) comes along.
     ldd "$bin" | awk '$3 ~ /^\// {print $3}' |
-      grep -v -E '^/usr/local/cuda|/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
+      grep -v -E '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so|/libnccl\.so|/libcublas' |
       while read -r lib; do cp -L "$lib" "$bundle/stage/lib/"; done
   done
-  # The NCCL plugin sits beside qkvlab, where it is looked for; libnccl itself (200 MiB) is the
-  # GPU machine's (the CUDA toolkit's or PyTorch's).
-  cp "$build/libqkv_dist_nccl.so" "$bundle/stage/bin/"
-  strip "$bundle/stage/bin/"*
+  strip "$bundle/stage/bin/"* "$bundle/stage/lib/"*
+  # DT_RPATH (not RUNPATH) so the bundled folder also serves the libraries' own dependencies;
+  # the CUDA toolkit's lib64 second, for cuBLASLt and NCCL.
+  for bin in "$bundle/stage/bin/"*; do
+    patchelf --force-rpath --set-rpath '$ORIGIN/../lib:/usr/local/cuda/lib64' "$bin"
+  done
+  for lib in "$bundle/stage/lib/"*; do patchelf --force-rpath --set-rpath '$ORIGIN' "$lib"; done
   tar -C "$bundle/stage" -czf "$bundle/bundle.tar.gz" bin lib
   rm -rf "$bundle/stage"
   local mib=$(($(stat -c %s "$bundle/bundle.tar.gz") / 1048576))
-  echo "gpu-check: packed $bundle/bundle.tar.gz (${mib} MiB); carry it and run 'bash scripts/gpu-check.sh run' there"
+  echo "gpu-check: packed $bundle/bundle.tar.gz (${mib} MiB); carry it and run 'bash scripts/gpu-check.sh run core' there"
   if ((mib >= 64)); then
     echo "gpu-check: the archive is over the 64 MiB a device machine takes" >&2
     exit 1
   fi
 }
 
-# ---- the run half ------------------------------------------------------------------------------
+# ---- the steps' bodies (run as `gpu-check.sh _do FUNCTION ARGS`, so `timeout` can bound them) ----
 
-logs=${GPU_CHECK_LOGS:-$bundle/logs}
-steps=()  # "name|status|seconds|note"
-
-# step NAME NOTE COMMAND...: runs COMMAND with its output in $logs/NAME.log and records the result.
-step() {
-  local name=$1 note=$2
-  shift 2
-  local start=$SECONDS status=passed rc=0
-  echo "== $name: $*" | tee "$logs/$name.log"
-  "$@" >>"$logs/$name.log" 2>&1 || rc=$?
-  if ((rc == 3)); then status=unavailable; elif ((rc != 0)); then status=FAILED; fi
-  tail -n 3 "$logs/$name.log"
-  steps+=("$name|$status|$((SECONDS - start))|$note")
-}
-
-every_row_has_cuda() {
-  "$bin/qkvlab" ops | tee "$logs/ops.txt"
-  # The last line reads "N ops (N with a CUDA kernel), ...".
-  tail -n 1 "$logs/ops.txt" | grep -E '^([0-9]+) ops \(\1 with a CUDA kernel\)'
-}
-
-synthetic_runs() {
-  local runs=(experiments/synthetic/copy.yaml experiments/synthetic/sort.yaml)
-  for f in "${runs[@]}"; do
-    for dev in cuda:0 cpu; do
-      "$bin/qkvlab" run "$f" --scale smoke "sweep.variants=[QKV, Q-K=V, (Q=K=V)+]" "sweep.seeds=[0]" \
-        "train.device=$dev" --out "$logs/synthetic-${dev%%:*}" || return 1
-    done
+# The machine in a few seconds: the GPU and driver, glibc, and every packed program's libraries
+# (a library not found fails the check; where the CUDA libraries resolve is printed).
+preflight() {
+  local rc=0 f missing
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader || rc=1
+  echo "glibc: $(ldd --version | head -n 1)"
+  echo "compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo none)"
+  for f in "$bin"/*; do
+    missing=$(ldd "$f" 2>&1 | grep 'not found' | grep -v libnccl || true)  # NCCL: the nccl step's
+    if [ -n "$missing" ]; then
+      echo "FAILED: $(basename "$f") cannot load: $missing"
+      rc=1
+    fi
+    ldd "$f" | grep -E 'libcudart|libcublas|libnccl|libstdc\+\+' | sed "s|^|  $(basename "$f"): |"
   done
-  python3 scripts/gpu_check/compare_runs.py "$logs/synthetic-cuda" "$logs/synthetic-cpu" --rtol 1e-4
-}
-
-# The data-parallel path on one GPU: a job of one rank through NCCL equals the plain run.
-nccl_world_of_one() {
-  local lib
-  lib=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null || true)
-  [ -n "$lib" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$lib"
-  "$bin/qkvlab" run experiments/synthetic/copy.yaml --scale smoke "sweep.variants=[QKV, Q-K=V, (Q=K=V)+]" \
-    "sweep.seeds=[0]" train.device=cuda:0 --dist-backend nccl --out "$logs/nccl" || return 1
-  python3 scripts/gpu_check/compare_runs.py "$logs/nccl" "$logs/synthetic-cuda" --rtol 1e-6
-}
-
-# Mixed precision on the GPU: bf16 and fp16 (loss-scaled) smoke runs of a plain and a (+) variant
-# train to the end on cuda:0 (the fp16 run's overflows, if any, are console lines in its log).
-low_precision() {
-  local p
-  for p in bf16 fp16; do
-    "$bin/qkvlab" run experiments/synthetic/copy.yaml --scale smoke "sweep.variants=[Q-K=V, (Q-K=V)+]" \
-      "sweep.seeds=[0]" train.device=cuda:0 "train.precision=$p" --out "$logs/synthetic-$p" || return 1
-  done
-}
-
-# sanitize TOOL TESTS: compute-sanitizer over op_harness cases; 3 (unavailable) where the
-# sanitizer cannot use this machine's GPU (some container runtimes refuse it).
-sanitize() {
-  local tool=$1 tests=$2 rc=0
-  QKV_CUDA_EXACT_ALLOC=1 timeout 150 "$sanitizer" --tool "$tool" --error-exitcode 1 "$bin/op_harness" --require-gpu \
-    "-tc=$tests" 2>&1 | tee "$logs/$tool.out" || rc=$?
-  if grep -q -E "Device not supported|not found|No such file" "$logs/$tool.out"; then return 3; fi
+  for f in libcublasLt.so.13 libnccl.so.2; do echo "$f: $(library_dir "$f" || echo 'not found')"; done
   return "$rc"
 }
 
-# decode: tokens/s of QKV and Q-K=V (the 300M shapes, bf16 cache read in place, split-KV
-# attention) at caches of 2k and 8k positions, eager and replayed as a CUDA graph (--graph);
-# then an int8 cache (widened per step on a GPU), the low-rank V residual and linear attention.
+# The folder holding library $1: the CUDA toolkit's lib64, the loader's cache, or PyTorch's
+# nvidia-* packages.
+library_dir() {
+  local d
+  for d in /usr/local/cuda/lib64 $(ldconfig -p 2>/dev/null | awk -v l="$1" '$1 == l {print $NF}' | xargs -r -n1 dirname) \
+    $(find $(python3 -c 'import nvidia; print(*nvidia.__path__)' 2>/dev/null) -name "$1" -printf '%h\n' 2>/dev/null); do
+    [ -e "$d/$1" ] && echo "$d" && return 0
+  done
+  return 1
+}
+
+# The large CUDA libraries the programs load from the machine: where /usr/local/cuda/lib64 (the
+# rpath's second folder) lacks one, a link to the one found elsewhere goes into the bundle's lib/
+# (the rpath's first), so nothing needs LD_LIBRARY_PATH.
+link_machine_libraries() {
+  local lib dir
+  for lib in libcublasLt.so.13 libcublas.so.13 libnccl.so.2; do
+    [ -e "/usr/local/cuda/lib64/$lib" ] && continue
+    dir=$(library_dir "$lib") && ln -sf "$dir/$lib" "$bundle/unpacked/lib/$lib"
+  done
+}
+
+every_row_has_cuda() {
+  "$bin/qkvlab" ops | tee "$work/ops.txt"
+  # The last line reads "N ops (N with a CUDA kernel), ...".
+  tail -n 1 "$work/ops.txt" | grep -E '^([0-9]+) ops \(\1 with a CUDA kernel\)'
+}
+
+# sanitize TOOL TESTS: compute-sanitizer over op_harness cases, their small samples only
+# (QKV_HARNESS_SMALL=1), every tensor its own exact-size allocation. Fails on what the sanitizer
+# reports; the cases' own comparisons are the harness step's. 3 (unavailable) where the
+# sanitizer cannot use this machine's GPU (some container runtimes refuse it).
+sanitize() {
+  local tool=$1 tests=$2 sanitizer rc=0
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  [ -x "$sanitizer" ] || { echo "no compute-sanitizer on this machine"; return 3; }
+  QKV_CUDA_EXACT_ALLOC=1 QKV_HARNESS_SMALL=1 "$sanitizer" --tool "$tool" --error-exitcode 86 "$bin/op_harness" \
+    --require-gpu "-tc=$tests" 2>&1 | tee "$work/$tool.out" || rc=$?
+  if grep -q -E "Device not supported|Unable to find injection library" "$work/$tool.out"; then return 3; fi
+  grep -q -E "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$work/$tool.out" || return 1
+  ((rc != 86)) || return 1
+  echo "$tool: no errors (exit $rc of the cases themselves)"
+}
+
+# bench DTYPE: qkvlab's kernels and PyTorch's in one dtype (f32 or bf16), side by side; the
+# table goes to $OUT/bench-PART.md.
+bench() {
+  local dt=$1 torch_dt=float32
+  [ "$dt" = bf16 ] && torch_dt=bfloat16
+  "$bin/bench_kernels" --device cuda:0 --dtype "$dt" --json "$work/bench-qkvlab-$dt.json" || return 1
+  python3 bench/torch_kernels.py --device cuda:0 --dtype "$torch_dt" --json "$work/bench-torch-$dt.json" || return 1
+  python3 bench/compare_kernels.py "$work/bench-qkvlab-$dt.json" "$work/bench-torch-$dt.json" | tee -a "$bench_table"
+}
+
+# The smoke runs shortened for a lease: 4096 training sequences, 2 epochs (64 steps), every
+# step's loss in metrics.jsonl.
+short_run=(--scale smoke "sweep.seeds=[0]" task.train_size=4096 task.val_size=256 task.test_size=512
+  train.log_every=1)
+
+# Synthetic runs on cuda:0 and on the CPU: the first 10 steps equal to 1e-4 relative, later ones
+# (where summation order has had time to drift) to 1e-2 relative + 1e-3.
+synthetic_runs() {
+  local f dev
+  for f in copy sort; do
+    for dev in cuda:0 cpu; do
+      "$bin/qkvlab" run "experiments/synthetic/$f.yaml" "${short_run[@]}" "sweep.variants=[QKV, Q-K=V, (Q=K=V)+]" \
+        "train.device=$dev" --out "$work/synthetic-${dev%%:*}" || return 1
+    done
+  done
+  python3 scripts/gpu_check/compare_runs.py "$work/synthetic-cuda" "$work/synthetic-cpu" --rtol 1e-4 \
+    --tight-steps 10 --rtol-late 1e-2
+}
+
+# Mixed precision with head dim 64 (d_model 128, 2 heads), so the tensor-core flash kernels run:
+# bf16 and fp16 (loss-scaled) runs of a plain and a (+) variant train to the end on cuda:0 with
+# finite losses, the first 5 steps within 3% of the float32 CPU run's.
+low_precision() {
+  local p
+  for p in bf16 fp16; do
+    "$bin/qkvlab" run experiments/synthetic/copy.yaml "${short_run[@]}" model.d_model=128 model.heads=2 \
+      task.length=80 "sweep.variants=[Q-K=V, (Q=K=V)+]" train.device=cuda:0 "train.precision=$p" \
+      --out "$work/synthetic-$p" || return 1
+  done
+  "$bin/qkvlab" run experiments/synthetic/copy.yaml "${short_run[@]}" model.d_model=128 model.heads=2 \
+    task.length=80 "sweep.variants=[Q-K=V, (Q=K=V)+]" train.device=cpu --out "$work/synthetic-f32" || return 1
+  for p in bf16 fp16; do
+    python3 scripts/gpu_check/compare_runs.py "$work/synthetic-$p" "$work/synthetic-f32" --rtol 3e-2 \
+      --tight-steps 5 --rtol-late inf || return 1
+  done
+}
+
+# The data-parallel path on one GPU: a job of one rank through NCCL equals the plain cuda run.
+nccl_world_of_one() {
+  "$bin/qkvlab" run experiments/synthetic/copy.yaml "${short_run[@]}" \
+    "sweep.variants=[QKV, Q-K=V, (Q=K=V)+]" train.device=cuda:0 --dist-backend nccl --dist-timeout 20 \
+    --out "$work/nccl" || return 1
+  "$bin/qkvlab" run experiments/synthetic/copy.yaml "${short_run[@]}" "sweep.variants=[QKV, Q-K=V, (Q=K=V)+]" \
+    train.device=cuda:0 --out "$work/plain-cuda" || return 1
+  python3 scripts/gpu_check/compare_runs.py "$work/nccl" "$work/plain-cuda" --rtol 1e-6 --tight-steps 1000000 \
+    --rtol-late 1e-6 --atol-late 0
+}
+
+# Decode tokens/s of QKV and Q-K=V, the 300M shapes with bf16 weights and cache (the split-KV
+# kernel), at 2k and 8k positions, eager and replayed as a CUDA graph; then an int8 cache.
 decode() {
   local ctx graph
   for ctx in 2048 8192; do
     for graph in "" --graph; do
       "$bin/qkvlab" bench decode experiments/lm/gpt-300m.yaml --scale paper "sweep.variants=[QKV,Q-K=V]" \
-        --context "$ctx" --prompt $((ctx - 32)) --new-tokens 32 --precision bf16 --device cuda:0 $graph || return 1
+        --context "$ctx" --prompt $((ctx - 32)) --new-tokens 32 --precision bf16 --device cuda:0 $graph |
+        tee -a "$bench_table" || return 1
     done
   done
   "$bin/qkvlab" bench decode experiments/lm/gpt-300m.yaml --scale paper \
     "sweep.variants=[Q-K=V,Q-MQA,Q-K=V+LR16,Q=K=V+linear]" --context 2048 --prompt 2016 --new-tokens 32 \
-    --dtype int8 --device cuda:0 || return 1
+    --dtype int8 --device cuda:0 | tee -a "$bench_table" || return 1
 }
 
-# bench DTYPE: qkvlab's kernels and PyTorch's in one dtype (f32 or bf16), side by side.
-bench() {
-  # Functions run under `if` ignore set -e: each failure returns explicitly.
-  local dt=$1 torch_dt=float32
-  [ "$dt" = bf16 ] && torch_dt=bfloat16
-  "$bin/bench_kernels" --device cuda:0 --dtype "$dt" --json "$logs/bench-qkvlab-$dt.json" || return 1
-  python3 bench/torch_kernels.py --device cuda:0 --dtype "$torch_dt" --json "$logs/bench-torch-$dt.json" || return 1
-  python3 bench/compare_kernels.py "$logs/bench-qkvlab-$dt.json" "$logs/bench-torch-$dt.json" | tee "$logs/bench-$dt.md"
+# ---- the run half --------------------------------------------------------------------------------
+
+steps=() # "name|result|seconds|what|detail"
+
+write_summary() {
+  {
+    echo "# gpu-check $part ($(date -u +%FT%TZ), budget ${budget}s)"
+    echo
+    echo "| step | result | seconds | what | last line of its log |"
+    echo "|---|---|---:|---|---|"
+    local s
+    for s in "${steps[@]}"; do echo "| ${s//|/ | } |"; done
+  } >"$out/summary-$part.md.tmp" && mv "$out/summary-$part.md.tmp" "$out/summary-$part.md"
+  # The logs, without run folders' checkpoints (only what reads as text matters here).
+  tar -C "$work/.." --exclude='*.safetensors' --exclude='*.bin' -czf "$out/logs-$part.tar.gz.tmp" "$part" &&
+    mv "$out/logs-$part.tar.gz.tmp" "$out/logs-$part.tar.gz"
+}
+
+# step NAME TIMEOUT WHAT FUNCTION-OR-PROGRAM ARGS...: runs it under min(TIMEOUT, what the
+# deadline leaves), logs to $work/NAME.log, records the result and rewrites the summary.
+step() {
+  local name=$1 limit=$2 what=$3
+  shift 3
+  local left=$((deadline - SECONDS - 5)) start=$SECONDS result=passed rc=0 log="$work/$name.log"
+  ((limit > left)) && limit=$left
+  if ((limit < 10)); then
+    steps+=("$name|skipped (budget)|0|$what|")
+    echo "== $name: skipped (budget)"
+    write_summary
+    return
+  fi
+  echo "== $name (at most ${limit}s): $*" >"$log"
+  if [ "$dry_run" = 1 ]; then
+    result="dry-run"
+    declare -F "$1" >/dev/null && declare -f "$1" >>"$log"
+  else
+    if declare -F "$1" >/dev/null; then set -- bash "$self" _do "$@"; fi
+    timeout -k 5 "$limit" "$@" >>"$log" 2>&1 || rc=$?
+    case $rc in
+      0) ;;
+      3) result=unavailable ;;
+      124 | 137) [[ $name == *check ]] && result="incomplete (timeout)" || result="FAILED (timeout)" ;;
+      *) result="FAILED (exit $rc)" ;;
+    esac
+  fi
+  tail -n 3 "$log"
+  local detail="$*"
+  [ "$dry_run" = 1 ] || detail=$(grep -v '^\s*$' "$log" | tail -n 1)
+  detail=$(echo "$detail" | tr -d '|' | cut -c1-140)
+  steps+=("$name|$result|$((SECONDS - start))|$what|$detail")
+  write_summary
 }
 
 run_check() {
+  part=${1:-}
+  shift || true
+  budget=270 dry_run=0
+  while (($#)); do
+    case $1 in
+      --budget) budget=$2 && shift 2 ;;
+      --dry-run) dry_run=1 && shift ;;
+      *) echo "gpu-check: unknown option $1" >&2 && exit 2 ;;
+    esac
+  done
+  if [[ $part != core && $part != more ]]; then
+    echo "usage: bash scripts/gpu-check.sh run core|more [--budget SECONDS] [--dry-run]" >&2
+    exit 2
+  fi
+  deadline=$((SECONDS + budget))
   [ -f "$bundle/bundle.tar.gz" ] || {
     echo "gpu-check: $bundle/bundle.tar.gz is missing: run 'bash scripts/gpu-check.sh build' on the" \
       "development machine and carry $bundle/bundle.tar.gz" >&2
     exit 2
   }
-  mkdir -p "$logs" "$bundle/unpacked"
+  out=${OUT:-$PWD/$bundle/out}
+  work=$PWD/$bundle/work/$part
+  bench_table=$out/bench-$part.md
+  rm -rf "$work" "$out/summary-$part.md" "$out/logs-$part.tar.gz" "$bench_table"
+  mkdir -p "$out" "$work" "$bundle/unpacked"
   tar -C "$bundle/unpacked" -xzf "$bundle/bundle.tar.gz"
+  [ "$dry_run" = 1 ] || link_machine_libraries
   bin=$PWD/$bundle/unpacked/bin
-  export LD_LIBRARY_PATH="$PWD/$bundle/unpacked/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  if command -v nvidia-smi >/dev/null; then
-    nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader | tee "$logs/gpu.txt"
+  export bin work bench_table
+
+  step preflight 10 "GPU, driver, glibc, every program's libraries" preflight
+  if [[ ${steps[0]} != *"|passed|"* && $dry_run == 0 ]]; then
+    echo "gpu-check: the preflight failed; nothing else runs (see $out/summary-$part.md)"
+    exit 1
   fi
-  local heavy='op attention,op attention_backward,op conv2d,op conv2d_backward,op batch_norm,op max_pool2d'
-  heavy+=',op adaptive_avg_pool2d,op adam_update,op sgd_update,op clip_grad_norm,op cross_entropy,op embedding'
-  heavy+=',op cross_entropy_backward,op index_add,op scatter_add,op layer_norm_backward,op cache_attention,op kv_write'
-  heavy+=',op quantize_int8'
-  local shared='op attention,op attention_backward,op softmax,op log_softmax,op layer_norm,op layer_norm_backward'
-  shared+=',op cross_entropy,op sum,op mean,op amax,op max,op clip_grad_norm,op conv2d_backward'
-
-  step ops "every row has a CUDA kernel" every_row_has_cuda
-  step harness "every op on cuda:0 vs the CPU" env QKV_CUDA_SYNC=1 "$bin/op_harness" --require-gpu
-  step memcheck "compute-sanitizer memcheck, exact-size allocations" sanitize memcheck "$heavy"
-  step racecheck "compute-sanitizer racecheck" sanitize racecheck "$shared"
-  step synthetic "smoke runs, cuda:0 vs cpu, 1e-4" synthetic_runs
-  step parity "GPT, ResNet34, encoder vs cpu" "$bin/gpu_parity" --require-gpu
-  step nccl "one-rank NCCL job vs plain, 1e-6" nccl_world_of_one
-  step precision "bf16 and fp16 smoke runs on cuda:0" low_precision
-  step bench "qkvlab beside PyTorch, float32" bench f32
-  step bench_bf16 "bf16 GEMMs (300M shapes), flash attention beside PyTorch" bench bf16
-  step decode "decode tokens/s, QKV vs Q-K=V, 2k and 8k caches, eager and CUDA graph" decode
+  if [ "$part" = core ]; then
+    step ops 15 "every op-table row has a CUDA kernel" every_row_has_cuda
+    step harness 100 "every op on cuda:0 vs the CPU, float32 and bf16/f16" env QKV_CUDA_SYNC=1 "$bin/op_harness" --require-gpu
+    step parity 80 "GPT, ResNet34, encoder, ViT, graphs: cuda:0 vs CPU" "$bin/gpu_parity" --require-gpu
+    step memcheck 50 "compute-sanitizer memcheck, every op, small samples" sanitize memcheck 'op *,attention: bf16*'
+    step racecheck 50 "compute-sanitizer racecheck, the ops that share memory" sanitize racecheck \
+      'op attention,op attention_backward,op softmax,op log_softmax,op layer_norm*,op cross_entropy,op sum,op amax,op cache_attention,attention: bf16*'
+    step bench_bf16 60 "bf16 GEMMs and flash attention beside PyTorch" bench bf16
+  else
+    step synthetic 80 "smoke runs cuda:0 vs CPU (1e-4 first 10 steps, 1e-2 after)" synthetic_runs
+    step precision 60 "bf16/fp16 runs at head dim 64 vs float32" low_precision
+    step nccl 40 "one-rank NCCL job vs plain cuda:0, 1e-6" nccl_world_of_one
+    step decode 80 "decode tokens/s, 300M shapes, bf16, 2k/8k, eager and graph; int8" decode
+    step bench_f32 50 "float32 kernels beside PyTorch" bench f32
+  fi
 
   echo
-  {
-    echo "| step | result | seconds | what |"
-    echo "|---|---|---:|---|"
-    for s in "${steps[@]}"; do
-      IFS='|' read -r name status secs note <<<"$s"
-      echo "| $name | $status | $secs | $note |"
-    done
-  } | tee "$logs/summary.md"
+  cat "$out/summary-$part.md"
   local passed failed
-  passed=$(grep -c '| passed |' "$logs/summary.md" || true)
-  failed=$(grep -c '| FAILED |' "$logs/summary.md" || true)
+  passed=$(grep -c '| passed |' "$out/summary-$part.md" || true)
+  failed=$(grep -c '| FAILED' "$out/summary-$part.md" || true)
   echo
-  echo "gpu-check: $passed passed, $failed failed, $((${#steps[@]} - passed - failed)) unavailable (logs in $logs)"
+  echo "gpu-check $part: $passed passed, $failed failed, $((${#steps[@]} - passed - failed)) other (files in $out)"
   [ "$failed" -eq 0 ]
 }
 
 case "${1:-}" in
   build)
+    set -e
     # Without oneDNN: the check is about CUDA, and its 40 MB library would not fit the bundle.
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQKV_CUDA=ON -DQKV_NATIVE=OFF -DQKV_BUILD_BENCH=ON \
       -DQKV_ONEDNN=OFF "-DCMAKE_CUDA_ARCHITECTURES=80;90" -DCMAKE_CUDA_FLAGS=-lineinfo
     cmake --build "$build" --target qkvlab op_harness gpu_parity bench_kernels qkv_dist_nccl
     pack
     ;;
-  run) run_check ;;
+  pack) pack ;;
+  run) shift && run_check "$@" ;;
+  _do) shift && "$@" ;;
   *)
-    echo "usage: bash scripts/gpu-check.sh build|run" >&2
+    echo "usage: bash scripts/gpu-check.sh build | pack | run core|more [--budget SECONDS] [--dry-run]" >&2
     exit 2
     ;;
 esac

@@ -125,16 +125,19 @@ void cross_entropy(const KernelArgs& k) {
   });
 }
 
-// Inputs (grad_loss, logits, target, lse) -> output dlogits.
+// Inputs (grad_loss, logits, target, lse) -> output dlogits. The forward gives the loss and lse
+// in the compute dtype (float32 for 16-bit logits); a grad_loss or lse in the logits' own 16-bit
+// dtype is widened first.
 void cross_entropy_backward(const KernelArgs& k) {
   const auto& a = attr<CrossEntropyAttrs>(k.attrs, "cross_entropy_backward");
-  const Tensor g = raw::contiguous(k.in[0]);
   const Tensor logits = raw::contiguous(k.in[1]);
   const Tensor target = raw::contiguous(k.in[2]);
-  const Tensor lse = raw::contiguous(k.in[3]);
   const int64_t C = logits.shape().back(), rows = C ? logits.numel() / C : 0;
   visit_any_float(logits.dtype(), "cross_entropy_backward", [&]<class X>() {
     using T = compute_t<X>;
+    const DType compute = dtype_of<T>();
+    const Tensor g = raw::contiguous(raw::to(k.in[0], compute, logits.device()));
+    const Tensor lse = raw::contiguous(raw::to(k.in[3], compute, logits.device()));
     visit_index(target.dtype(), "cross_entropy_backward", [&]<class I>() {
       set_device(logits);
       Tensor denom;

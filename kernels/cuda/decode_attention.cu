@@ -7,11 +7,16 @@
 // block keeps an online softmax per row (max, sum, unnormalised output) and writes it to a
 // float32 workspace; the combine kernel rescales the splits to their common max and writes out
 // (in q's dtype) and lse (float32). Bottom-right causal masking as everywhere: row t of T sees
-// keys j <= t + S - T. No atomics: every output is written by one thread.
+// keys j <= t + S - T. No atomics: every output is written by one thread. An int8 cache is read
+// as it is stored and widened a tile at a time in shared memory (each row times its float32
+// scale), never copied whole. The K tile's rows are D + 1 floats apart: the score loop gives
+// consecutive lanes consecutive keys, and with rows of D (a multiple of 32) floats all 32 lanes
+// of a warp would read one shared-memory bank.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/launch.cuh"
@@ -31,9 +36,13 @@ constexpr int kMaxQueryRows = 8;
 constexpr int kSlots = kMaxRows * kMaxDim / kThreads;  // output accumulators per thread
 constexpr unsigned kAll = 0xffffffffu;
 
-template <class St> struct DecodeArgs {
-  const St *q = nullptr, *k = nullptr, *v = nullptr;
-  int64_t qs[3] = {}, ks[3] = {}, vs[3] = {};  // element strides of batch, head and row
+// St: the queries' and output's element type; Kv: the cache's (St, or int8_t with row scales).
+template <class St, class Kv = St> struct DecodeArgs {
+  const St* q = nullptr;
+  const Kv *k = nullptr, *v = nullptr;
+  const float *k_scale = nullptr, *v_scale = nullptr;  // int8: one per cached row, [B, Hk, S, 1]
+  int64_t qs[3] = {}, ks[3] = {}, vs[3] = {};          // element strides of batch, head and row
+  int64_t kss[3] = {}, vss[3] = {};                    // the scales' strides
   int64_t H = 0, Hk = 0, T = 0, S = 0, group = 1, chunk = 0;
   int D = 0, Dv = 0, G = 0, splits = 1;
   float scale = 1;
@@ -50,7 +59,7 @@ template <class St> struct DecodeArgs {
 
 // The keys in use: S, or *start + T clamped to [0, S] (a start that does not fit is reported
 // once, by the first block, as cache_attention's index error).
-template <class St> __device__ __forceinline__ int64_t keys_in_use(const DecodeArgs<St>& a) {
+template <class St, class Kv> __device__ __forceinline__ int64_t keys_in_use(const DecodeArgs<St, Kv>& a) {
   if (!a.start) return a.S;
   const int64_t s = *a.start;
   if (s >= 0 && s + a.T <= a.S) return s + a.T;
@@ -60,7 +69,7 @@ template <class St> __device__ __forceinline__ int64_t keys_in_use(const DecodeA
 }
 
 // Query row t of T sees keys [0, visible): all, or bottom-right causal.
-template <class St> __device__ __forceinline__ int64_t visible(const DecodeArgs<St>& a, int64_t t) {
+template <class St, class Kv> __device__ __forceinline__ int64_t visible(const DecodeArgs<St, Kv>& a, int64_t t) {
   if (!a.causal) return a.S;
   const int64_t e = t + 1 + a.S - a.T;
   return e < 0 ? 0 : e > a.S ? a.S : e;
@@ -68,17 +77,26 @@ template <class St> __device__ __forceinline__ int64_t visible(const DecodeArgs<
 
 // Floats of shared memory one block uses.
 int64_t smem_floats(int G, int D, int Dv, bool kv_shared) {
-  return int64_t(G) * D + int64_t(kKeys) * D + (kv_shared ? 0 : int64_t(kKeys) * Dv) + int64_t(G) * kKeys + 3 * G;
+  return int64_t(G) * D + int64_t(kKeys) * (D + 1) + (kv_shared ? 0 : int64_t(kKeys) * Dv) + int64_t(G) * kKeys + 3 * G;
 }
 
-template <class St> __global__ void __launch_bounds__(kThreads) split_kernel(DecodeArgs<St> a) {
+// Cached row r of a head, element d, as float: int8 rows times their scale.
+template <class Kv>
+__device__ __forceinline__ float cached(const Kv* head, const float* scales, int64_t row_stride, int64_t scale_stride,
+                                        int64_t r, int d) {
+  if constexpr (std::is_same_v<Kv, int8_t>) return float(head[r * row_stride + d]) * scales[r * scale_stride];
+  else return float(head[r * row_stride + d]);
+}
+
+template <class St, class Kv> __global__ void __launch_bounds__(kThreads) split_kernel(DecodeArgs<St, Kv> a) {
   a.S = keys_in_use(a);
   extern __shared__ __align__(16) float smem[];
   const float neg_inf = -CUDART_INF_F;
-  float* qs = smem;                                                // [G][D]
-  float* ks = qs + a.G * a.D;                                      // [kKeys][D]
-  float* vs = a.kv_shared ? ks : ks + kKeys * a.D;                 // [kKeys][Dv]; K=V: the same tile
-  float* sc = a.kv_shared ? ks + kKeys * a.D : vs + kKeys * a.Dv;  // [G][kKeys]: scores, then p
+  const int kld = a.D + 1, vld = a.kv_shared ? kld : a.Dv;        // row strides of the K and V tiles
+  float* qs = smem;                                               // [G][D]
+  float* ks = qs + a.G * a.D;                                     // [kKeys][kld]
+  float* vs = a.kv_shared ? ks : ks + kKeys * kld;                // [kKeys][vld]; K=V: the same tile
+  float* sc = a.kv_shared ? ks + kKeys * kld : vs + kKeys * vld;  // [G][kKeys]: scores, then p
   float* mrow = sc + a.G * kKeys;
   float* lrow = mrow + a.G;
   float* crow = lrow + a.G;  // the tile's correction of each row
@@ -104,16 +122,18 @@ template <class St> __global__ void __launch_bounds__(kThreads) split_kernel(Dec
   for (int64_t j0 = k0; j0 < k1; j0 += kKeys) {
     const int nj = int(min(int64_t(kKeys), k1 - j0));
     __syncthreads();  // the previous tile's readers are done (and the queries are stored)
-    const St* kh = a.k + b * a.ks[0] + hk * a.ks[1];
+    const Kv* kh = a.k + b * a.ks[0] + hk * a.ks[1];
+    const float* kscale = a.k_scale ? a.k_scale + b * a.kss[0] + hk * a.kss[1] : nullptr;
     for (int idx = tid; idx < kKeys * a.D; idx += kThreads) {
       const int r = idx / a.D, d = idx % a.D;
-      ks[idx] = r < nj ? float(kh[(j0 + r) * a.ks[2] + d]) : 0.f;
+      ks[r * kld + d] = r < nj ? cached(kh, kscale, a.ks[2], a.kss[2], j0 + r, d) : 0.f;
     }
     if (!a.kv_shared) {
-      const St* vh = a.v + b * a.vs[0] + hk * a.vs[1];
+      const Kv* vh = a.v + b * a.vs[0] + hk * a.vs[1];
+      const float* vscale = a.v_scale ? a.v_scale + b * a.vss[0] + hk * a.vss[1] : nullptr;
       for (int idx = tid; idx < kKeys * a.Dv; idx += kThreads) {
         const int r = idx / a.Dv, d = idx % a.Dv;
-        vs[idx] = r < nj ? float(vh[(j0 + r) * a.vs[2] + d]) : 0.f;
+        vs[idx] = r < nj ? cached(vh, vscale, a.vs[2], a.vss[2], j0 + r, d) : 0.f;
       }
     }
     __syncthreads();
@@ -122,7 +142,7 @@ template <class St> __global__ void __launch_bounds__(kThreads) split_kernel(Dec
       float s = neg_inf;
       if (j < nj && j0 + j < visible(a, g % a.T)) {
         const float* qrow = qs + g * a.D;
-        const float* krow = ks + j * a.D;
+        const float* krow = ks + j * kld;
         float dot = 0.f;
         for (int d = 0; d < a.D; ++d) dot += qrow[d] * krow[d];
         s = dot * a.scale;
@@ -156,7 +176,7 @@ template <class St> __global__ void __launch_bounds__(kThreads) split_kernel(Dec
         const int g = idx / a.Dv, c = idx % a.Dv;
         const float* p = sc + g * kKeys;
         float x = acc[n] * crow[g];
-        for (int j = 0; j < nj; ++j) x += p[j] * vs[j * a.Dv + c];
+        for (int j = 0; j < nj; ++j) x += p[j] * vs[j * vld + c];
         acc[n] = x;
       }
     }
@@ -176,7 +196,7 @@ template <class St> __global__ void __launch_bounds__(kThreads) split_kernel(Dec
 }
 
 // One block per (b, KV head, row g): the splits rescaled to their common max and summed.
-template <class St> __global__ void combine_kernel(DecodeArgs<St> a, St* out, float* lse) {
+template <class St, class Kv> __global__ void combine_kernel(DecodeArgs<St, Kv> a, St* out, float* lse) {
   const float neg_inf = -CUDART_INF_F;  // (splits past cache_attention's keys in use hold -inf maxima)
   const int64_t row = blockIdx.x, bhk = row / a.G;
   const int g = int(row % a.G);
@@ -207,22 +227,30 @@ int shared_limit() {
   return limit;
 }
 
-template <class St>
+template <class St, class Kv>
 void run(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs& at, const Tensor& out,
-         const Tensor& lse, const int64_t* start) {
-  DecodeArgs<St> a;
+         const Tensor& lse, const int64_t* start, const Tensor& k_scale, const Tensor& v_scale) {
+  DecodeArgs<St, Kv> a;
   a.start = start;
   if (start) {
     a.record = qkv::cuda::device_error_record(q.device().index);
     a.op = "cache_attention";
   }
   a.q = q.data<St>();
-  a.k = k.data<St>();
-  a.v = v.data<St>();
+  a.k = k.data<Kv>();
+  a.v = v.data<Kv>();
+  if constexpr (std::is_same_v<Kv, int8_t>) {
+    a.k_scale = k_scale.data<float>();
+    a.v_scale = v_scale.data<float>();
+  }
   for (int d = 0; d < 3; ++d) {
     a.qs[d] = q.stride(d);
     a.ks[d] = k.stride(d);
     a.vs[d] = v.stride(d);
+    if constexpr (std::is_same_v<Kv, int8_t>) {
+      a.kss[d] = k_scale.stride(d);
+      a.vss[d] = v_scale.stride(d);
+    }
   }
   const int64_t B = q.size(0);
   a.H = q.size(1);
@@ -254,10 +282,10 @@ void run(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs
   a.part_ml = part_ml.data<float>();
   const size_t smem = size_t(smem_floats(a.G, a.D, a.Dv, a.kv_shared)) * sizeof(float);
   if (smem > 48 * 1024)
-    QKV_CUDA_CHECK(cudaFuncSetAttribute(split_kernel<St>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  split_kernel<St><<<dim3(unsigned(blocks), unsigned(a.splits)), kThreads, smem, launch_stream()>>>(a);
+    QKV_CUDA_CHECK(cudaFuncSetAttribute(split_kernel<St, Kv>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  split_kernel<St, Kv><<<dim3(unsigned(blocks), unsigned(a.splits)), kThreads, smem, launch_stream()>>>(a);
   QKV_CUDA_LAUNCH_CHECK();
-  combine_kernel<St><<<unsigned(blocks * a.G), 128, 0, launch_stream()>>>(a, out.data<St>(), lse.data<float>());
+  combine_kernel<St, Kv><<<unsigned(blocks * a.G), 128, 0, launch_stream()>>>(a, out.data<St>(), lse.data<float>());
   QKV_CUDA_LAUNCH_CHECK();
 }
 
@@ -266,6 +294,7 @@ void run(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs
 bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias) {
   const DType dt = q.dtype();
   if ((dt != DType::f32 && dt != DType::bf16 && dt != DType::f16) || bias.defined()) return false;
+  if (k.dtype() != v.dtype() || (k.dtype() != dt && k.dtype() != DType::i8)) return false;
   const int64_t T = q.size(2), G = (q.size(1) / k.size(1)) * T, D = q.size(3), Dv = v.size(3), S = k.size(2);
   if (T > kMaxQueryRows || G > kMaxRows || D > kMaxDim || Dv > kMaxDim || S < 2 * kKeys) return false;
   if (q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1) return false;
@@ -274,11 +303,18 @@ bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const 
 }
 
 void split_kv_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs& attrs,
-                        const Tensor& out, const Tensor& lse, const int64_t* start) {
+                        const Tensor& out, const Tensor& lse, const int64_t* start, const Tensor& k_scale,
+                        const Tensor& v_scale) {
+  const bool int8 = k.dtype() == DType::i8;
+  check<ValueError>(!int8 || (k_scale.defined() && v_scale.defined()), "attention: an int8 cache needs its row scales");
+  auto go = [&]<class St>() {
+    if (int8) run<St, int8_t>(q, k, v, attrs, out, lse, start, k_scale, v_scale);
+    else run<St, St>(q, k, v, attrs, out, lse, start, k_scale, v_scale);
+  };
   switch (q.dtype()) {
-    case DType::f32: run<float>(q, k, v, attrs, out, lse, start); return;
-    case DType::bf16: run<bf16>(q, k, v, attrs, out, lse, start); return;
-    case DType::f16: run<f16>(q, k, v, attrs, out, lse, start); return;
+    case DType::f32: go.template operator()<float>(); return;
+    case DType::bf16: go.template operator()<bf16>(); return;
+    case DType::f16: go.template operator()<f16>(); return;
     default:
       throw DTypeError(cat("attention: the split-KV kernel takes float32, bf16 or f16, got ", dtype_name(q.dtype())));
   }

@@ -4,10 +4,12 @@
 // checked on the device (an IndexError at the next synchronisation, as the index ops report).
 // cache_attention: the split-KV kernel (decode_attention.cu) planned for the whole cache, its
 // splits past the keys in use empty; shapes it does not take read the start on the host and run
-// the attention kernels on the keys in use (not capturable). An int8 cache is widened to the
-// queries' dtype (its row scales applied) into a buffer of the cache's size first, then read
-// as a float one; quantize_int8 is one warp per row.
+// the attention kernels on the keys in use (not capturable). An int8 cache is read in place by
+// the split-KV kernel, a tile at a time; for the shapes it does not take, it is widened to the
+// queries' dtype (its row scales applied) into a buffer of the cache's size first. quantize_int8
+// is one warp per row.
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/decode_attention.h"
@@ -66,13 +68,17 @@ template <class T> __global__ void quantize_rows(const T* x, int8_t* q, float* s
   }
 }
 
-// out[i] = q[i] * scale[i / D] over a contiguous [rows, D] int8 tensor.
+// out[i] = q[i] * scale[i / D] over a contiguous [rows, D] int8 tensor, multiplied in double for
+// float64 queries (as the CPU widens) and in float otherwise.
 template <class T> struct Dequantize {
   T* out;
   const int8_t* q;
   const float* scale;
   int64_t D;
-  __device__ void operator()(int64_t i) const { out[i] = T(float(q[i]) * scale[i / D]); }
+  __device__ void operator()(int64_t i) const {
+    using W = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    out[i] = T(W(q[i]) * W(scale[i / D]));
+  }
 };
 
 Tensor dequantized(const Tensor& q, const Tensor& scale, DType dtype) {
@@ -111,7 +117,11 @@ void kv_write(const KernelArgs& k) {
 void cache_attention(const KernelArgs& k) {
   const auto& at = attr<AttentionAttrs>(k.attrs, "cache_attention");
   const Tensor &q = k.in[0], &start = k.in[3];
-  if (k.in[1].dtype() == DType::i8) {
+  if (k.in[1].dtype() == DType::i8 && split_kv_supports(q, k.in[1], k.in[2], Tensor())) {
+    split_kv_attention(q, k.in[1], k.in[2], at, k.out[0], k.out[1], start.data<int64_t>(), k.in[4], k.in[5]);
+    return;
+  }
+  if (k.in[1].dtype() == DType::i8) {  // shapes the split kernel does not take: widened whole first
     set_device(q);
     const Tensor keys = dequantized(k.in[1], k.in[4], q.dtype());
     const Tensor values = same_view(k.in[1], k.in[2]) ? keys : dequantized(k.in[2], k.in[5], q.dtype());

@@ -10,10 +10,13 @@
 // float64 in CUBLAS_COMPUTE_64F, and bf16 / f16 on the tensor cores with float32 accumulation
 // (CUBLAS_COMPUTE_32F, float scale; the output rounded once). One cuBLASLt handle and workspace
 // per device, made lazily. run_gemm (kernels/cuda/gemm.h) adds cuBLASLt's epilogues for
-// kernels/cuda/linear.cu: the bias, and the bias gradient.
+// kernels/cuda/linear.cu: the bias, and the bias gradient. When the heuristic has no algorithm
+// for operands as they lie (an alignment or leading dimension it does not take), the product is
+// taken again on copies whose rows are 16-byte aligned; only then is it an error.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -137,8 +140,8 @@ GemmTypes gemm_types(DType dt) {
   }
 }
 
-// Null when cuBLASLt has no algorithm for an epilogue (the caller runs it separately); no
-// algorithm for a plain GEMM is an error.
+// Null when cuBLASLt has no algorithm: the caller runs an epilogue separately, and a plain GEMM
+// again on aligned copies (gemm_on_aligned_copies).
 std::unique_ptr<CachedGemm> build_gemm(cublasLtHandle_t handle, const GemmPlan& plan, GemmEpilogue::Kind epilogue,
                                        uint32_t align_a, uint32_t align_b, uint32_t align_c) {
   const GemmTypes types = gemm_types(plan.dtype);
@@ -178,10 +181,11 @@ std::unique_ptr<CachedGemm> build_gemm(cublasLtHandle_t handle, const GemmPlan& 
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, raw_desc, g->la.get(), g->lb.get(), g->lc.get(),
                                                                g->lc.get(), raw_pref, 1, &heuristic, &found);
-  if (epilogue != GemmEpilogue::Kind::none && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return nullptr;
-  check_cublas(status, "cublasLtMatmulAlgoGetHeuristic");
-  check<DeviceError>(found > 0, "matmul: cuBLASLt has no algorithm for ", dtype_name(plan.dtype), " (m=", plan.m,
-                     ", n=", plan.n, ", k=", plan.k, ", batches=", plan.batch_count, ")");
+  if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+    const bool no_algorithm = status == CUBLAS_STATUS_SUCCESS || status == CUBLAS_STATUS_NOT_SUPPORTED;
+    if (no_algorithm || epilogue != GemmEpilogue::Kind::none) return nullptr;
+    check_cublas(status, "cublasLtMatmulAlgoGetHeuristic");
+  }
   g->algo = heuristic.algo;
   return g;
 }
@@ -251,6 +255,29 @@ bool gemm(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& 
   return true;
 }
 
+// A copy of x whose rows start 16 bytes apart: the last dim padded to a multiple of 16 bytes in
+// its storage (a fresh allocation, so its start is aligned too), the view narrowed back to x's
+// shape. With copy false only the memory is made (for an output).
+Tensor aligned_copy(const Tensor& x, bool copy = true) {
+  Shape padded = x.shape();
+  const int64_t per16 = std::max<int64_t>(1, 16 / int64_t(x.element_size()));
+  padded.back() = (padded.back() + per16 - 1) / per16 * per16;
+  const Tensor view = raw::slice(empty(padded, {x.dtype(), x.device()}), x.dim() - 1, 0, x.size(-1), 1);
+  if (copy) raw::copy(view, x);
+  return view;
+}
+
+// out = op(a) op(b) through copies of all three with aligned rows, for when cuBLASLt had no
+// algorithm for them as they lie.
+void gemm_on_aligned_copies(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b) {
+  const Tensor a2 = aligned_copy(a), b2 = aligned_copy(b), out2 = aligned_copy(out, /*copy=*/false);
+  const GemmPlan plan = plan_gemm(a2, b2, out2, trans_a, trans_b);
+  check<DeviceError>(gemm(plan, operand_tensor(a2, plan.a), operand_tensor(b2, plan.b), out2, GemmEpilogue{}),
+                     "matmul: cuBLASLt has no algorithm for ", dtype_name(plan.dtype), " (m=", plan.m, ", n=", plan.n,
+                     ", k=", plan.k, ", batches=", plan.batch_count, "), even on copies with 16-byte aligned rows");
+  raw::copy(out, out2);
+}
+
 }  // namespace
 
 void matmul(const KernelArgs& k) {
@@ -263,7 +290,7 @@ void matmul(const KernelArgs& k) {
     return;
   }
   const Tensor a = operand_tensor(k.in[0], plan.a), b = operand_tensor(k.in[1], plan.b);
-  gemm(plan, a, b, out, GemmEpilogue{});
+  if (!gemm(plan, a, b, out, GemmEpilogue{})) gemm_on_aligned_copies(k.in[0], k.in[1], out, at.trans_a, at.trans_b);
 }
 
 bool run_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b,
@@ -271,7 +298,10 @@ bool run_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a,
   const GemmPlan plan = plan_gemm(a, b, out, trans_a, trans_b);
   check<ValueError>(plan.kind == GemmKind::gemm && plan.batch_count == 1, "matmul: an epilogue needs one GEMM with ",
                     "a non-empty inner dim, got ", shape_str(out.shape()));
-  return gemm(plan, operand_tensor(a, plan.a), operand_tensor(b, plan.b), out, epilogue);
+  if (gemm(plan, operand_tensor(a, plan.a), operand_tensor(b, plan.b), out, epilogue)) return true;
+  if (epilogue.kind != GemmEpilogue::Kind::none) return false;  // the caller adds the epilogue itself
+  gemm_on_aligned_copies(a, b, out, trans_a, trans_b);
+  return true;
 }
 
 // Inputs (c, a, b; c written) -> c += op(a) op(b): the product into a temporary, then added by

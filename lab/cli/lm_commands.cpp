@@ -155,9 +155,9 @@ void add_lm_report_commands(CLI::App& app) {
       check<ValueError>(!o->args.empty(), "bench decode: give a language-model experiment file, or --run RUN");
       check<ValueError>(*prompt + *tokens <= *context, "bench decode: --prompt ", *prompt, " + --new-tokens ", *tokens,
                         " exceed --context ", *context);
-      const infer::DecodeDtypes dts = infer::decode_dtypes(infer::parse_decode_precision(*precision));
-      const DType dt = dtype_opt->count() > 0 ? parse_dtype(*dtype) : dts.cache;
       const Device dev = usable_device(*device, "bench decode");
+      const infer::DecodeDtypes dts = infer::decode_dtypes(infer::parse_decode_precision(*precision), dev);
+      const DType dt = dtype_opt->count() > 0 ? parse_dtype(*dtype) : dts.cache;
       std::optional<report::PaperDecode> theirs;
       if (std::filesystem::exists(*paper)) theirs = report::load_paper_decode(*paper);
       const auto models = models_of(*o);
@@ -172,7 +172,8 @@ void add_lm_report_commands(CLI::App& app) {
       for (const auto& m : models) {
         nn::GPTConfig c = m.config;
         c.context = std::max(c.context, *context);
-        const infer::DecodeBenchResult r = infer::bench_decode(c, *batch, *context, *prompt, *tokens, dt, dev, *graph);
+        const infer::DecodeBenchResult r = infer::bench_decode(c, *batch, *context, *prompt, *tokens, dt, dev, *graph,
+                                                               dtype_opt->count() > 0 ? DType::f32 : dts.weights);
         weights = r.weight_dtype;
         graphed = r.graphed;
         rows.push_back({m.variant, r.prefill_ms, r.decode_tokens_per_s, r.cache_bytes, r.peak_bytes, r.peak_rss_bytes,

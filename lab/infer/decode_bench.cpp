@@ -74,13 +74,20 @@ DecodePrecision parse_decode_precision(const std::string& s) {
   throw ValueError(cat("--precision '", s, "': expected bf16 or fp32"));
 }
 
-DecodeDtypes decode_dtypes(DecodePrecision p) {
+DecodeDtypes decode_dtypes(DecodePrecision p, const Device& device) {
   DecodeDtypes d;
   if (p == DecodePrecision::fp32) {
     d.note = "fp32: weights, arithmetic and KV cache in float32";
     return d;
   }
   d.cache = DType::bf16;
+  if (device.is_cuda()) {
+    d.weights = DType::bf16;
+    d.note =
+        "bf16: weights, activations and KV cache in bfloat16 (float32 accumulation in the GEMMs, attention and "
+        "norms)";
+    return d;
+  }
   d.note =
       "bf16 requested: the KV cache is stored in bfloat16 and attention reads it in place (queries rounded to "
       "bf16, float32 arithmetic); weights and the other ops ran in fp32, so this is not the paper's all-bf16 "
@@ -89,12 +96,14 @@ DecodeDtypes decode_dtypes(DecodePrecision p) {
 }
 
 DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t context, int64_t prompt,
-                               int64_t new_tokens, DType cache_dtype, const Device& device, bool static_step) {
+                               int64_t new_tokens, DType cache_dtype, const Device& device, bool static_step,
+                               DType weights) {
   check_sizes(c, batch, context, prompt, new_tokens);
   release_cached_memory(device);
   Generator gen(0);
   nn::GPT model(c, &gen);
   model.to(device);
+  model.to(weights);
   model.eval();
   return bench_decode(model, batch, context, prompt, new_tokens, cache_dtype, static_step);
 }

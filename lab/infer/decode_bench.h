@@ -29,28 +29,28 @@ struct DecodeBenchResult {
 // `new_tokens` tokens one at a time (greedy), under no_grad, in eval mode. Peak bytes from the
 // device allocator and peak RSS from the kernel, both reset once the model is built (cached
 // allocator blocks are returned first, so an earlier model's memory does not count); cache
-// bytes from KVCache::bytes(). Weights are float32. Needs prompt >= 1 and
+// bytes from KVCache::bytes(). Weights are cast to `weights` (float32 by default). Needs prompt >= 1 and
 // prompt + new_tokens <= context <= c.context. `static_step`: decode through StaticDecoder
 // (GPT::decode_step; a CUDA graph on a GPU), whose first step (the capture) is not timed.
 DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t context, int64_t prompt,
                                int64_t new_tokens, DType cache_dtype, const Device& device = kCPU,
-                               bool static_step = false);
+                               bool static_step = false, DType weights = DType::f32);
 // The same on a given model (a trained run's weights), on its device, in eval mode; the prompt
 // is random token ids below the model's vocabulary. Peaks are reset first but the model's
 // weights count in them.
 DecodeBenchResult bench_decode(const nn::GPT& model, int64_t batch, int64_t context, int64_t prompt, int64_t new_tokens,
                                DType cache_dtype, bool static_step = false);
 
-// `--precision`: fp32, or bf16 as far as the backend goes. The KV cache can be stored in
-// bfloat16 on every device; weights and arithmetic stay float32 (the kernels compute in
-// float32/float64 only), which `note` says.
+// `--precision`: fp32, or bf16 as far as the backend goes. The KV cache is stored in bfloat16
+// on every device; on a GPU the weights are bfloat16 too (every op of the decode step has a
+// 16-bit CUDA kernel), on the CPU they stay float32; `note` says which ran.
 enum class DecodePrecision { fp32, bf16 };
 struct DecodeDtypes {
   DType cache = DType::f32, weights = DType::f32;
   std::string note;  // what ran, in words
 };
 DecodePrecision parse_decode_precision(const std::string& s);  // ValueError naming --precision
-DecodeDtypes decode_dtypes(DecodePrecision p);
+DecodeDtypes decode_dtypes(DecodePrecision p, const Device& device = kCPU);
 
 // The process's peak resident set in bytes (VmHWM of /proc/self/status); none where unreadable.
 std::optional<int64_t> peak_rss_bytes();

@@ -90,6 +90,21 @@ TEST_CASE("sinusoidal tables") {
   CHECK_THROWS_AS(pos2d_table(4, 5), ValueError);
 }
 
+TEST_CASE("module: to(dtype) rounds every floating parameter, keeps requires_grad, refuses an integer dtype") {
+  Tiny m;
+  const std::vector<double> before = m.a.weight.to_vector<double>();
+  m.to(DType::bf16);
+  for (const Tensor& p : m.parameters()) {
+    CHECK(p.dtype() == DType::bf16);
+    CHECK(p.requires_grad());
+  }
+  const std::vector<double> after = m.a.weight.to_vector<double>();
+  REQUIRE(after.size() == before.size());
+  for (size_t i = 0; i < after.size(); ++i) CHECK(after[i] == doctest::Approx(before[i]).epsilon(1.0 / 256));
+  CHECK(after != before);  // rounded, not kept
+  CHECK_THROWS_WITH_AS(m.to(DType::i64), doctest::Contains("not a floating dtype"), DTypeError);
+}
+
 TEST_CASE("module: loading a tensor of another dtype is refused, not silently cast") {
   Linear a(3, 2), b(3, 2);
   std::map<std::string, Tensor> state;

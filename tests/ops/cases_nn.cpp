@@ -16,7 +16,15 @@ OpCase case_matmul() {
                {"batches x one weight", {real({2, 3, 4}), real({4, 5})}, MatmulAttrs{}},
                {"batches x one weight^T", {real({2, 3, 4}), real({5, 4})}, MatmulAttrs{false, true}},
                {"matrix-vector", {real({3, 4}), real({4, 1})}, MatmulAttrs{}},
-               {"row-vector", {real({1, 4}), real({4, 3})}, MatmulAttrs{}}};
+               {"row-vector", {real({1, 4}), real({4, 3})}, MatmulAttrs{}},
+               // Sizes where cuBLASLt picks its tensor-core algorithms (bf16/f16), with odd
+               // edges; and a leading dimension of 3 16-bit elements (6 bytes), which no
+               // algorithm may take as it lies.
+               {"tensor-core sizes: 200 x 264 by 264 x 136, b^T",
+                {real({200, 264}), real({136, 264})},
+                MatmulAttrs{false, true},
+                false},
+               {"odd inner dim 3", {real({64, 3}), real({3, 40})}, MatmulAttrs{}, false}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& f = std::get<MatmulAttrs>(attrs);
     const Ref &a = in[0], &b = in[1];
@@ -54,7 +62,11 @@ OpCase softmax_case(bool log_form) {
   c.samples = {{"last dim", {real({3, 7})}, DimAttrs{1}},
                {"first dim", {real({4, 3})}, DimAttrs{0}},
                {"middle dim", {real({2, 5, 3})}, DimAttrs{1}},
-               {"single element", {real({3, 1})}, DimAttrs{1}}};
+               {"single element", {real({3, 1})}, DimAttrs{1}},
+               // The CUDA row kernels' block-wide reductions: several warps, several elements
+               // per thread.
+               {"multi-warp rows: 3 x 300", {real({3, 300})}, DimAttrs{1}, false},
+               {"long rows: 2 x 3000", {real({2, 3000})}, DimAttrs{1}, false}};
   c.reference = [log_form](const std::vector<Ref>& in, const Attrs& attrs) {
     const int64_t dim = std::get<DimAttrs>(attrs).dim;
     const Ref& x = in[0];
@@ -117,10 +129,12 @@ OpCase case_log_softmax() { return softmax_case(true); }
 
 OpCase case_layer_norm() {
   OpCase c;
-  c.samples = {{"affine", {real({4, 6}), real({6}), real({6})}, LayerNormAttrs{1e-5}},
-               {"3-d affine", {real({2, 3, 5}), real({5}), real({5})}, LayerNormAttrs{1e-5}},
-               {"no affine", {real({3, 8}), absent(), absent()}, LayerNormAttrs{1e-3}},
-               {"weight only", {real({3, 4}), real({4}), absent()}, LayerNormAttrs{1e-5}}};
+  c.samples = {
+      {"affine", {real({4, 6}), real({6}), real({6})}, LayerNormAttrs{1e-5}},
+      {"3-d affine", {real({2, 3, 5}), real({5}), real({5})}, LayerNormAttrs{1e-5}},
+      {"no affine", {real({3, 8}), absent(), absent()}, LayerNormAttrs{1e-3}},
+      {"weight only", {real({3, 4}), real({4}), absent()}, LayerNormAttrs{1e-5}},
+      {"multi-warp rows: 5 x 1000", {real({5, 1000}), real({1000}), real({1000})}, LayerNormAttrs{1e-5}, false}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     return layer_norm_ref(in[0], in[1], in[2], std::get<LayerNormAttrs>(attrs).eps);
   };
@@ -160,7 +174,11 @@ OpCase case_layer_norm_backward() {
   c.samples = {{"with weight", {real({3, 5}), real({3, 5}), real({5}), real({3}), positive({3})}, LayerNormAttrs{}},
                {"no weight",
                 {real({2, 2, 4}), real({2, 2, 4}), absent(), real({2, 2}), positive({2, 2})},
-                LayerNormAttrs{}}};
+                LayerNormAttrs{}},
+               {"multi-warp rows: 6 x 700",
+                {real({6, 700}), real({6, 700}), real({700}), real({6}), positive({6})},
+                LayerNormAttrs{},
+                false}};
   c.reference = [](const std::vector<Ref>& in, const Attrs&) {
     const Ref &g = in[0], &x = in[1], &w = in[2], &mean = in[3], &rstd = in[4];
     const int64_t n = x.shape.back();
@@ -228,7 +246,11 @@ OpCase case_cross_entropy() {
                {"sum", {real({3, 6}), index({3}, 6)}, CrossEntropyAttrs{-100, Reduction::sum}},
                {"none, 3-d", {real({2, 3, 5}), index({2, 3}, 5)}, CrossEntropyAttrs{-100, Reduction::none}},
                {"ignore index 0", {real({6, 3}), index({6}, 3)}, CrossEntropyAttrs{0, Reduction::mean}},
-               {"int32 targets", {real({4, 3}), index32({4}, 3)}, CrossEntropyAttrs{-100, Reduction::mean}}};
+               {"int32 targets", {real({4, 3}), index32({4}, 3)}, CrossEntropyAttrs{-100, Reduction::mean}},
+               {"vocabulary rows: 4 x 5000",
+                {real({4, 5000}), index({4}, 5000)},
+                CrossEntropyAttrs{-100, Reduction::mean},
+                false}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<CrossEntropyAttrs>(attrs);
     Ref loss(in[1].shape), lse(in[1].shape);
@@ -249,7 +271,11 @@ OpCase case_cross_entropy_backward() {
   c.samples = {{"mean", {real({}), real({4, 3}), index({4}, 3), real({4})}, CrossEntropyAttrs{-100, Reduction::mean}},
                {"none with ignore",
                 {real({5}), real({5, 4}), index({5}, 4), real({5})},
-                CrossEntropyAttrs{1, Reduction::none}}};
+                CrossEntropyAttrs{1, Reduction::none}},
+               {"vocabulary rows: 4 x 5000",
+                {real({}), real({4, 5000}), index({4}, 5000), real({4})},
+                CrossEntropyAttrs{-100, Reduction::mean},
+                false}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<CrossEntropyAttrs>(attrs);
     const Ref &g = in[0], &x = in[1], &t = in[2], &lse = in[3];

@@ -15,16 +15,18 @@ std::vector<Sample> reduce_samples() {
           {"0-dim", {real({})}, ReduceAttrs{{}, false}}};
 }
 
-// Column reductions long and narrow enough for the CUDA kernels' split column path (row chunks
-// folded into partial results, then the partials reduced per column).
-std::vector<Sample> column_split_samples() {
-  return {{"columns split, dim 0", {real({1000, 40})}, ReduceAttrs{{0}, false}, false},
+// Reductions long enough for the CUDA kernels' split paths: column reductions narrow enough
+// that row chunks fold into partial results, then the partials reduce per column; and few long
+// rows cut into pieces, then each row's partials reduced.
+std::vector<Sample> split_samples() {
+  return {{"rows split: 3 rows of 20000", {real({3, 20000})}, ReduceAttrs{{1}, false}, false},
+          {"columns split, dim 0", {real({1000, 40})}, ReduceAttrs{{0}, false}, false},
           {"columns split, dims 0-1", {real({40, 50, 33})}, ReduceAttrs{{0, 1}, false}, false},
           {"columns split, middle dim", {real({3, 400, 20})}, ReduceAttrs{{1}, true}, false}};
 }
 
-std::vector<Sample> with_column_splits(std::vector<Sample> s) {
-  for (Sample& c : column_split_samples()) s.push_back(std::move(c));
+std::vector<Sample> with_split_samples(std::vector<Sample> s) {
+  for (Sample& c : split_samples()) s.push_back(std::move(c));
   return s;
 }
 
@@ -48,7 +50,7 @@ template <class Fold, class Finish> Reference reduce_reference(double init, Fold
 
 OpCase case_sum() {
   OpCase c;
-  c.samples = with_column_splits(reduce_samples());
+  c.samples = with_split_samples(reduce_samples());
   c.samples.push_back({"int64", {index({3, 4}, 50)}, ReduceAttrs{{1}, false}});
   c.samples.push_back({"int64 columns split", {index({600, 24}, 1000)}, ReduceAttrs{{0}, false}, false});
   c.reference = reduce_reference(
@@ -58,7 +60,7 @@ OpCase case_sum() {
 
 OpCase case_mean() {
   OpCase c;
-  c.samples = with_column_splits(reduce_samples());
+  c.samples = with_split_samples(reduce_samples());
   c.reference = reduce_reference(
       0, [](double a, double x) { return a + x; }, [](double a, double n) { return a / n; });
   return c;
@@ -66,7 +68,7 @@ OpCase case_mean() {
 
 OpCase case_amax() {
   OpCase c;
-  c.samples = with_column_splits(reduce_samples());
+  c.samples = with_split_samples(reduce_samples());
   c.samples.push_back({"int64", {index({3, 4}, 50)}, ReduceAttrs{{0}, false}});
   c.samples.push_back({"int64 columns split", {index({600, 24}, 1000)}, ReduceAttrs{{0}, false}, false});
   c.reference = reduce_reference(

@@ -98,6 +98,9 @@ struct OpCase {
   Reference reference;
   bool gradcheck = true;  // false for ops whose row has no backward
   double f32_tolerance = 2e-5;
+  // CUDA against the CPU in float32, where both differ from float64 by their summation order;
+  // 0: f32_tolerance. (The float64 comparison, at 1e-9, is what catches a wrong term.)
+  double cuda_f32_tolerance = 0;
   // bf16/f16 forward (relative and absolute): a few roundings of 2^-9 (bf16) by default; the
   // gradients, taken through several 16-bit ops, get four times as much.
   double low_tolerance = 1.6e-2;
@@ -112,6 +115,10 @@ struct CaseReport {
   bool cuda_skipped = true;
   std::string line(const char* op) const;
 };
+
+// True under QKV_HARNESS_SMALL=1: the samples sized for the CUDA kernels' multi-tile paths
+// (numeric_grad false) are left out, for runs under compute-sanitizer, which is 10-100x slower.
+bool small_samples_only();
 
 // Runs every check of `c` for `op`; failures are reported through doctest CHECKs.
 CaseReport run_case(autograd::OpId op, const OpCase& c);

@@ -1,5 +1,5 @@
-// bench decode's precision and report: --precision bf16 stores the KV cache in bfloat16 and says
-// that weights stayed float32 (the result records what ran), the peak RSS is measured, and the
+// bench decode's precision and report: --precision bf16 stores the KV cache in bfloat16 (and on a GPU the
+// weights too; on the CPU they stay float32, and it says which), the peak RSS is measured, and the
 // Q-K=V-vs-QKV ratios stand beside the paper's ranges from experiments/paper/decode.yaml.
 #include <doctest/doctest.h>
 
@@ -10,7 +10,7 @@
 
 using namespace qkv;
 
-TEST_CASE("lm decode bench: --precision bf16 stores the cache in bf16, weights stay fp32, and says so") {
+TEST_CASE("lm decode bench: --precision bf16 stores the cache in bf16, weights bf16 on a GPU and fp32 on the CPU") {
   CHECK(infer::parse_decode_precision("fp32") == infer::DecodePrecision::fp32);
   CHECK_THROWS_WITH_AS(infer::parse_decode_precision("fp8"), doctest::Contains("--precision 'fp8'"), ValueError);
   const infer::DecodeDtypes bf16 = infer::decode_dtypes(infer::DecodePrecision::bf16);
@@ -18,6 +18,11 @@ TEST_CASE("lm decode bench: --precision bf16 stores the cache in bf16, weights s
   CHECK(bf16.weights == DType::f32);
   test::check_contains(bf16.note, {"bfloat16", "ran in fp32"});
   CHECK(infer::decode_dtypes(infer::DecodePrecision::fp32).cache == DType::f32);
+  // On a GPU bf16 means bf16 weights too (the device is not touched: no GPU is needed here).
+  const infer::DecodeDtypes gpu = infer::decode_dtypes(infer::DecodePrecision::bf16, Device("cuda:0"));
+  CHECK(gpu.cache == DType::bf16);
+  CHECK(gpu.weights == DType::bf16);
+  test::check_contains(gpu.note, {"weights, activations and KV cache in bfloat16"});
 
   nn::GPTConfig c;
   c.vocab = 61;
