@@ -1,0 +1,149 @@
+// The flash attention kernels' tensor-core fragment helpers (kernels/cuda/flash_fragments.cuh),
+// compiled for the CPU with QKV_CUDA_EMU and run as one emulated warp whose ldmatrix and mma
+// follow the PTX ISA's text (kernels/cuda/emu/warp_matrix.h): the forward's two products over a
+// 16 x 64 query tile and 64 x 64 key and value tiles, S = Q K^T (load_a, mma_times_nk) and
+// O = P V with P the rounded scores taken straight from the accumulators (acc_to_a,
+// mma_times_kn), against the same products in double. A helper that addresses the wrong row,
+// column or register of a fragment fails here without a GPU. The emulator's own checks follow:
+// misaligned or non-shared ldmatrix addresses, and lanes that do not meet at a collective.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/emu/warp.h"
+#include "kernels/cuda/emu/warp_matrix.h"
+#include "kernels/cuda/flash_fragments.cuh"
+#include "tensor/half.h"
+
+using namespace qkv;
+namespace flash = qkv::kernels::cuda::flash;
+
+namespace {
+
+constexpr int kRows = 16, kDim = 64, kKeys = 64;
+constexpr int kLd = kDim + 8;  // the kernels' padded row stride (flash_mma.cuh: kPad)
+
+template <bool kBF16> uint16_t round16(float x) { return kBF16 ? bf16(x).bits : f16(x).bits; }
+template <bool kBF16> double widen16(uint16_t bits) {
+  if constexpr (kBF16) {
+    bf16 h;
+    h.bits = bits;
+    return double(float(h));
+  } else {
+    f16 h;
+    h.bits = bits;
+    return double(float(h));
+  }
+}
+
+// Lane `lane`'s accumulators of N / 8 n-blocks into the row-major [16][N] matrix they hold: c_i
+// at row g (i < 2) or g + 8, column 8 n + 2t + (i & 1) (the ISA's C layout).
+template <int N> void scatter_accumulators(const float (&acc)[N / 8][4], int lane, float (*out)[N]) {
+  const int g = lane / 4, t = lane % 4;
+  for (int n = 0; n < N / 8; ++n)
+    for (int i = 0; i < 4; ++i) out[i < 2 ? g : g + 8][8 * n + 2 * t + (i & 1)] = acc[n][i];
+}
+
+// max |got - want| / max |want|.
+double relative_error(const float (*got)[kKeys], const std::vector<std::vector<double>>& want) {
+  double diff = 0, scale = 0;
+  for (int i = 0; i < kRows; ++i)
+    for (int j = 0; j < kKeys; ++j) {
+      diff = std::max(diff, std::abs(double(got[i][j]) - want[size_t(i)][size_t(j)]));
+      scale = std::max(scale, std::abs(want[size_t(i)][size_t(j)]));
+    }
+  return diff / scale;
+}
+
+template <bool kBF16> void check_forward_products() {
+  alignas(16) static uint16_t smem[(kRows + 2 * kKeys) * kLd];
+  uint16_t *Q = smem, *K = Q + kRows * kLd, *V = K + kKeys * kLd;
+  std::mt19937 gen(kBF16 ? 1 : 2);
+  std::normal_distribution<float> normal;
+  std::fill(std::begin(smem), std::end(smem), uint16_t(0xffff));  // the padding is never read as data
+  for (int r = 0; r < kRows; ++r)
+    for (int d = 0; d < kDim; ++d) Q[r * kLd + d] = round16<kBF16>(normal(gen));
+  for (int r = 0; r < kKeys; ++r)
+    for (int d = 0; d < kDim; ++d) {
+      K[r * kLd + d] = round16<kBF16>(normal(gen));
+      V[r * kLd + d] = round16<kBF16>(normal(gen));
+    }
+
+  float S[kRows][kKeys], O[kRows][kDim];
+  {
+    const cuda_emu::SharedMemory shared(smem, sizeof smem);
+    cuda_emu::run_warp([&](int lane) {
+      float s[kKeys / 8][4] = {};
+      for (int k0 = 0; k0 < kDim; k0 += 16) {
+        uint32_t a[4];
+        flash::load_a(a, Q, kLd, 0, k0, lane);
+        flash::mma_times_nk<kBF16, kKeys>(s, a, K, kLd, k0, lane);
+      }
+      float o[kDim / 8][4] = {};
+      for (int kc = 0; kc < kKeys / 16; ++kc) {
+        uint32_t p[4];
+        flash::acc_to_a<kBF16>(p, s[2 * kc], s[2 * kc + 1]);
+        flash::mma_times_kn<kBF16, kDim>(o, p, V, kLd, 16 * kc, lane);
+      }
+      scatter_accumulators<kKeys>(s, lane, S);
+      scatter_accumulators<kDim>(o, lane, O);
+    });
+  }
+
+  std::vector<std::vector<double>> s_ref(kRows, std::vector<double>(kKeys)), o_ref(kRows, std::vector<double>(kDim));
+  for (int i = 0; i < kRows; ++i) {
+    for (int j = 0; j < kKeys; ++j)
+      for (int d = 0; d < kDim; ++d)
+        s_ref[size_t(i)][size_t(j)] += widen16<kBF16>(Q[i * kLd + d]) * widen16<kBF16>(K[j * kLd + d]);
+    // P is the kernel's own scores rounded to 16 bits, so O checks the second product alone.
+    for (int e = 0; e < kDim; ++e)
+      for (int j = 0; j < kKeys; ++j)
+        o_ref[size_t(i)][size_t(e)] += widen16<kBF16>(round16<kBF16>(S[i][j])) * widen16<kBF16>(V[j * kLd + e]);
+  }
+  // Each 16-deep step is summed exactly and rounded to float: a few float roundings in all.
+  CHECK(relative_error(S, s_ref) < 1e-6);
+  CHECK(relative_error(O, o_ref) < 1e-6);
+}
+
+}  // namespace
+
+TEST_CASE("flash fragments: S = Q K^T and O = P V over 16 x 64 x 64 through the kernels' helpers (bf16, f16)") {
+  check_forward_products<true>();
+  check_forward_products<false>();
+}
+
+TEST_CASE("emulated ldmatrix: a misaligned or non-shared row address is an error naming the lane") {
+  alignas(16) static uint16_t tile[32 * 16];
+  uint32_t r[4];
+  auto load_rows = [&](int offset) {
+    cuda_emu::run_warp([&](int lane) { cuda_emu::ldmatrix_x4(r, tile + lane * 8 + (lane == 5 ? offset : 0), false); });
+  };
+  {
+    const cuda_emu::SharedMemory shared(tile, sizeof tile);
+    CHECK_NOTHROW(load_rows(0));
+    CHECK_THROWS_WITH_AS(load_rows(1), doctest::Contains("lane 5's row address is not 16-byte aligned"),
+                         cuda_emu::SharedMemoryError);
+  }
+  CHECK_THROWS_WITH_AS(load_rows(0), doctest::Contains("is not in shared memory"), cuda_emu::SharedMemoryError);
+}
+
+TEST_CASE("emulated warp: lanes that skip a collective or meet at different ones are reported") {
+  alignas(16) static uint16_t tile[32 * 8];
+  const cuda_emu::SharedMemory shared(tile, sizeof tile);
+  CHECK_THROWS_WITH_AS(cuda_emu::run_warp([&](int lane) {
+                         uint32_t r[4];
+                         if (lane != 7) cuda_emu::ldmatrix_x4(r, tile + lane * 8, false);
+                       }),
+                       doctest::Contains("exited without reaching"), cuda_emu::WarpDivergence);
+  CHECK_THROWS_WITH_AS(cuda_emu::run_warp([&](int lane) {
+                         uint32_t r[4];
+                         cuda_emu::ldmatrix_x4(r, tile + lane * 8, lane == 3);
+                       }),
+                       doctest::Contains("but lane 3 at ldmatrix.x4.trans"), cuda_emu::WarpDivergence);
+  int lanes_run = 0;
+  cuda_emu::run_warp([&](int lane) { lanes_run += cuda_emu::lane_id() == lane; });
+  CHECK(lanes_run == cuda_emu::kLanes);
+}
