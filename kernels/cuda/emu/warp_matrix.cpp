@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "kernels/cuda/emu/warp.h"
+#include "kernels/cuda/emu/block.h"
 #include "tensor/half.h"
 
 namespace qkv::cuda_emu {
@@ -27,7 +27,7 @@ void check_row_address(const uint16_t* row, int lane) {
     throw SharedMemoryError(cat("ldmatrix: lane ", lane, "'s row address (16 bytes) is not in shared memory"));
 }
 
-void ldmatrix_model(void* const* slots, const void*) {
+void ldmatrix_model(void* const* slots, uint32_t, const void*) {
   const auto* s = reinterpret_cast<const LdmatrixSlot* const*>(slots);
   for (int lane = 0; lane < kLanes; ++lane) check_row_address(s[lane]->row, lane);
   for (int lane = 0; lane < kLanes; ++lane) {
@@ -70,7 +70,7 @@ double widen(uint16_t bits, bool is_bf16) {
 // Half h (0: low, 1: high) of a 32-bit register.
 uint16_t half_of(uint32_t r, int h) { return uint16_t(h == 0 ? r & 0xffffu : r >> 16); }
 
-void mma_model(void* const* slots, const void*) {
+void mma_model(void* const* slots, uint32_t, const void*) {
   const auto* s = reinterpret_cast<const MmaSlot* const*>(slots);
   const bool is_bf16 = s[0]->bf16;
   double A[16][16], B[16][8], C[16][8];
@@ -114,12 +114,12 @@ SharedMemory::~SharedMemory() {
 
 void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row, bool trans) {
   LdmatrixSlot slot{row, r, trans};
-  converge(trans ? "ldmatrix.x4.trans" : "ldmatrix.x4", &slot, ldmatrix_model);
+  warp_converge(trans ? "ldmatrix.x4.trans" : "ldmatrix.x4", kFullMask, &slot, ldmatrix_model);
 }
 
 void mma_m16n8k16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16) {
   MmaSlot slot{c, a, {b0, b1}, bf16};
-  converge(bf16 ? "mma.m16n8k16.bf16" : "mma.m16n8k16.f16", &slot, mma_model);
+  warp_converge(bf16 ? "mma.m16n8k16.bf16" : "mma.m16n8k16.f16", kFullMask, &slot, mma_model);
 }
 
 }  // namespace qkv::cuda_emu
