@@ -35,7 +35,8 @@ std::vector<int> neighbour_reads(bool barrier, Schedule schedule, uint64_t seed 
 
 }  // namespace
 
-TEST_CASE("emulated block: a barrier orders writes before reads under every schedule; without it the schedule shows") {
+TEST_CASE(
+    "emulated block: a barrier orders writes before reads under every schedule, and without it the schedule shows") {
   std::vector<int> want(kThreads);
   for (int t = 0; t < kThreads; ++t) want[size_t(t)] = ((t + 1) % kThreads) * ((t + 1) % kThreads);
   for (Schedule s : {Schedule::forward, Schedule::reverse, Schedule::shuffled})
