@@ -190,6 +190,17 @@ void suspend(Block& b) {
   switch_context(&t.context, &b.scheduler, b.scheduler_stack, b.scheduler_stack_size);
 }
 
+// A fiber that starts in thread_main(index). Its own function: getcontext returns twice, and
+// a loop variable beside it could be clobbered.
+[[gnu::noinline]] void make_fiber(Thread& t, int index) {
+  t.stack.reset(new char[kStackBytes]);
+  getcontext(&t.context);
+  t.context.uc_stack.ss_sp = t.stack.get();
+  t.context.uc_stack.ss_size = kStackBytes;
+  t.context.uc_link = nullptr;
+  makecontext(&t.context, reinterpret_cast<void (*)()>(thread_main), 1, index);
+}
+
 }  // namespace
 
 void run_block(int threads, const std::function<void(int thread)>& body, Schedule schedule, uint64_t seed) {
@@ -199,15 +210,7 @@ void run_block(int threads, const std::function<void(int thread)>& body, Schedul
   auto b = std::make_unique<Block>();
   b->body = &body;
   b->threads.resize(size_t(threads));
-  for (int i = 0; i < threads; ++i) {
-    Thread& t = b->threads[size_t(i)];
-    t.stack.reset(new char[kStackBytes]);
-    getcontext(&t.context);
-    t.context.uc_stack.ss_sp = t.stack.get();
-    t.context.uc_stack.ss_size = kStackBytes;
-    t.context.uc_link = nullptr;
-    makecontext(&t.context, reinterpret_cast<void (*)()>(thread_main), 1, i);
-  }
+  for (int i = 0; i < threads; ++i) make_fiber(b->threads[size_t(i)], i);
   active = b.get();
   std::exception_ptr failure;
   try {
