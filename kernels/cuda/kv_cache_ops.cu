@@ -116,22 +116,17 @@ void kv_write(const KernelArgs& k) {
 // v_scale? for int8 k, v) -> (out, lse).
 void cache_attention(const KernelArgs& k) {
   const auto& at = attr<AttentionAttrs>(k.attrs, "cache_attention");
-  const Tensor &q = k.in[0], &start = k.in[3];
-  if (k.in[1].dtype() == DType::i8 && split_kv_supports(q, k.in[1], k.in[2], Tensor())) {
-    split_kv_attention(q, k.in[1], k.in[2], at, k.out[0], k.out[1], start.data<int64_t>(), k.in[4], k.in[5]);
+  const Tensor &q = k.in[0], &keys = k.in[1], &values = k.in[2], &start = k.in[3];
+  if (split_kv_supports(q, keys, values, Tensor())) {  // any cache dtype, int8 read in place
+    split_kv_attention(q, keys, values, at, k.out[0], k.out[1], start.data<int64_t>(), k.in[4], k.in[5]);
     return;
   }
-  if (k.in[1].dtype() == DType::i8) {  // shapes the split kernel does not take: widened whole first
+  if (keys.dtype() == DType::i8) {  // shapes the split kernel does not take: widened whole first
     set_device(q);
-    const Tensor keys = dequantized(k.in[1], k.in[4], q.dtype());
-    const Tensor values = same_view(k.in[1], k.in[2]) ? keys : dequantized(k.in[2], k.in[5], q.dtype());
-    const Tensor in[] = {q, keys, values, start, Tensor(), Tensor()};
+    const Tensor wide_keys = dequantized(keys, k.in[4], q.dtype());
+    const Tensor wide_values = same_view(keys, values) ? wide_keys : dequantized(values, k.in[5], q.dtype());
+    const Tensor in[] = {q, wide_keys, wide_values, start, Tensor(), Tensor()};
     return cache_attention(KernelArgs{in, k.out, k.attrs});
-  }
-  const Tensor &keys = k.in[1], &values = k.in[2];
-  if (split_kv_supports(q, keys, values, Tensor())) {
-    split_kv_attention(q, keys, values, at, k.out[0], k.out[1], start.data<int64_t>());
-    return;
   }
   // Other shapes: the start read on the host, then the attention kernels on the keys in use.
   const int64_t s = start.cpu().item<int64_t>(), T = q.size(2), C = keys.size(2);

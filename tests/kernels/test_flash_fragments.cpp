@@ -47,11 +47,11 @@ template <int N> void scatter_accumulators(const float (&acc)[N / 8][4], int lan
     for (int i = 0; i < 4; ++i) out[i < 2 ? g : g + 8][8 * n + 2 * t + (i & 1)] = acc[n][i];
 }
 
-// max |got - want| / max |want|.
-double relative_error(const float (*got)[kKeys], const std::vector<std::vector<double>>& want) {
+// max |got - want| / max |want| over a [kRows][N] product.
+template <int N> double relative_error(const float (*got)[N], const std::vector<std::vector<double>>& want) {
   double diff = 0, scale = 0;
   for (int i = 0; i < kRows; ++i)
-    for (int j = 0; j < kKeys; ++j) {
+    for (int j = 0; j < N; ++j) {
       diff = std::max(diff, std::abs(double(got[i][j]) - want[size_t(i)][size_t(j)]));
       scale = std::max(scale, std::abs(want[size_t(i)][size_t(j)]));
     }

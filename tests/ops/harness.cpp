@@ -17,6 +17,14 @@ using autograd::call_op;
 using autograd::OpId;
 using autograd::op_info;
 
+bool small_samples_only() {
+  static const bool small = [] {
+    const char* v = std::getenv("QKV_HARNESS_SMALL");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return small;
+}
+
 // ---- Ref ------------------------------------------------------------------------------------
 
 namespace {
@@ -145,18 +153,6 @@ void expect_close(const Tensor& got, const Ref& want, double rtol, double atol, 
     }
   }
 }
-
-}  // namespace
-
-bool small_samples_only() {
-  static const bool small = [] {
-    const char* v = std::getenv("QKV_HARNESS_SMALL");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return small;
-}
-
-namespace {
 
 double tolerance(DType dt, const OpCase& c) { return dt == DType::f64 ? 1e-9 : c.f32_tolerance; }
 
