@@ -21,6 +21,7 @@ packages=(
   libpcre2-dev libzstd-dev python3-regex zstd  # GPT-2 BPE regex, .zst corpora, BPE reference test
   clang libclang-rt-14-dev libomp-dev llvm    # fuzzing (scripts/fuzz.sh): libFuzzer + ASan, OpenMP, llvm-symbolizer
   openmpi-bin libopenmpi-dev              # data-parallel training across CPU processes (mpirun) and the NCCL bootstrap
+  patchelf                                # the GPU check's bundle: $ORIGIN rpaths (scripts/gpu-check.sh build)
 )
 
 missing=()
