@@ -16,7 +16,7 @@ if(NOT QKV_MPI STREQUAL "OFF")
 endif()
 
 set(QKV_HAVE_NCCL OFF)
-if(QKV_HAVE_CUDA)
+if(QKV_HAVE_CUDA AND NOT QKV_CUDA_EMU)  # the emulated device has no NCCL
   find_path(QKV_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
   find_library(QKV_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
   if(QKV_NCCL_INCLUDE_DIR AND QKV_NCCL_LIBRARY)

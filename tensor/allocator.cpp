@@ -110,8 +110,6 @@ void cpu_free(void* p, int) { std::free(p); }
 // Defined in tensor/cuda/cuda_allocator.cpp when the CUDA backend is built.
 Allocator& cuda_allocator(int device);
 
-namespace {
-// The device's caching allocator, whatever pool this thread is in: what the counters report.
 Allocator& shared_allocator(const Device& d) {
   if (d.is_cpu()) {
     // Never destroyed: tensors with static storage duration may free into it at exit.
@@ -121,7 +119,6 @@ Allocator& shared_allocator(const Device& d) {
   check_device_usable(d, "allocator");
   return cuda_allocator(d.index);
 }
-}  // namespace
 
 Allocator& allocator_for(const Device& d) {
   if (Allocator* pool = pool_allocator_for(d)) return *pool;  // a PoolScope is active (memory_pool.h)

@@ -64,6 +64,9 @@ class CachingAllocator final : public Allocator {
 };
 
 Allocator& allocator_for(const Device& d);
+// The device's caching allocator, whatever pool this thread is in (tensor/memory_pool.h): for
+// memory that outlives any pool, and what the counters report.
+Allocator& shared_allocator(const Device& d);
 MemoryStats memory_stats(const Device& d);
 void reset_peak_memory(const Device& d);
 void empty_cache(const Device& d);

@@ -46,7 +46,7 @@ using namespace attention_tiles;
 
 // One block per (b, h, query tile): out [B, H, T, Dv] and lse [B, H, T], contiguous.
 template <class F> __global__ void __launch_bounds__(kMaxThreads) attention_forward_kernel(Attn<F> a, F* out, F* lse) {
-  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  QKV_DYNAMIC_SHARED(unsigned char, smem_bytes);
   F* smem = reinterpret_cast<F*>(smem_bytes);
   const int W = int(blockDim.x) / kWarp, warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
   const Layout L = layout(Pass::forward, W, a.D, a.Dv, a.kv_shared);
@@ -139,7 +139,7 @@ template <class F> struct Grads {
 
 // One block per (b, h, query tile): dq [B, H, T, D] = scale * sum_j dS_ij k_j.
 template <class F> __global__ void __launch_bounds__(kMaxThreads) attention_dq_kernel(Attn<F> a, Grads<F> gr, F* dq) {
-  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  QKV_DYNAMIC_SHARED(unsigned char, smem_bytes);
   F* smem = reinterpret_cast<F*>(smem_bytes);
   const int W = int(blockDim.x) / kWarp, warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
   const Layout L = layout(Pass::rows, W, a.D, a.Dv, a.kv_shared);
@@ -195,7 +195,7 @@ template <class F> __global__ void __launch_bounds__(kMaxThreads) attention_dq_k
 // dv [B, Hk, S, Dv] = sum P_ij dO_i, over the group's query heads and all their query rows.
 template <class F>
 __global__ void __launch_bounds__(kMaxThreads) attention_dkdv_kernel(Attn<F> a, Grads<F> gr, F* dk, F* dv) {
-  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  QKV_DYNAMIC_SHARED(unsigned char, smem_bytes);
   F* smem = reinterpret_cast<F*>(smem_bytes);
   const int W = int(blockDim.x) / kWarp, warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
   const Layout L = layout(Pass::keys, W, a.D, a.Dv, a.kv_shared);
@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(kMaxThreads) attention_dkdv_kernel(Attn<F> a, 
 // One block per (query tile, key tile) of dbias [T, S]: the sum of dS_ij over b, then h.
 template <class F>
 __global__ void __launch_bounds__(kMaxThreads) attention_dbias_kernel(Attn<F> a, Grads<F> gr, F* dbias) {
-  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  QKV_DYNAMIC_SHARED(unsigned char, smem_bytes);
   F* smem = reinterpret_cast<F*>(smem_bytes);
   const int W = int(blockDim.x) / kWarp, warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
   const Layout L = layout(Pass::rows, W, a.D, a.Dv, a.kv_shared);
@@ -382,7 +382,7 @@ void launch(Kernel kernel, int64_t blocks, const Launch& l, const char* op, Args
   check<ValueError>(blocks <= int64_t(INT32_MAX), op, ": too many tiles for one launch (", blocks, ")");
   if (l.smem > 48 * 1024)
     QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem)));
-  kernel<<<unsigned(blocks), unsigned(l.warps * kWarp), l.smem, launch_stream()>>>(args...);
+  QKV_LAUNCH(unsigned(blocks), unsigned(l.warps * kWarp), l.smem, launch_stream(), kernel)(args...);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
@@ -435,10 +435,8 @@ void backward_float(const Operands& o, const Tensor& g, const Tensor& out, const
     Tensor delta;
     if (rows > 0) {
       delta = empty({rows}, {o.q.dtype(), o.q.device()});
-      attention_delta_kernel<F>
-          <<<blocks_for(rows * kWarp, kMaxThreads), kMaxThreads, 0, launch_stream()>>>(head_rows<F>(g),
-                                                                                       head_rows<F>(out), a.H, a.T,
-                                                                                       rows, a.Dv, delta.data<F>());
+      QKV_LAUNCH(blocks_for(rows * kWarp, kMaxThreads), kMaxThreads, 0, launch_stream(), attention_delta_kernel<F>)
+      (head_rows<F>(g), head_rows<F>(out), a.H, a.T, rows, a.Dv, delta.data<F>());
       QKV_CUDA_LAUNCH_CHECK();
     }
     const Grads<F> gr{head_rows<F>(g), rows > 0 ? lse.data<F>() : nullptr, rows > 0 ? delta.data<F>() : nullptr};

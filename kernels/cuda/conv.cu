@@ -178,7 +178,8 @@ void conv_backward(const Tensor& grad, const Tensor& x, const Tensor& wm, const 
                    const Tensor& db, const Geom& g) {
   const int64_t K = g.K(), P = g.P(), O = g.O;
   if (O > 0) {
-    channel_sum_kernel<T><<<row_blocks(O), kThreads, 0, launch_stream()>>>(grad.data<T>(), db.data<T>(), g.N, O, P);
+    QKV_LAUNCH(row_blocks(O), kThreads, 0, launch_stream(), channel_sum_kernel<T>)
+    (grad.data<T>(), db.data<T>(), g.N, O, P);
     QKV_CUDA_LAUNCH_CHECK();
   }
   if (g.N == 0 || K == 0 || O == 0) {  // sums over nothing

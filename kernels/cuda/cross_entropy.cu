@@ -109,17 +109,17 @@ void cross_entropy(const KernelArgs& k) {
       const bool none = a.reduction == Reduction::none;
       const Tensor loss_d = none ? Tensor() : empty({rows}, {DType::f64, logits.device()});
       if (rows > 0) {
-        cross_entropy_rows_kernel<X, I><<<row_blocks(rows), row_threads(C), 0, launch_stream()>>>(
-            logits.data<X>(), target.data<I>(), k.out[1].data<T>(), none ? k.out[0].data<T>() : nullptr,
-            none ? nullptr : loss_d.data<double>(), rows, C, a.ignore_index,
-            qkv::cuda::device_error_record(logits.device().index),
-            "cross_entropy");  // a host address: only the host reads it
+        QKV_LAUNCH(row_blocks(rows), row_threads(C), 0, launch_stream(), cross_entropy_rows_kernel<X, I>)
+        (logits.data<X>(), target.data<I>(), k.out[1].data<T>(), none ? k.out[0].data<T>() : nullptr,
+         none ? nullptr : loss_d.data<double>(), rows, C, a.ignore_index,
+         qkv::cuda::device_error_record(logits.device().index),
+         "cross_entropy");  // a host address: only the host reads it
         QKV_CUDA_LAUNCH_CHECK();
       }
       if (none) return;
-      total_loss_kernel<T, I><<<1, 1024, 0, launch_stream()>>>(loss_d.data<double>(), target.data<I>(), rows,
-                                                               a.ignore_index, a.reduction == Reduction::mean,
-                                                               k.out[0].data<T>());
+      QKV_LAUNCH(1, 1024, 0, launch_stream(), total_loss_kernel<T, I>)
+      (loss_d.data<double>(), target.data<I>(), rows, a.ignore_index, a.reduction == Reduction::mean,
+       k.out[0].data<T>());
       QKV_CUDA_LAUNCH_CHECK();
     });
   });
@@ -143,8 +143,8 @@ void cross_entropy_backward(const KernelArgs& k) {
       Tensor denom;
       if (a.reduction == Reduction::mean) {
         denom = empty({}, {DType::f64, logits.device()});
-        denominator_kernel<I>
-            <<<1, 1024, 0, launch_stream()>>>(target.data<I>(), rows, a.ignore_index, denom.data<double>());
+        QKV_LAUNCH(1, 1024, 0, launch_stream(), denominator_kernel<I>)
+        (target.data<I>(), rows, a.ignore_index, denom.data<double>());
         QKV_CUDA_LAUNCH_CHECK();
       }
       launch_flat(rows * C,

@@ -90,7 +90,7 @@ __device__ __forceinline__ float cached(const Kv* head, const float* scales, int
 
 template <class St, class Kv> __global__ void __launch_bounds__(kThreads) split_kernel(DecodeArgs<St, Kv> a) {
   a.S = keys_in_use(a);
-  extern __shared__ __align__(16) float smem[];
+  QKV_DYNAMIC_SHARED(float, smem);
   const float neg_inf = -CUDART_INF_F;
   const int kld = a.D + 1, vld = a.kv_shared ? kld : a.Dv;        // row strides of the K and V tiles
   float* qs = smem;                                               // [G][D]
@@ -283,9 +283,10 @@ void run(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs
   const size_t smem = size_t(smem_floats(a.G, a.D, a.Dv, a.kv_shared)) * sizeof(float);
   if (smem > 48 * 1024)
     QKV_CUDA_CHECK(cudaFuncSetAttribute(split_kernel<St, Kv>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  split_kernel<St, Kv><<<dim3(unsigned(blocks), unsigned(a.splits)), kThreads, smem, launch_stream()>>>(a);
+  QKV_LAUNCH(dim3(unsigned(blocks), unsigned(a.splits)), kThreads, smem, launch_stream(), split_kernel<St, Kv>)(a);
   QKV_CUDA_LAUNCH_CHECK();
-  combine_kernel<St, Kv><<<unsigned(blocks * a.G), 128, 0, launch_stream()>>>(a, out.data<St>(), lse.data<float>());
+  QKV_LAUNCH(unsigned(blocks * a.G), 128, 0, launch_stream(), combine_kernel<St, Kv>)
+  (a, out.data<St>(), lse.data<float>());
   QKV_CUDA_LAUNCH_CHECK();
 }
 

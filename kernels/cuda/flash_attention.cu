@@ -49,7 +49,7 @@ template <int D, bool kBF16> __global__ void __launch_bounds__(kThreads) flash_f
   using H16 = Half16<kBF16>;
   constexpr int LD = D + kPad;
   const float kNegInf = -CUDART_INF_F;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  QKV_DYNAMIC_SHARED(unsigned char, smem_raw);
   uint16_t* Qs = reinterpret_cast<uint16_t*>(smem_raw);
   uint16_t* Ks = Qs + kTile * LD;
   uint16_t* Vs = a.kv_shared ? Ks : Ks + kTile * LD;  // K=V: one tile serves both products
@@ -173,7 +173,7 @@ template <int D, bool kBF16> void launch(const FlashArgs& a, int64_t bh, int64_t
   auto* kernel = flash_forward_kernel<D, kBF16>;
   if (smem > 48 * 1024)
     QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kernel<<<dim3(unsigned(bh), unsigned(qtiles)), kThreads, smem, launch_stream()>>>(a);
+  QKV_LAUNCH(dim3(unsigned(bh), unsigned(qtiles)), kThreads, smem, launch_stream(), kernel)(a);
   QKV_CUDA_LAUNCH_CHECK();
 }
 

@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>) flash_dkdv_kernel(Ba
   using H16 = Half16<kBF16>;
   constexpr int LD = D + kPad, BQ = kQueryChunk<D>;
   const float kNegInf = -CUDART_INF_F;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  QKV_DYNAMIC_SHARED(unsigned char, smem_raw);
   uint16_t* Ks = reinterpret_cast<uint16_t*>(smem_raw);                    // [kTile][LD] keys j0 ..
   uint16_t* Qs = Ks + kTile * LD;                                          // [BQ][LD] query rows i0 ..
   uint16_t* Gs = Qs + BQ * LD;                                             // [BQ][LD] their dO rows
@@ -324,7 +324,7 @@ template <int D> struct QueryTileSmem {
 template <int D, bool kBF16> __global__ void __launch_bounds__(kThreads, kDqBlocks<D>) flash_dq_kernel(BackwardArgs a) {
   using H16 = Half16<kBF16>;
   constexpr int LD = D + kPad;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  QKV_DYNAMIC_SHARED(unsigned char, smem_raw);
   const QueryTileSmem<D> sm(smem_raw, a.kv_shared);
   uint16_t *Qs = sm.q, *Gs = sm.g, *Ks = sm.k, *Vs = sm.v;
 
@@ -372,7 +372,7 @@ template <int D, bool kBF16> __global__ void __launch_bounds__(kThreads, kDqBloc
 // order, of dS [T, S] for the tile (0 where no row sees a key); every element in range written.
 template <int D, bool kBF16>
 __global__ void __launch_bounds__(kThreads, kDqBlocks<D>) flash_dbias_kernel(BackwardArgs a) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  QKV_DYNAMIC_SHARED(unsigned char, smem_raw);
   const QueryTileSmem<D> sm(smem_raw, a.kv_shared);
   uint16_t *Qs = sm.q, *Gs = sm.g, *Ks = sm.k, *Vs = sm.v;
 
@@ -423,7 +423,7 @@ size_t dq_smem(int D, bool kv_shared) { return size_t(kv_shared ? 3 : 4) * kTile
 template <class Kernel> void launch_tiles(Kernel kernel, dim3 grid, size_t smem, const BackwardArgs& a) {
   if (smem > 48 * 1024)
     QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kernel<<<grid, kThreads, smem, launch_stream()>>>(a);
+  QKV_LAUNCH(grid, kThreads, smem, launch_stream(), kernel)(a);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
@@ -432,8 +432,8 @@ int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
 template <int D, bool kBF16> void run(const BackwardArgs& a) {
   const int64_t rows = a.B * a.H * a.T;
   if (rows > 0) {
-    flash_delta_kernel<D, kBF16>
-        <<<blocks_for(rows * kWarp, kDeltaThreads), kDeltaThreads, 0, launch_stream()>>>(a, rows);
+    QKV_LAUNCH(blocks_for(rows * kWarp, kDeltaThreads), kDeltaThreads, 0, launch_stream(), flash_delta_kernel<D, kBF16>)
+    (a, rows);
     QKV_CUDA_LAUNCH_CHECK();
     launch_tiles(flash_dq_kernel<D, kBF16>, dim3(unsigned(a.B * a.H), unsigned(ceil_div(a.T, kTile))),
                  dq_smem(D, a.kv_shared), a);

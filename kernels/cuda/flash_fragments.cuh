@@ -2,7 +2,7 @@
 // mma.sync m16n8k16 with float32 accumulation, ldmatrix loads of A and B fragments from padded
 // row-major shared tiles, and the accumulators turned back into an A fragment. Plain device code
 // but for the two instructions, which an emulated build (QKV_CUDA_EMU) takes from
-// kernels/cuda/emu/warp_matrix.h, a model of the PTX ISA's text: tests/kernels/
+// tensor/cuda/emu/warp_matrix.h, a model of the PTX ISA's text: tests/kernels/
 // test_flash_fragments.cpp runs these helpers through whole products on the CPU that way.
 //
 // Fragment layouts of mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16"), lane =
@@ -22,7 +22,7 @@
 #include <cstdint>
 
 #ifdef QKV_CUDA_EMU
-#include "kernels/cuda/emu/warp_matrix.h"
+#include "tensor/cuda/emu/warp_matrix.h"
 #endif
 
 namespace qkv::kernels::cuda::flash {

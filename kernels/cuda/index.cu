@@ -7,7 +7,11 @@
 // backward): positions sorted by index (CUB's stable radix sort), then each output element sums
 // its run in position order, so the result is the same bits every run, and the CPU's.
 #include <algorithm>
+#ifdef QKV_CUDA_EMU
+#include "tensor/cuda/emu/cub_sort.h"
+#else
 #include <cub/device/device_radix_sort.cuh>
+#endif
 #include <type_traits>
 
 #include "kernels/cuda/cuda_kernels.h"

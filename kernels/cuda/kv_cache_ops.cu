@@ -146,9 +146,8 @@ void quantize_int8(const KernelArgs& k) {
   if (rows == 0) return;
   visit_any_float(x.dtype(), "quantize_int8", [&]<class T>() {
     const int64_t threads = rows * kWarp;
-    quantize_rows<T><<<blocks_for(threads, kThreads), kThreads, 0, launch_stream()>>>(x.data<T>(),
-                                                                                      k.out[0].data<int8_t>(),
-                                                                                      k.out[1].data<float>(), rows, D);
+    QKV_LAUNCH(blocks_for(threads, kThreads), kThreads, 0, launch_stream(), quantize_rows<T>)
+    (x.data<T>(), k.out[0].data<int8_t>(), k.out[1].data<float>(), rows, D);
   });
   QKV_CUDA_LAUNCH_CHECK();
 }

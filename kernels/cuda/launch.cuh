@@ -13,6 +13,7 @@
 
 #include "tensor/cuda/check.h"
 #include "tensor/cuda/indexer.cuh"
+#include "tensor/cuda/kernel_launch.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/tensor.h"
 #include "tensor/view.h"
@@ -60,7 +61,7 @@ template <size_t N, class F> void launch_strided(const Shape& shape, const std::
   const int64_t n = numel(shape);
   if (n == 0) return;
   const Indexer<N> ix = make_indexer(make_strided_loop<N>(shape, strides));
-  strided_kernel<N><<<blocks_for(n, kThreads), kThreads, 0, launch_stream()>>>(ix, n, f);
+  QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, launch_stream(), strided_kernel<N>)(ix, n, f);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
@@ -71,7 +72,7 @@ template <class F> __global__ void flat_kernel(int64_t n, F f) {
 
 template <class F> void launch_flat(int64_t n, F f) {
   if (n == 0) return;
-  flat_kernel<<<blocks_for(n, kThreads), kThreads, 0, launch_stream()>>>(n, f);
+  QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, launch_stream(), flat_kernel)(n, f);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
@@ -187,7 +188,7 @@ void launch_elementwise(const Tensor& out, const std::array<const Tensor*, sizeo
   m.row = row_mask ? shape.back() : 0;
   m.row_mask = row_mask;
   const int64_t packs = n / V;
-  packed_map_kernel<M><<<blocks_for(packs > 0 ? packs : 1, kThreads), kThreads, 0, launch_stream()>>>(m, n);
+  QKV_LAUNCH(blocks_for(packs > 0 ? packs : 1, kThreads), kThreads, 0, launch_stream(), packed_map_kernel<M>)(m, n);
   QKV_CUDA_LAUNCH_CHECK();
 }
 

@@ -125,9 +125,8 @@ void param_grads(const Tensor& g, const Tensor& x, const T* mean, const T* rstd,
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
   const Tensor partial = empty({2, chunks, n}, {DType::f64, x.device()});
   const dim3 grid(unsigned((n + kColTile - 1) / kColTile), unsigned(chunks));
-  param_partials_kernel<T><<<grid, dim3(kColTile, kRowLanes), 0, launch_stream()>>>(g.data<T>(), x.data<T>(), mean,
-                                                                                    rstd, partial.data<double>(), rows,
-                                                                                    n, rows_per_chunk);
+  QKV_LAUNCH(grid, dim3(kColTile, kRowLanes), 0, launch_stream(), param_partials_kernel<T>)
+  (g.data<T>(), x.data<T>(), mean, rstd, partial.data<double>(), rows, n, rows_per_chunk);
   QKV_CUDA_LAUNCH_CHECK();
   launch_flat(n, ParamTotals<T>{partial.data<double>(), dweight.data<T>(), dbias.data<T>(), chunks, n});
 }
@@ -144,10 +143,9 @@ void layer_norm(const KernelArgs& k) {
     const int64_t n = x.dim() ? x.shape().back() : 1, rows = n ? x.numel() / n : 0;
     if (rows == 0) return;
     set_device(x);
-    layer_norm_kernel<T>
-        <<<row_blocks(rows), row_threads(n), 0, launch_stream()>>>(x.data<T>(), ptr_or_null<T>(w), ptr_or_null<T>(b),
-                                                                   k.out[0].data<T>(), k.out[1].data<T>(),
-                                                                   k.out[2].data<T>(), rows, n, T(eps));
+    QKV_LAUNCH(row_blocks(rows), row_threads(n), 0, launch_stream(), layer_norm_kernel<T>)
+    (x.data<T>(), ptr_or_null<T>(w), ptr_or_null<T>(b), k.out[0].data<T>(), k.out[1].data<T>(), k.out[2].data<T>(),
+     rows, n, T(eps));
     QKV_CUDA_LAUNCH_CHECK();
   });
 }
@@ -164,10 +162,8 @@ void layer_norm_backward(const KernelArgs& k) {
     if (n == 0) return;
     set_device(x);
     if (rows > 0) {
-      layer_norm_dx_kernel<T><<<row_blocks(rows), row_threads(n), 0, launch_stream()>>>(g.data<T>(), x.data<T>(),
-                                                                                        ptr_or_null<T>(w),
-                                                                                        mean.data<T>(), rstd.data<T>(),
-                                                                                        k.out[0].data<T>(), rows, n);
+      QKV_LAUNCH(row_blocks(rows), row_threads(n), 0, launch_stream(), layer_norm_dx_kernel<T>)
+      (g.data<T>(), x.data<T>(), ptr_or_null<T>(w), mean.data<T>(), rstd.data<T>(), k.out[0].data<T>(), rows, n);
       QKV_CUDA_LAUNCH_CHECK();
     }
     param_grads<T>(g, x, mean.data<T>(), rstd.data<T>(), k.out[1], k.out[2], rows, n);

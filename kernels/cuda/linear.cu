@@ -51,10 +51,8 @@ void linear(const KernelArgs& k) {
   run_gemm(x, w, y, false, true, GemmEpilogue{});
   const Tensor bias = raw::contiguous(b);
   visit_any_float(y.dtype(), "linear", [&]<class X>() {
-    bias_kernel<X>
-        <<<blocks_for(y.numel(), kThreads), kThreads, 0, launch_stream()>>>(static_cast<X*>(y.raw_data()),
-                                                                            static_cast<const X*>(bias.raw_data()),
-                                                                            y.numel(), y.size(1));
+    QKV_LAUNCH(blocks_for(y.numel(), kThreads), kThreads, 0, launch_stream(), bias_kernel<X>)
+    (static_cast<X*>(y.raw_data()), static_cast<const X*>(bias.raw_data()), y.numel(), y.size(1));
     QKV_CUDA_LAUNCH_CHECK();
   });
 }

@@ -43,7 +43,11 @@ void check_cublas(cublasStatus_t status, const char* what) {
 
 // ---- per-device handle and workspace ----------------------------------------------------------
 
+#ifdef QKV_CUDA_EMU
+constexpr size_t kWorkspaceBytes = 256;  // the emulated cuBLASLt takes none (tensor/cuda/emu/cublaslt.cpp)
+#else
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what NVIDIA suggests for Hopper
+#endif
 
 struct DeviceContext {
   cublasLtHandle_t handle = nullptr;
@@ -58,7 +62,9 @@ const DeviceContext& device_context(int device) {
   std::lock_guard<std::mutex> lock(mu);
   DeviceContext& c = (*contexts)[device];
   if (!c.handle) {
-    Allocator& alloc = allocator_for(Device(DeviceType::cuda, device));
+    // Not allocator_for: inside a graph's capture that is the graph's pool, which the
+    // process-long workspace would then keep alive after the graph is gone.
+    Allocator& alloc = shared_allocator(Device(DeviceType::cuda, device));
     void* workspace = alloc.allocate(kWorkspaceBytes);
     cublasLtHandle_t handle = nullptr;
     const cublasStatus_t status = cublasLtCreate(&handle);

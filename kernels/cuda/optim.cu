@@ -206,7 +206,7 @@ template <class F> void for_each_dtype(std::span<const Tensor> grads, F&& fn) {
 void adam_update(const KernelArgs& k) {
   const AdamAttrs& a = attr<AdamAttrs>(k.attrs, "adam_update");
   multi_tensor_update<4>(k, "adam_update", [&]<class T>(const TensorList<T, 4>& l, int64_t blocks) {
-    adam_kernel<T><<<unsigned(blocks), kOptimThreads, 0, launch_stream()>>>(l, adam_scalars<T>(a));
+    QKV_LAUNCH(unsigned(blocks), kOptimThreads, 0, launch_stream(), adam_kernel<T>)(l, adam_scalars<T>(a));
     QKV_CUDA_LAUNCH_CHECK();
   });
 }
@@ -217,7 +217,7 @@ void sgd_update(const KernelArgs& k) {
   multi_tensor_update<3>(k, "sgd_update", [&]<class T>(const TensorList<T, 3>& l, int64_t blocks) {
     const SgdScalars<T> c{T(a.lr),    T(a.momentum), T(a.weight_decay), a.weight_decay != 0, a.momentum != 0,
                           a.nesterov, a.first};
-    sgd_kernel<T><<<unsigned(blocks), kOptimThreads, 0, launch_stream()>>>(l, c);
+    QKV_LAUNCH(unsigned(blocks), kOptimThreads, 0, launch_stream(), sgd_kernel<T>)(l, c);
     QKV_CUDA_LAUNCH_CHECK();
   });
 }
@@ -235,16 +235,16 @@ void clip_grad_norm(const KernelArgs& k) {
   for_each_dtype(k.in, [&]<class T>(const std::vector<std::array<T*, 1>>& ptrs, const std::vector<int64_t>& numels) {
     first_slot +=
         for_each_list<T, 1>(ptrs, numels, first_slot, [&](const TensorList<T, 1>& l, int64_t blocks, int64_t slot) {
-          sum_squares_kernel<T><<<unsigned(blocks), kOptimThreads, 0, launch_stream()>>>(l, pp + slot);
+          QKV_LAUNCH(unsigned(blocks), kOptimThreads, 0, launch_stream(), sum_squares_kernel<T>)(l, pp + slot);
           QKV_CUDA_LAUNCH_CHECK();
         });
   });
-  norm_kernel<<<1, kOptimThreads, 0, launch_stream()>>>(pp, first_slot, a.unscale, norm);
+  QKV_LAUNCH(1, kOptimThreads, 0, launch_stream(), norm_kernel)(pp, first_slot, a.unscale, norm);
   QKV_CUDA_LAUNCH_CHECK();
   if (std::isinf(a.max_norm) && a.unscale == 1) return;  // the factor would be 1: only measures
   for_each_dtype(k.in, [&]<class T>(const std::vector<std::array<T*, 1>>& ptrs, const std::vector<int64_t>& numels) {
     for_each_list<T, 1>(ptrs, numels, 0, [&](const TensorList<T, 1>& l, int64_t blocks, int64_t) {
-      scale_kernel<T><<<unsigned(blocks), kOptimThreads, 0, launch_stream()>>>(l, norm, a.max_norm, a.unscale);
+      QKV_LAUNCH(unsigned(blocks), kOptimThreads, 0, launch_stream(), scale_kernel<T>)(l, norm, a.max_norm, a.unscale);
       QKV_CUDA_LAUNCH_CHECK();
     });
   });

@@ -34,7 +34,7 @@ template <class F> void launch_philox(const Tensor& out, uint64_t seed, uint64_t
   const int64_t n = out.numel();
   if (n == 0) return;
   set_device(out);
-  philox_blocks_kernel<<<blocks_for((n + 3) / 4, kThreads), kThreads, 0, launch_stream()>>>(n, seed, offset, f);
+  QKV_LAUNCH(blocks_for((n + 3) / 4, kThreads), kThreads, 0, launch_stream(), philox_blocks_kernel)(n, seed, offset, f);
   QKV_CUDA_LAUNCH_CHECK();
 }
 

@@ -135,8 +135,8 @@ void fold(const Tensor& out, const ReduceLayout& L, Acc init, Op op, double scal
     const int64_t cols = O * I;
     const int64_t splits = I != 1 ? col_splits(cols, R) : 1;
     if (splits == 1) {
-      fold_cols_kernel<T, Acc, Op>
-          <<<blocks_for(cols, kThreads), kThreads, 0, launch_stream()>>>(x, o, O, R, I, init, op, fin);
+      QKV_LAUNCH(blocks_for(cols, kThreads), kThreads, 0, launch_stream(), fold_cols_kernel<T, Acc, Op>)
+      (x, o, O, R, I, init, op, fin);
       QKV_CUDA_LAUNCH_CHECK();
       return;
     }
@@ -146,17 +146,17 @@ void fold(const Tensor& out, const ReduceLayout& L, Acc init, Op op, double scal
     const Tensor partial = empty({cols, used}, {dtype_of<Acc>(), out.device()});
     Acc* pp = partial.data<Acc>();
     const dim3 grid(unsigned((cols + kColTile - 1) / kColTile), unsigned(used));
-    fold_col_tiles_kernel<T, Acc, Op>
-        <<<grid, dim3(kColTile, kColLanes), 0, launch_stream()>>>(x, pp, O, R, I, chunk, init, op);
+    QKV_LAUNCH(grid, dim3(kColTile, kColLanes), 0, launch_stream(), fold_col_tiles_kernel<T, Acc, Op>)
+    (x, pp, O, R, I, chunk, init, op);
     QKV_CUDA_LAUNCH_CHECK();
-    fold_rows_kernel<<<row_blocks(cols), row_threads(used), 0, launch_stream()>>>(static_cast<const Acc*>(pp), o, cols,
-                                                                                  used, 1, used, init, op, fin);
+    QKV_LAUNCH(row_blocks(cols), row_threads(used), 0, launch_stream(), fold_rows_kernel)
+    (static_cast<const Acc*>(pp), o, cols, used, 1, used, init, op, fin);
     QKV_CUDA_LAUNCH_CHECK();
     return;
   }
   const int64_t splits = row_splits(O, R);
   if (splits == 1) {
-    fold_rows_kernel<<<row_blocks(O), row_threads(R), 0, launch_stream()>>>(x, o, O, R, 1, R, init, op, fin);
+    QKV_LAUNCH(row_blocks(O), row_threads(R), 0, launch_stream(), fold_rows_kernel)(x, o, O, R, 1, R, init, op, fin);
     QKV_CUDA_LAUNCH_CHECK();
     return;
   }
@@ -165,11 +165,11 @@ void fold(const Tensor& out, const ReduceLayout& L, Acc init, Op op, double scal
   const int64_t piece = (R + splits - 1) / splits;
   const Tensor partial = empty({O, splits}, {dtype_of<Acc>(), out.device()});
   Acc* pp = partial.data<Acc>();
-  fold_rows_kernel<<<row_blocks(O * splits), kThreads, 0, launch_stream()>>>(x, pp, O, R, splits, piece, init, op,
-                                                                             KeepFinish{});
+  QKV_LAUNCH(row_blocks(O * splits), kThreads, 0, launch_stream(), fold_rows_kernel)
+  (x, pp, O, R, splits, piece, init, op, KeepFinish{});
   QKV_CUDA_LAUNCH_CHECK();
-  fold_rows_kernel<<<row_blocks(O), row_threads(splits), 0, launch_stream()>>>(static_cast<const Acc*>(pp), o, O,
-                                                                               splits, 1, splits, init, op, fin);
+  QKV_LAUNCH(row_blocks(O), row_threads(splits), 0, launch_stream(), fold_rows_kernel)
+  (static_cast<const Acc*>(pp), o, O, splits, 1, splits, init, op, fin);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
@@ -280,8 +280,8 @@ void max(const KernelArgs& k) {
     T* v = k.out[0].data<T>();
     int64_t* idx = k.out[1].data<int64_t>();
     if (I == 1 && R > kShortRow)
-      max_rows_kernel<T><<<row_blocks(O), row_threads(R), 0, launch_stream()>>>(x, v, idx, O, R);
-    else max_cols_kernel<T><<<blocks_for(O * I, kThreads), kThreads, 0, launch_stream()>>>(x, v, idx, O, R, I);
+      QKV_LAUNCH(row_blocks(O), row_threads(R), 0, launch_stream(), max_rows_kernel<T>)(x, v, idx, O, R);
+    else QKV_LAUNCH(blocks_for(O * I, kThreads), kThreads, 0, launch_stream(), max_cols_kernel<T>)(x, v, idx, O, R, I);
     QKV_CUDA_LAUNCH_CHECK();
   });
 }

@@ -61,7 +61,7 @@ template <class T> __device__ void fill_keep(const Params<T>& a, int64_t f0, int
 template <class T, int kItems> __global__ void dropout_add_layer_norm_kernel(Params<T> a) {
   __shared__ T smem[kWarp];
   __shared__ uint8_t keep[kTileIters * kThreads];
-  extern __shared__ __align__(16) unsigned char dyn_smem[];
+  QKV_DYNAMIC_SHARED(unsigned char, dyn_smem);
   const int tid = threadIdx.x, bd = blockDim.x;
   const int64_t n = a.n;
   const int64_t iters = kItems > 0 ? kItems : (n + bd - 1) / bd;
@@ -131,7 +131,7 @@ template <class T, int kItems> __global__ void dropout_add_layer_norm_kernel(Par
 }
 
 template <class T, int kItems> void launch(const Params<T>& p, int threads, size_t smem_bytes) {
-  dropout_add_layer_norm_kernel<T, kItems><<<row_blocks(p.rows), threads, smem_bytes, launch_stream()>>>(p);
+  QKV_LAUNCH(row_blocks(p.rows), threads, smem_bytes, launch_stream(), dropout_add_layer_norm_kernel<T, kItems>)(p);
   QKV_CUDA_LAUNCH_CHECK();
 }
 

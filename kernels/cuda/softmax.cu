@@ -36,8 +36,8 @@ template <bool kLog> void softmax_impl(const KernelArgs& k, const char* op) {
   if (rv.rows == 0) return;
   visit_float(k.in[0].dtype(), op, [&]<class T>() {
     set_device(y);
-    softmax_rows_kernel<T, kLog>
-        <<<row_blocks(rv.rows), row_threads(rv.n), 0, launch_stream()>>>(rv.x.data<T>(), y.data<T>(), rv.rows, rv.n);
+    QKV_LAUNCH(row_blocks(rv.rows), row_threads(rv.n), 0, launch_stream(), softmax_rows_kernel<T, kLog>)
+    (rv.x.data<T>(), y.data<T>(), rv.rows, rv.n);
     QKV_CUDA_LAUNCH_CHECK();
   });
   rv.write_back(y, k.out[0]);

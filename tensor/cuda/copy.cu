@@ -4,6 +4,7 @@
 #include "tensor/cuda/check.h"
 #include "tensor/cuda/cuda_runtime.h"
 #include "tensor/cuda/indexer.cuh"
+#include "tensor/cuda/kernel_launch.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/tensor.h"
 
@@ -39,8 +40,8 @@ void strided_copy(const Tensor& dst, const Tensor& src) {
   auto ix = make_indexer(L);
   visit_dtype(dst.dtype(), [&]<class D>() {
     visit_dtype(src.dtype(), [&]<class S>() {
-      copy_kernel<D, S><<<blocks_for(n, kThreads), kThreads, 0, ::qkv::cuda::current_stream()>>>(
-          static_cast<D*>(dst.raw_data()), static_cast<const S*>(src.raw_data()), ix, n);
+      QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, ::qkv::cuda::current_stream(), copy_kernel<D, S>)
+      (static_cast<D*>(dst.raw_data()), static_cast<const S*>(src.raw_data()), ix, n);
     });
   });
   QKV_CUDA_LAUNCH_CHECK();
@@ -52,9 +53,8 @@ void fill(const Tensor& t, double value) {
   QKV_CUDA_CHECK(cudaSetDevice(t.device().index));
   auto ix = make_indexer(make_strided_loop<1>(t.shape(), {t.strides()}));
   visit_dtype(t.dtype(), [&]<class D>() {
-    fill_kernel<D>
-        <<<blocks_for(n, kThreads), kThreads, 0, ::qkv::cuda::current_stream()>>>(static_cast<D*>(t.raw_data()),
-                                                                                  convert<D>(value), ix, n);
+    QKV_LAUNCH(blocks_for(n, kThreads), kThreads, 0, ::qkv::cuda::current_stream(), fill_kernel<D>)
+    (static_cast<D*>(t.raw_data()), convert<D>(value), ix, n);
   });
   QKV_CUDA_LAUNCH_CHECK();
 }

@@ -1,6 +1,7 @@
 // One caching allocator per CUDA device. With QKV_CUDA_EXACT_ALLOC=1 every tensor gets a
 // cudaMalloc of exactly its size, freed when the tensor dies (no rounding, no reuse), so
-// compute-sanitizer sees every overrun past a tensor's end and every use after free.
+// compute-sanitizer sees every overrun past a tensor's end and every use after free. On the
+// emulated device (QKV_CUDA_EMU) allocations are always exact.
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
@@ -38,6 +39,9 @@ void device_free(void* p, int device) {
 }
 
 bool exact_allocations() {
+#ifdef QKV_CUDA_EMU
+  return true;  // the emulated device's memory is host memory: let AddressSanitizer see each tensor's end
+#endif
   const char* v = std::getenv("QKV_CUDA_EXACT_ALLOC");
   return v && *v && std::strcmp(v, "0") != 0;
 }

@@ -20,7 +20,7 @@ struct DeviceErrorRecord {
 // The record of `device`, as a device pointer (allocated on first use).
 DeviceErrorRecord* device_error_record(int device);
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(QKV_CUDA_EMU_DEVICE)  // device code (tensor/cuda/emu/device.h)
 __device__ inline void report_device_error(DeviceErrorRecord* r, DeviceErrorKind kind, const char* op, int64_t value,
                                            int64_t position, int64_t limit, int64_t extra) {
   if (atomicCAS(&r->flag, 0, 1) != 0) return;  // an earlier error is the one reported

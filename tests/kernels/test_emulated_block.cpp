@@ -1,4 +1,4 @@
-// The emulated thread block (kernels/cuda/emu/block.h) and its warp shuffles and votes
+// The emulated thread block (tensor/cuda/emu/block.h) and its warp shuffles and votes
 // (warp_shuffle.h), on which device code runs on the CPU: a barrier orders shared-memory writes
 // before reads under every schedule, while a missing barrier shows up as results that change
 // with the schedule; threads that leave a barrier or a shuffle's mask are reported; the shuffles
@@ -8,8 +8,8 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/cuda/emu/block.h"
-#include "kernels/cuda/emu/warp_shuffle.h"
+#include "tensor/cuda/emu/block.h"
+#include "tensor/cuda/emu/warp_shuffle.h"
 
 using namespace qkv;
 using cuda_emu::Schedule;

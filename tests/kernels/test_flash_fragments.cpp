@@ -1,6 +1,6 @@
 // The flash attention kernels' tensor-core fragment helpers (kernels/cuda/flash_fragments.cuh),
 // compiled for the CPU with QKV_CUDA_EMU and run as one emulated warp whose ldmatrix and mma
-// follow the PTX ISA's text (kernels/cuda/emu/warp_matrix.h): the forward's two products over a
+// follow the PTX ISA's text (tensor/cuda/emu/warp_matrix.h): the forward's two products over a
 // 16 x 64 query tile and 64 x 64 key and value tiles, S = Q K^T (load_a, mma_times_nk) and
 // O = P V with P the rounded scores taken straight from the accumulators (acc_to_a,
 // mma_times_kn), against the same products in double. A helper that addresses the wrong row,
@@ -13,9 +13,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cuda/emu/block.h"
-#include "kernels/cuda/emu/warp_matrix.h"
 #include "kernels/cuda/flash_fragments.cuh"
+#include "tensor/cuda/emu/block.h"
+#include "tensor/cuda/emu/warp_matrix.h"
 #include "tensor/half.h"
 
 using namespace qkv;

@@ -1,5 +1,5 @@
 // An emulated thread block for running CUDA device code on the CPU: every thread of the block a
-// fiber (ucontext) on the calling OS thread, switched cooperatively. A thread runs until it
+// fiber (its own stack) on the calling OS thread, switched cooperatively. A thread runs until it
 // finishes or reaches a barrier (__syncthreads) or a warp collective (ldmatrix, mma, a shuffle,
 // a vote), where it waits:
 //   - a warp collective goes ahead once every lane in its mask waits at it (same op, same
@@ -7,9 +7,10 @@
 //   - the barrier opens once every thread of the block waits at it.
 // Anything else is a Divergence naming the threads and where each stopped: a thread that exits
 // while others wait at the barrier, lanes of one mask at different collectives, a lane of the
-// mask that exited (on a GPU each is undefined behaviour or a hang). Between two meeting points
-// the threads run in the schedule's order (first to last, last to first, or a seeded shuffle):
-// a result that changes with the schedule reads memory another thread writes without a barrier
+// mask that exited (on a GPU each is undefined behaviour or a hang). Between two barriers the
+// warps run one at a time, each as far as the barrier, in the schedule's order (first to last,
+// last to first, or a seeded shuffle), and so do the lanes of a warp between its collectives: a
+// result that changes with the schedule reads memory another thread writes without a barrier
 // between them.
 #pragma once
 #include <cstdint>

@@ -12,7 +12,7 @@
 //     for i >= 4, two per register (a0 a1 | a2 a3 | a4 a5 | a6 a7); B's b_i at row 2t + (i & 1),
 //     plus 8 for i >= 2, column g (b0 b1 | b2 b3); C's and D's c_i at row g (i < 2) or g + 8,
 //     column 2t + (i & 1). Products are exact and summed in double, rounded once to float.
-// Each is a warp collective (kernels/cuda/emu/block.h): every lane of the warp must call it.
+// Each is a warp collective (tensor/cuda/emu/block.h): every lane of the warp must call it.
 #pragma once
 #include <cstddef>
 #include <cstdint>

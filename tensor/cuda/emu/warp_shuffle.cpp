@@ -1,6 +1,6 @@
-#include "kernels/cuda/emu/warp_shuffle.h"
+#include "tensor/cuda/emu/warp_shuffle.h"
 
-#include "kernels/cuda/emu/block.h"
+#include "tensor/cuda/emu/block.h"
 
 namespace qkv::cuda_emu {
 namespace {

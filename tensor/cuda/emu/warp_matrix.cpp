@@ -1,8 +1,8 @@
-#include "kernels/cuda/emu/warp_matrix.h"
+#include "tensor/cuda/emu/warp_matrix.h"
 
 #include <cstring>
 
-#include "kernels/cuda/emu/block.h"
+#include "tensor/cuda/emu/block.h"
 #include "tensor/half.h"
 
 namespace qkv::cuda_emu {
