@@ -49,7 +49,7 @@ cudaError_t configuration_error(const LaunchSite& s) {
   return cudaSuccess;
 }
 
-uint64_t launch_counter = 0;  // seeds the shuffled schedule
+thread_local uint64_t launch_counter = 0;  // seeds the shuffled schedule
 
 // Every block of the grid, in order, under one schedule of its threads.
 void run_blocks(const LaunchSite& site, const std::function<void()>& thread, Schedule schedule) {
