@@ -79,11 +79,13 @@ struct Product {
   double alpha, beta;
   const void *A, *B, *C;
   void* D;
+  // The product's k: op(A)'s columns.
+  int64_t inner() const { return d.trans_a == CUBLAS_OP_N ? la.cols : la.rows; }
 };
 
 cublasStatus_t check(const Product& g) {
   const Desc& d = g.d;
-  const int64_t m = g.ld.rows, n = g.ld.cols, k = d.trans_a == CUBLAS_OP_N ? g.la.cols : g.la.rows;
+  const int64_t m = g.ld.rows, n = g.ld.cols, k = g.inner();
   const int64_t a_rows = d.trans_a == CUBLAS_OP_N ? g.la.rows : g.la.cols;
   const int64_t b_rows = d.trans_b == CUBLAS_OP_N ? g.lb.rows : g.lb.cols;
   const int64_t b_cols = d.trans_b == CUBLAS_OP_N ? g.lb.cols : g.lb.rows;
@@ -99,7 +101,7 @@ cublasStatus_t check(const Product& g) {
 void run(const Product& g) {
   const Desc& d = g.d;
   const Layout &la = g.la, &lb = g.lb, &lc = g.lc, &ld = g.ld;
-  const int64_t m = ld.rows, n = ld.cols, k = d.trans_a == CUBLAS_OP_N ? la.cols : la.rows;
+  const int64_t m = ld.rows, n = ld.cols, k = g.inner();
   const void *A = g.A, *B = g.B, *C = g.C;
   void* D = g.D;
   const double al = g.alpha, be = g.beta;

@@ -39,7 +39,6 @@
 #define gridDim (::qkv::cuda_emu::grid_dim())
 
 inline void __syncthreads() { ::qkv::cuda_emu::sync_threads(); }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 // ---- atomics ------------------------------------------------------------------------------------
@@ -52,13 +51,6 @@ template <class T> T atomicCAS(T* p, T expected, T desired) {
   std::atomic_ref<T>(*p).compare_exchange_strong(expected, desired);
   return expected;  // the old value either way
 }
-template <class T> T atomicMax(T* p, T v) {
-  std::atomic_ref<T> a(*p);
-  T old = a.load();
-  while (old < v && !a.compare_exchange_weak(old, v)) {}
-  return old;
-}
-
 // ---- arithmetic intrinsics ----------------------------------------------------------------------
 
 inline float __expf(float x) { return std::exp(x); }
@@ -73,15 +65,9 @@ inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __ddiv_rn(double a, double b) { return a / b; }
 inline double __dsqrt_rn(double x) { return std::sqrt(x); }
 inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
-inline int __float_as_int(float x) { return std::bit_cast<int>(x); }
 inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
-inline long long __double_as_longlong(double x) { return std::bit_cast<long long>(x); }
 inline int __float2int_rn(float x) { return int(std::nearbyint(x)); }
-inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 using std::isfinite;
-using std::isinf;
-using std::isnan;
 using std::max;
 using std::min;
 

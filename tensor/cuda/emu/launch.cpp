@@ -31,7 +31,7 @@ const LaunchSite& running_site(const char* what) {
 }
 
 std::string describe(const LaunchSite& s) {
-  return cat("kernel ", s.name, " launched at ", s.file, ":", s.line, " (grid ", s.grid.x, "x", s.grid.y, "x", s.grid.z,
+  return cat("the launch of ", s.name, " at ", s.file, ":", s.line, " (grid ", s.grid.x, "x", s.grid.y, "x", s.grid.z,
              ", block ", s.block.x, "x", s.block.y, "x", s.block.z, ", ", s.shared_bytes,
              " bytes of dynamic shared memory)");
 }
@@ -73,12 +73,8 @@ void run_blocks(const LaunchSite& site, const std::function<void()>& thread, Sch
       }
 }
 
+// A launch whose configuration the runtime accepted (run_grid checked it).
 void execute(const LaunchSite& site, const std::function<void()>& thread) {
-  const cudaError_t refused = configuration_error(site);
-  if (refused != cudaSuccess) {
-    set_launch_error(refused);
-    return;
-  }
   check<Error>(context.site == nullptr, "emulated device: a kernel launched from inside a kernel");
   context = BlockContext{&site, {}, nullptr, false};
   struct Reset {
@@ -138,15 +134,11 @@ int schedules() {
 }
 
 void run_grid(const LaunchSite& site, std::function<void()> thread) {
-  if (std::vector<std::function<void()>>* graph = capture_of(site.stream)) {
-    if (configuration_error(site) != cudaSuccess) {
-      set_launch_error(configuration_error(site));
-      return;
-    }
+  const cudaError_t refused = configuration_error(site);
+  if (refused != cudaSuccess) set_launch_error(refused);
+  else if (std::vector<std::function<void()>>* graph = capture_of(site.stream))
     graph->push_back([site, thread = std::move(thread)] { execute(site, thread); });
-    return;
-  }
-  execute(site, thread);
+  else execute(site, thread);
 }
 
 }  // namespace qkv::cuda_emu
