@@ -195,13 +195,13 @@ decode() {
   for ctx in 2048 8192; do
     for graph in "" --graph; do
       "$bin/qkvlab" bench decode experiments/lm/gpt-300m.yaml --scale paper "sweep.variants=[QKV,Q-K=V]" \
-        --context "$ctx" --prompt $((ctx - 32)) --new-tokens 32 --precision bf16 --device cuda:0 $graph |
+        --context "$ctx" --prompt $((ctx - 32)) --new-tokens 32 --precision bf16 --cache-dtype bf16 --device cuda:0 $graph |
         tee -a "$bench_table" || return 1
     done
   done
   "$bin/qkvlab" bench decode experiments/lm/gpt-300m.yaml --scale paper \
     "sweep.variants=[Q-K=V,Q-MQA,Q-K=V+LR16,Q=K=V+linear]" --context 2048 --prompt 2016 --new-tokens 32 \
-    --dtype int8 --device cuda:0 | tee -a "$bench_table" || return 1
+    --cache-dtype int8 --device cuda:0 | tee -a "$bench_table" || return 1
 }
 
 # ---- the run half --------------------------------------------------------------------------------

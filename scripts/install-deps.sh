@@ -1,28 +1,41 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages qkvlab builds with, skipping those already present.
+# Installs the Debian 12 packages qkvlab needs, skipping those already present:
+#   bash scripts/install-deps.sh          everything: building and running qkvlab, its tests,
+#                                         benchmarks, fuzzers and source-tree checks
+#   bash scripts/install-deps.sh --app    only what building and running qkvlab needs (scripts/setup.sh)
 # Runs apt-get as root (or through sudo). The CUDA toolkit is not a Debian package: when nvcc
-# exists under /usr/local/cuda the CUDA backend is built too, otherwise the build is CPU-only.
+# exists under /usr/local/cuda the CUDA backend can be built too, otherwise the build is CPU-only.
 set -euo pipefail
 
-packages=(
+app=(
   build-essential cmake ninja-build git  # toolchain
-  clang-format                           # the formatting check (scripts/check-tree.sh)
   libeigen3-dev                          # vectorized math, small and float64 GEMMs on the CPU
   libdnnl-dev                            # oneDNN: CPU GEMMs (float32, and bfloat16 on AVX512_BF16)
   nlohmann-json3-dev                     # safetensors headers
   libcli11-dev                           # the qkvlab command line
   libyaml-cpp-dev                        # experiment configuration files
-  libstb-dev pkg-config                  # JPEG decoding, JPEGs in the tests (stb)
+  libstb-dev pkg-config                  # JPEG decoding (stb)
   gnuplot-nox                            # figures (PNG, SVG, PDF)
-  doctest-dev                            # tests
   dataset-fashion-mnist zlib1g-dev       # Fashion-MNIST (IDX .gz in /usr/share/datasets) and gzip reading
+  libpcre2-dev libzstd-dev               # GPT-2 BPE regex, .zst corpora
+  openmpi-bin libopenmpi-dev             # data-parallel training across processes (mpirun) and the NCCL bootstrap
+)
+checks=(
+  clang-format                           # the formatting check (scripts/check-tree.sh)
+  doctest-dev                            # tests
   python3-torch libopenblas0-pthread     # parity tests and benchmarks against PyTorch (optimized BLAS)
   python3-torchvision                    # ResNet-34 parity test against torchvision
-  libpcre2-dev libzstd-dev python3-regex zstd  # GPT-2 BPE regex, .zst corpora, BPE reference test
-  clang libclang-rt-14-dev libomp-dev llvm    # fuzzing (scripts/fuzz.sh): libFuzzer + ASan, OpenMP, llvm-symbolizer
-  openmpi-bin libopenmpi-dev              # data-parallel training across CPU processes (mpirun) and the NCCL bootstrap
-  patchelf                                # the GPU check's bundle: $ORIGIN rpaths (scripts/gpu-check.sh build)
+  python3-regex zstd                     # BPE reference test, .zst test corpora
+  clang libclang-rt-14-dev libomp-dev llvm  # fuzzing (scripts/fuzz.sh): libFuzzer + ASan, OpenMP, llvm-symbolizer
+  patchelf                               # the GPU check's bundle: $ORIGIN rpaths (scripts/gpu-check.sh build)
 )
+
+packages=("${app[@]}")
+case "${1:-}" in
+  --app) ;;
+  "") packages+=("${checks[@]}") ;;
+  *) echo "usage: scripts/install-deps.sh [--app]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

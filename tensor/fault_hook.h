@@ -2,7 +2,7 @@
 // in the environment, the process sends itself SIGKILL when it reaches fault_point(phase, step),
 // as if killed from outside at exactly that point ("*" as the step matches every step); with
 // QKV_FAULT_SIGNAL=SIGSTOP it stops there instead. Without the variable a fault point costs one
-// branch. The README (Tests and benchmarks) lists the phases.
+// branch. docs/TESTING.md lists the phases.
 #pragma once
 #include <cstdint>
 #include <string>

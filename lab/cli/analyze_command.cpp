@@ -25,7 +25,8 @@ namespace {
 
 struct AnalyzeOptions {
   std::vector<std::string> runs;
-  std::string out, data_root, token_data, device = "cpu";
+  std::string out, data_root, token_data;
+  Device device;
   int64_t tokens = 8192;
 };
 
@@ -51,9 +52,8 @@ report::KvAnalysis analyze_run(const std::string& folder, const AnalyzeOptions& 
 }
 
 void analyze(const AnalyzeOptions& o) {
-  const Device device = usable_device(o.device, "analyze");
   std::vector<report::KvAnalysis> results;
-  for (const std::string& run : o.runs) results.push_back(analyze_run(run, o, device));
+  for (const std::string& run : o.runs) results.push_back(analyze_run(run, o, o.device));
   const std::string md = report::kv_markdown(results);
   std::cout << md << std::flush;
 
@@ -100,7 +100,7 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option(
       "--token-data", o->token_data,
       "prepared token folder to read the validation split from (default: the run's, <out>/tokens/<experiment>)");
-  add_device_option(cmd, o->device);
+  add_device_option(cmd, o->device, "analyze");
   cmd->callback([o] { analyze(*o); });
 }
 

@@ -19,8 +19,7 @@ void add_convert_command(CLI::App& app);        // qkvlab convert: a trained QKV
 void add_convert_study_command(CLI::App& app);  // qkvlab convert-study: conversions vs K=V from scratch
 void add_reference_commands(CLI::App& app);     // qkvlab keys / variants: what the files and names accept
 void print_variant_table(std::ostream& os);
-// The tables and figures of the runs under `out`, with the paper's numbers from `paper_dir`.
+// This source tree's experiments/paper: where the paper's numbers are found by default.
 std::string default_paper_tables();
-void print_tables(const std::string& out, std::ostream& os, const std::string& paper_dir = default_paper_tables());
 
 }  // namespace qkv::cli

@@ -16,7 +16,7 @@ struct DemoOptions {
   int hidden = 64;
   double lr = 0.1;
   uint64_t seed = 0;
-  std::string device = "cpu";
+  Device device;
 };
 
 // Points on three interleaved spiral arms; the class is the arm.
@@ -38,7 +38,7 @@ void spiral(int per_class, Tensor& x, Tensor& y, Generator& gen) {
 }
 
 void run_demo(const DemoOptions& o) {
-  const Device dev = usable_device(o.device, "demo");
+  const Device dev = o.device;
   Generator gen(o.seed);
   Tensor x, y;
   spiral(100, x, y, gen);
@@ -91,7 +91,7 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--hidden", opts->hidden, "hidden width")->check(CLI::Range(1, 65536));
   cmd->add_option("--lr", opts->lr, "learning rate")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", opts->seed, "random seed");
-  add_device_option(cmd, opts->device);
+  add_device_option(cmd, opts->device, "demo");
   cmd->callback([opts] { run_demo(*opts); });
 }
 

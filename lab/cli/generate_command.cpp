@@ -22,7 +22,8 @@ namespace fs = std::filesystem;
 namespace {
 
 struct GenerateOptions {
-  std::string run, prompt, data_root, tokenizer, device = "cpu";
+  std::string run, prompt, data_root, tokenizer;
+  Device device;
   int64_t tokens = 100;
   infer::SamplingOptions sampling;
 };
@@ -35,8 +36,7 @@ void generate_text(const GenerateOptions& o) {
   if (o.tokenizer.empty() && tok.is_relative()) tok = fs::path(c.data.root) / tok;
   const data::Gpt2Tokenizer tokenizer = data::Gpt2Tokenizer::load(tok);
 
-  const Device device = usable_device(o.device, "generate");
-  const std::unique_ptr<nn::GPT> loaded = infer::load_run_model(f, c, device);
+  const std::unique_ptr<nn::GPT> loaded = infer::load_run_model(f, c, o.device);
   const nn::GPT& model = *loaded;
   std::vector<int64_t> prompt;
   if (o.prompt.empty()) {
@@ -84,7 +84,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", o->sampling.seed, "sampling seed (default 0)");
   cmd->add_option("--data-root", o->data_root, "data.root for the tokenizer, if the run's is not valid here");
   cmd->add_option("--tokenizer", o->tokenizer, "folder with encoder.json and vocab.bpe (overrides the run's)");
-  add_device_option(cmd, o->device);
+  add_device_option(cmd, o->device, "generate");
   cmd->callback([o] { generate_text(*o); });
 }
 

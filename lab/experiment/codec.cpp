@@ -54,6 +54,18 @@ bool Codec<std::string>::parse(const Node& n, std::string& out, const std::strin
 
 Node Codec<std::string>::emit(const std::string& v) { return Node::scalar(v); }
 
+bool Codec<Device>::parse(const Node& n, Device& out, const std::string&) {
+  if (!n.is_scalar()) return false;
+  try {
+    out = Device(n.text);
+  } catch (const DeviceError&) {
+    return false;  // the caller's message names the key and the spellings (type())
+  }
+  return true;
+}
+
+Node Codec<Device>::emit(const Device& v) { return Node::scalar(v.str()); }
+
 std::string format_number(double v) {
   char buf[64];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);

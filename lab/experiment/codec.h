@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lab/experiment/node.h"
+#include "tensor/device.h"
 
 namespace qkv::experiment {
 
@@ -50,6 +51,13 @@ template <> struct Codec<std::string> {
   static std::string type() { return "string"; }
   static bool parse(const Node& n, std::string& out, const std::string& key);
   static Node emit(const std::string& v);
+};
+
+// A device, spelled as tensor/device.h reads it (the one parser of device names).
+template <> struct Codec<Device> {
+  static std::string type() { return "device (cpu, cuda or cuda:N)"; }
+  static bool parse(const Node& n, Device& out, const std::string& key);
+  static Node emit(const Device& v);
 };
 
 // Enums: specialize EnumNames<E> with `static constexpr std::array<std::pair<std::string_view, E>,

@@ -9,14 +9,6 @@ namespace qkv::experiment {
 
 namespace {
 
-Rule<std::string> device_name() {
-  return {"(cpu, cuda or cuda:N)", [](std::string& s) {
-            if (s == "cpu" || s == "cuda") return true;
-            if (!s.starts_with("cuda:") || s.size() == 5) return false;
-            return std::all_of(s.begin() + 5, s.end(), [](char c) { return c >= '0' && c <= '9'; });
-          }};
-}
-
 Rule<std::vector<int>> increasing_epochs() {
   return {"(epochs >= 1, increasing)", [](std::vector<int>& v) {
             for (size_t i = 0; i < v.size(); ++i)
@@ -155,7 +147,7 @@ const Schema<LoopConfig>& LoopConfig::schema() {
   static const Schema<T> s{{
       field("batch_size", &T::batch_size, 128, in_range(1, 1 << 20),
             "training batch size, of the whole job: data-parallel ranks each take their share"),
-      field("device", &T::device, "cpu", device_name(), "where to train"),
+      field("device", &T::device, kCPU, "where to train"),
       field("threads", &T::threads, 0, in_range(0, 4096), "CPU threads; 0 = all cores"),
       field("log_every", &T::log_every, 50, at_least(1), "steps between loss lines"),
       field("eval_batch_size", &T::eval_batch_size, 512, in_range(1, 1 << 20), "batch size of validation and test"),

@@ -90,7 +90,7 @@ struct StepSchedule : ScheduleBase {
 struct LoopConfig {
   int batch_size = 0;
   int eval_batch_size = 0;
-  std::string device;
+  Device device;
   int threads = 0;  // 0 = all cores
   int log_every = 0;
   loops::OnNonfinite on_nonfinite{};  // a step with a NaN or inf loss or gradient norm: skip it, or stop

@@ -3,6 +3,7 @@
 // would), which also makes the timings wait for the device.
 #include "lab/infer/decode_bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -77,22 +78,37 @@ DecodePrecision parse_decode_precision(const std::string& s) {
 DecodeDtypes decode_dtypes(DecodePrecision p, const Device& device) {
   DecodeDtypes d;
   if (p == DecodePrecision::fp32) {
-    d.note = "fp32: weights, arithmetic and KV cache in float32";
+    d.note = "fp32: weights and arithmetic in float32";
     return d;
   }
-  d.cache = DType::bf16;
   if (device.is_cuda()) {
     d.weights = DType::bf16;
-    d.note =
-        "bf16: weights, activations and KV cache in bfloat16 (float32 accumulation in the GEMMs, attention and "
-        "norms)";
+    d.note = "bf16: weights and activations in bfloat16 (float32 accumulation in the GEMMs, attention and norms)";
     return d;
   }
   d.note =
-      "bf16 requested: the KV cache is stored in bfloat16 and attention reads it in place (queries rounded to "
-      "bf16, float32 arithmetic); weights and the other ops ran in fp32, so this is not the paper's all-bf16 "
-      "setting";
+      "bf16 requested: the CPU keeps weights and arithmetic in float32 (the KV cache is stored as --cache-dtype "
+      "says), so this is not the paper's all-bf16 setting";
   return d;
+}
+
+std::vector<DType> parse_cache_dtypes(const std::string& list, const std::string& option) {
+  std::vector<DType> out;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    const std::string name = list.substr(begin, end - begin);
+    std::optional<DType> d;
+    try {
+      d = parse_dtype(name);
+    } catch (const DTypeError&) {}  // refused below, with the KV-cache dtypes listed
+    check<ValueError>(d && kCacheDTypes.contains(*d), option, ": '", name,
+                      "' is not a KV-cache dtype: expected a comma-separated list of f32, bf16, f16 and int8");
+    check<ValueError>(std::find(out.begin(), out.end(), *d) == out.end(), option, ": '", name, "' is listed twice");
+    out.push_back(*d);
+    begin = end + 1;
+  }
+  return out;
 }
 
 DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t context, int64_t prompt,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nn/models/gpt.h"
 
@@ -41,12 +42,18 @@ DecodeBenchResult bench_decode(const nn::GPTConfig& c, int64_t batch, int64_t co
 DecodeBenchResult bench_decode(const nn::GPT& model, int64_t batch, int64_t context, int64_t prompt, int64_t new_tokens,
                                DType cache_dtype, bool static_step = false);
 
-// `--precision`: fp32, or bf16 as far as the backend goes. The KV cache is stored in bfloat16
-// on every device; on a GPU the weights are bfloat16 too (every op of the decode step has a
-// 16-bit CUDA kernel), on the CPU they stay float32; `note` says which ran.
+// The KV-cache storages a command compares (`--cache-dtype`, a comma-separated list): "f32,bf16,int8"
+// -> those dtypes in order; a ValueError naming `option` and the valid names for another. Every
+// command that takes the option has this default.
+inline constexpr const char* kDefaultCacheDTypes = "f32,bf16,int8";
+std::vector<DType> parse_cache_dtypes(const std::string& list, const std::string& option);
+
+// `--precision`: the weights' and activations' dtype. bf16 runs the decode step in bfloat16 on a
+// GPU (every op of it has a 16-bit CUDA kernel); the CPU keeps float32; `note` says which ran.
+// The cache's storage is --cache-dtype's either way.
 enum class DecodePrecision { fp32, bf16 };
 struct DecodeDtypes {
-  DType cache = DType::f32, weights = DType::f32;
+  DType weights = DType::f32;
   std::string note;  // what ran, in words
 };
 DecodePrecision parse_decode_precision(const std::string& s);  // ValueError naming --precision

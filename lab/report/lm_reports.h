@@ -33,7 +33,7 @@ struct CacheRow {
 };
 struct CacheOptions {
   int64_t context = 2048, batch = 1, prefill = 16;
-  std::vector<DType> dtypes{DType::bf16};  // a row per variant and dtype, in this order
+  std::vector<DType> dtypes{DType::f32, DType::bf16, DType::i8};  // a row per variant and dtype, in this order
   bool measure = true;
   Device device = kCPU;  // where the measuring prefill runs
 };

@@ -71,7 +71,7 @@ optim::ScheduleSpec schedule_spec(const StepSchedule& s, double lr, int64_t step
 }
 
 Device prepare_device(const LoopConfig& loop, dist::Communicator* comm) {
-  Device device(loop.device);
+  Device device = loop.device;
   const bool parallel = comm && comm->size() > 1;
   if (parallel && device.is_cuda()) device = Device(DeviceType::cuda, comm->local_rank());  // one GPU per rank
   check_device_usable(device, "train.device");
@@ -109,7 +109,7 @@ loops::TrainOptions options(const EpochRun& r) {
   o.test_last = r.train.protocol == Protocol::all_last;
   o.comm = r.comm;
   o.bucket_mb = r.train.bucket_mb;
-  o.precision = loops::choose_precision(r.train.precision, Device(r.train.device)).used;
+  o.precision = loops::choose_precision(r.train.precision, r.train.device).used;
   return o;
 }
 
@@ -168,7 +168,7 @@ ResultRow classification_row(const Run& run, const std::string& task, int64_t pa
                                      r.tested_epoch,
                                      r.validations};
   row.diverged = r.diverged;
-  row.precision = loops::choose_precision(run.config.loop().precision, Device(run.config.loop().device));
+  row.precision = loops::choose_precision(run.config.loop().precision, run.config.loop().device);
   return row;
 }
 

@@ -54,7 +54,7 @@ std::string lm_protocol(const LmConfig& c) {
   s += cat("; AdamW weight decay ", c.optim.weight_decay, " on ",
            c.optim.decay == optim::DecayRule::all ? "all parameters" : "matrices");
   if (c.train.skip_grad_norm > 0) s += cat("; steps with gradient norm > ", c.train.skip_grad_norm, " skipped");
-  const loops::PrecisionChoice p = loops::choose_precision(c.train.precision, Device(c.train.device));
+  const loops::PrecisionChoice p = loops::choose_precision(c.train.precision, c.train.device);
   s += cat("; precision ", loops::precision_name(p.requested));
   if (p.used != p.requested) s += cat(" (computed in ", loops::precision_name(p.used), ")");
   return s;

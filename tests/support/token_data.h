@@ -50,4 +50,26 @@ inline std::filesystem::path markov_token_dataset(const std::filesystem::path& r
   return dir;
 }
 
+// Overrides that shrink a shipped language-model experiment file to a GPT that trains in a
+// fraction of a second on markov_token_dataset(root, 64)'s tokens: `steps` steps, validated once
+// at the end.
+inline std::vector<std::string> tiny_lm_overrides(const std::filesystem::path& tokens, int steps) {
+  return {"lm.text=[]",
+          "lm.tokens=" + tokens.string(),
+          "model.vocab=64",
+          "model.context=8",
+          "model.d_model=16",
+          "model.heads=4",
+          "model.layers=2",
+          "model.dropout=0",
+          "train.steps=" + std::to_string(steps),
+          "train.batch_size=4",
+          "train.eval_every=" + std::to_string(steps),
+          "train.eval_batches=2",
+          "train.eval_batch_size=4",
+          "train.peak_tflops=1",
+          "train.log_every=2",
+          "schedule.warmup_steps=1"};
+}
+
 }  // namespace qkv::test

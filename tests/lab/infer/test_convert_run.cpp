@@ -25,24 +25,9 @@ const std::string kShakespeare = std::string(QKV_SOURCE_DIR) + "/experiments/lm/
 
 // The shipped file shrunk to a GPT that trains in a fraction of a second on the Markov tokens.
 std::vector<std::string> tiny_run(const fs::path& root, const fs::path& tokens) {
-  return {"data.root=" + root.string(),
-          "lm.text=[]",
-          "lm.tokens=" + tokens.string(),
-          "model.vocab=64",
-          "model.context=8",
-          "model.d_model=16",
-          "model.heads=4",
-          "model.layers=2",
-          "model.dropout=0",
-          "train.steps=30",
-          "train.batch_size=4",
-          "train.eval_every=30",
-          "train.eval_batches=2",
-          "train.eval_batch_size=4",
-          "train.peak_tflops=1",
-          "train.log_every=2",
-          "schedule.warmup_steps=1",
-          "sweep.variants=[QKV]"};
+  std::vector<std::string> o = test::tiny_lm_overrides(tokens, 30);
+  o.insert(o.end(), {"data.root=" + root.string(), "sweep.variants=[QKV]"});
+  return o;
 }
 
 ResultRow train(const Experiment& e, const fs::path& out) {

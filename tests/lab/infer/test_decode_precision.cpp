@@ -1,6 +1,7 @@
-// bench decode's precision and report: --precision bf16 stores the KV cache in bfloat16 (and on a GPU the
-// weights too; on the CPU they stay float32, and it says which), the peak RSS is measured, and the
-// Q-K=V-vs-QKV ratios stand beside the paper's ranges from experiments/paper/decode.yaml.
+// bench decode's options and report: --precision bf16 runs the weights in bfloat16 on a GPU (on
+// the CPU they stay float32, and it says so), --cache-dtype lists the cache storages compared (one
+// parser, one default), the peak RSS is measured, and the Q-K=V-vs-QKV ratios stand beside the
+// paper's ranges from experiments/paper/decode.yaml.
 #include <doctest/doctest.h>
 
 #include "lab/infer/decode_bench.h"
@@ -10,20 +11,31 @@
 
 using namespace qkv;
 
-TEST_CASE("lm decode bench: --precision bf16 stores the cache in bf16, weights bf16 on a GPU and fp32 on the CPU") {
+TEST_CASE("lm decode bench: --precision bf16 means bf16 weights on a GPU and fp32 on the CPU, said in its note") {
   CHECK(infer::parse_decode_precision("fp32") == infer::DecodePrecision::fp32);
   CHECK_THROWS_WITH_AS(infer::parse_decode_precision("fp8"), doctest::Contains("--precision 'fp8'"), ValueError);
   const infer::DecodeDtypes bf16 = infer::decode_dtypes(infer::DecodePrecision::bf16);
-  CHECK(bf16.cache == DType::bf16);
   CHECK(bf16.weights == DType::f32);
-  test::check_contains(bf16.note, {"bfloat16", "ran in fp32"});
-  CHECK(infer::decode_dtypes(infer::DecodePrecision::fp32).cache == DType::f32);
-  // On a GPU bf16 means bf16 weights too (the device is not touched: no GPU is needed here).
+  test::check_contains(bf16.note, {"bf16 requested", "float32", "--cache-dtype"});
+  CHECK(infer::decode_dtypes(infer::DecodePrecision::fp32).weights == DType::f32);
+  // On a GPU bf16 means bf16 weights (the device is not touched: no GPU is needed here).
   const infer::DecodeDtypes gpu = infer::decode_dtypes(infer::DecodePrecision::bf16, Device("cuda:0"));
-  CHECK(gpu.cache == DType::bf16);
   CHECK(gpu.weights == DType::bf16);
-  test::check_contains(gpu.note, {"weights, activations and KV cache in bfloat16"});
+  test::check_contains(gpu.note, {"weights and activations in bfloat16"});
+}
 
+TEST_CASE("lm decode bench: --cache-dtype is one comma-separated list, its default every storage") {
+  CHECK(infer::parse_cache_dtypes(infer::kDefaultCacheDTypes, "x") ==
+        std::vector<DType>{DType::f32, DType::bf16, DType::i8});
+  CHECK(infer::parse_cache_dtypes("int8,bfloat16", "x") == std::vector<DType>{DType::i8, DType::bf16});
+  for (const char* bad : {"fp8", "int32", "bf16,", ""})
+    test::check_contains(test::error_of<ValueError>([&] { infer::parse_cache_dtypes(bad, "cache --cache-dtype"); }),
+                         {"cache --cache-dtype: '", "f32, bf16, f16 and int8"});
+  test::check_contains(test::error_of<ValueError>([] { infer::parse_cache_dtypes("bf16,bf16", "o"); }),
+                       {"'bf16' is listed twice"});
+}
+
+TEST_CASE("lm decode bench: a bf16 cache is stored and counted in bf16, the RSS peak measured") {
   nn::GPTConfig c;
   c.vocab = 61;
   c.context = 16;
@@ -31,7 +43,7 @@ TEST_CASE("lm decode bench: --precision bf16 stores the cache in bf16, weights b
   c.dropout = 0.0;
   c.attention.d_model = 16;
   c.attention.heads = 2;
-  const auto r = infer::bench_decode(c, 1, 16, 4, 3, bf16.cache);
+  const auto r = infer::bench_decode(c, 1, 16, 4, 3, DType::bf16);
   CHECK(r.cache_dtype == DType::bf16);
   CHECK(r.weight_dtype == DType::f32);
   CHECK(r.cache_bytes == nn::KVCache::bytes_per_token(c.attention, c.layers, DType::bf16) * 16);
