@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "tensor/atomic_file.h"
+#include "io/atomic_file.h"
 #include "tensor/cuda/cuda_runtime.h"
 
 using namespace qkv;

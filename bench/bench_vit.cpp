@@ -15,7 +15,7 @@
 #include "bench/torch_runner.h"
 #include "bench/torch_session.h"
 #include "nn/models/vit.h"
-#include "train/data/image_loader.h"
+#include "train/data/image/image_loader.h"
 #include "train/optim/adam.h"
 
 using namespace qkv;

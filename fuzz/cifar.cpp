@@ -1,7 +1,7 @@
 // CIFAR binary: the input as CIFAR-10's test_batch.bin and as CIFAR-100's test.bin, loaded with
 // load_cifar10 and load_cifar100 (fine and coarse labels), and the last example read back.
 #include "fuzz/support.h"
-#include "train/data/image_dataset.h"
+#include "train/data/image/image_dataset.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // dataset.json of a prepared language-model dataset: the input as DIR/dataset.json, read by
 // read_dataset_info; each split it lists is then looked up by name, and "nope" must be refused.
 #include "fuzz/support.h"
-#include "train/data/prepare_dataset.h"
+#include "train/data/tokens/prepare_dataset.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace qkv;

@@ -3,7 +3,7 @@
 // input byte says which file the rest of the input is; the other one is written well-formed,
 // with the count the input's header announces (when small), so the pair can load and be read.
 #include "fuzz/support.h"
-#include "train/data/image_dataset.h"
+#include "train/data/image/image_dataset.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // safetensors: the input as a .safetensors file, through read_header and load (every tensor
 // onto the CPU, with the metadata).
-#include "tensor/safetensors.h"
+#include "io/safetensors.h"
 #include "fuzz/support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

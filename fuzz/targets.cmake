@@ -6,7 +6,7 @@ set(QKV_FUZZ_TARGETS
   idx:qkv_data
   cifar:qkv_data
   tinyimagenet:qkv_data
-  safetensors:qkv_tensor
+  safetensors:qkv_io
   token_shard:qkv_data
   dataset_json:qkv_data
   tokenizer:qkv_data

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "fuzz/support.h"
-#include "train/data/image_dataset.h"
+#include "train/data/image/image_dataset.h"
 
 namespace {
 

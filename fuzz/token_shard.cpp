@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "fuzz/support.h"
-#include "train/data/token_shard.h"
+#include "train/data/tokens/token_shard.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace qkv;

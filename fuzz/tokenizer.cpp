@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "fuzz/support.h"
-#include "train/data/bpe.h"
+#include "train/data/tokens/bpe.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace qkv;

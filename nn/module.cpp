@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "tensor/safetensors.h"
+#include "io/safetensors.h"
 
 namespace qkv::nn {
 

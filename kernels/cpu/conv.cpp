@@ -33,7 +33,7 @@ namespace {
 template <class T> using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <class T> using MatMap = Eigen::Map<Mat<T>>;
 template <class T> using ConstMatMap = Eigen::Map<const Mat<T>>;
-template <class T> using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+template <class T> using ColVec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
 // Column matrices of one GEMM hold at most this many elements (bounds the per-thread buffer).
 constexpr int64_t kMaxColumnElements = int64_t(1) << 22;
@@ -182,7 +182,7 @@ void forward_group(const T* x, const T* w, const T* bias, T* y, const ConvGeom& 
   }
   if (bias)
     for (int64_t b = 0; b < nb; ++b)
-      MatMap<T>(y + (n0 + b) * O * P, O, P).colwise() += Eigen::Map<const Vec<T>>(bias, O);
+      MatMap<T>(y + (n0 + b) * O * P, O, P).colwise() += Eigen::Map<const ColVec<T>>(bias, O);
 }
 
 // The weight's columns of the lowered taps, [O, C T] (column c T + t = weight[o, c, i_t, j_t]).
@@ -229,7 +229,7 @@ template <class T> void conv2d_forward(const Tensor& x, const Tensor& w, const T
 // Per-thread partial sums of the parameter gradients.
 template <class T> struct ParamGrads {
   Mat<T> dw;
-  Vec<double> db;
+  ColVec<double> db;
 };
 
 // One image's share of the backward: dx[n], and its dweight / dbias terms added to `acc`.
@@ -282,7 +282,7 @@ void conv2d_backward(const KernelArgs& k) {
     std::vector<ParamGrads<T>> acc(static_cast<size_t>(threads));
     for (auto& a : acc) {
       a.dw = Mat<T>::Zero(O, K);
-      a.db = Vec<double>::Zero(O);
+      a.db = ColVec<double>::Zero(O);
     }
     T* dx = k.out[0].data<T>();
     std::fill(dx, dx + k.out[0].numel(), T(0));
@@ -299,7 +299,7 @@ void conv2d_backward(const KernelArgs& k) {
       acc[0].db += acc[size_t(t)].db;
     }
     MatMap<T>(k.out[1].data<T>(), O, K) = acc[0].dw;
-    Eigen::Map<Vec<T>>(k.out[2].data<T>(), O) = acc[0].db.template cast<T>();
+    Eigen::Map<ColVec<T>>(k.out[2].data<T>(), O) = acc[0].db.template cast<T>();
   });
 }
 

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/attention/decode_attention.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/decode_attention.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/layout.h"
 #include "tensor/cuda/device_errors.cuh"

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "io/atomic_file.h"
 #include "lab/cli/commands.h"
 #include "lab/cli/device_option.h"
 #include "lab/experiment/models.h"
@@ -13,7 +14,6 @@
 #include "lab/infer/run_model.h"
 #include "lab/report/kv_analysis.h"
 #include "lab/tasks/lm.h"
-#include "tensor/atomic_file.h"
 #include "tensor/error.h"
 #include "tensor/format.h"
 

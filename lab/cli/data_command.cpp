@@ -2,7 +2,7 @@
 //                               [--val-fraction F] [--shard-tokens N] [--threads N]
 // Tokenizes text files (plain text: one file is one document; JSONL: one "text" per line; each
 // plain, .gz or .zst) with GPT-2's BPE into train/val token shards and DIR/dataset.json, the
-// folder the language-model runs read (train/data/prepare_dataset.h has the layout). The val
+// folder the language-model runs read (train/data/tokens/prepare_dataset.h has the layout). The val
 // split is the --val files when given, else the last --val-fraction of the inputs' tokens. DIR is
 // locked while it is written; a second prepare of it stops, naming the process that holds it.
 #include <algorithm>
@@ -11,7 +11,7 @@
 
 #include "lab/cli/commands.h"
 #include "tensor/error.h"
-#include "train/data/prepare_dataset.h"
+#include "train/data/tokens/prepare_dataset.h"
 
 namespace qkv::cli {
 namespace {

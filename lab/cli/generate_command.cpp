@@ -13,7 +13,7 @@
 #include "lab/infer/generate.h"
 #include "lab/infer/run_model.h"
 #include "tensor/error.h"
-#include "train/data/bpe.h"
+#include "train/data/tokens/bpe.h"
 
 namespace qkv::cli {
 

@@ -5,6 +5,7 @@
 #include "lab/experiment/families.h"
 #include "nn/models/encoder.h"
 #include "nn/models/gpt.h"
+#include "nn/models/set_transformer.h"
 #include "nn/models/vit.h"
 
 namespace qkv::experiment {

@@ -1,6 +1,6 @@
 // Node: construction, lookup, message text, and conversion from and to yaml-cpp documents.
 #include "lab/experiment/node.h"
-#include "tensor/input_file.h"
+#include "io/input_file.h"
 
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "tensor/json_read.h"
+#include "io/json_read.h"
 #include "train/loops/json_fields.h"
 
 namespace qkv::experiment {

@@ -11,9 +11,9 @@
 #include <fstream>
 #include <thread>
 
-#include "tensor/atomic_file.h"
-#include "tensor/fault_hook.h"
-#include "tensor/json_read.h"
+#include "io/atomic_file.h"
+#include "io/fault_hook.h"
+#include "io/json_read.h"
 #include "train/loops/lm_checkpoint.h"
 
 #ifndef QKV_SOURCE_DIR
@@ -62,7 +62,7 @@ void RunDir::write_result(const ResultRow& result) const {
   fs::create_directories(path_, ec);
   check<IOError>(!ec, path_.string(), ": cannot create the run folder: ", ec.message());
   const std::string text = to_json(result).dump(2);
-  const FaultWriteScope fault("result", 0);  // testing hook (tensor/fault_hook.h)
+  const FaultWriteScope fault("result", 0);  // testing hook (io/fault_hook.h)
   write_file_atomically((path_ / "result.json").string(), [&](std::ostream& os) { os << text << "\n"; });
 }
 

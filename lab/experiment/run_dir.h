@@ -1,7 +1,7 @@
 // RunDir: the output folder of one run, <out>/<experiment name>/<run id>/, holding config.yaml
 // (the resolved config), meta.json (version, commit, host, CPU, start time) and, once the run
 // has finished, result.json. A suite that was interrupted skips the runs that are complete.
-// While a run writes to its folder, the folder is locked (.qkvlab.lock, tensor/folder_lock.h).
+// While a run writes to its folder, the folder is locked (.qkvlab.lock, io/folder_lock.h).
 #pragma once
 #include <cstdio>
 #include <filesystem>
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "io/folder_lock.h"
 #include "lab/experiment/result.h"
 #include "lab/experiment/sweep.h"
-#include "tensor/folder_lock.h"
 
 namespace qkv::experiment {
 
@@ -24,7 +24,7 @@ class RunDir {
 
   // result.json exists and parses as a JSON object.
   bool complete() const;
-  // Creates the folder and takes its lock (tensor/folder_lock.h) while the returned object lives:
+  // Creates the folder and takes its lock (io/folder_lock.h) while the returned object lives:
   // IOError naming the holder (pid, host, start time, command) when another process has it.
   FolderLock lock() const;
   // Removes the temporary files killed writes left in the folder and below it (checkpoints/)

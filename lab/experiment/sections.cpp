@@ -99,13 +99,20 @@ const Schema<OptimConfig>& OptimConfig::schema() {
 
 const Schema<LmOptim>& LmOptim::schema() {
   using T = LmOptim;
-  static const Schema<T> s{
-      fields(inherit<T>(OptimConfig::schema()),
-             {
-                 field("decay", &T::decay, optim::DecayRule::matrices,
-                       "what weight decay applies to: matrices (and embeddings; not biases or LayerNorm) or all "
-                       "parameters"),
-             })};
+  static const Schema<T> s = [] {
+    std::vector<FieldDef<T>> f =
+        fields(inherit<T>(OptimConfig::schema()),
+               {
+                   field("decay", &T::decay, optim::DecayRule::matrices,
+                         "what weight decay applies to: matrices (and embeddings; not biases or LayerNorm) or all "
+                         "parameters"),
+               });
+    // Language models train with AdamW (decoupled weight decay) unless the file says otherwise.
+    OptimName T::*name = &T::name;
+    *std::find_if(f.begin(), f.end(), [](const FieldDef<T>& d) { return d.name == "name"; }) =
+        field("name", name, OptimName::adamw, "optimizer");
+    return Schema<T>{f};
+  }();
   return s;
 }
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "nn/models/gpt.h"
-#include "train/data/token_batches.h"
+#include "train/data/tokens/token_batches.h"
 
 namespace qkv::infer {
 

@@ -4,14 +4,14 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
+#include "io/folder_lock.h"
+#include "io/json_read.h"
 #include "lab/experiment/lm_run.h"
 #include "lab/experiment/models.h"
 #include "lab/experiment/run_dir.h"
 #include "lab/infer/generate.h"
 #include "lab/tasks/lm.h"
-#include "tensor/atomic_file.h"
-#include "tensor/folder_lock.h"
-#include "tensor/json_read.h"
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/lm_loop.h"
 

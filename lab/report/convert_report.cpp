@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "io/atomic_file.h"
 #include "lab/report/number_text.h"
-#include "tensor/atomic_file.h"
 #include "tensor/format.h"
 
 namespace qkv::report {

@@ -45,7 +45,6 @@ PaperDecode load_paper_decode(const std::string& path) {
 }
 
 namespace {
-std::string percent(double x) { return fmt("%+.1f%%", 100 * x); }
 std::string rss_text(const DecodeRow& r) {
   if (!r.peak_rss_bytes) return "–";
   return with_commas(*r.peak_rss_bytes) + (r.rss_since_start ? " (since start)" : "");
@@ -80,12 +79,12 @@ std::string decode_comparison(const std::vector<DecodeRow>& rows, const PaperDec
     return s.str();
   }
   auto change = [](double ours, double theirs) {
-    return theirs > 0 && std::isfinite(ours) ? percent(ours / theirs - 1) : std::string("–");
+    return theirs > 0 && std::isfinite(ours) ? signed_percent(ours / theirs - 1) : std::string("–");
   };
   auto range = [&](std::pair<double, double> PaperDecode::*field) {
     if (!paper) return std::string("–");
     const auto& r = paper->*field;
-    return cat(percent(r.first), " to ", percent(r.second));
+    return cat(signed_percent(r.first), " to ", signed_percent(r.second));
   };
   s << "\n"
     << var_name << " vs " << base_name << ", relative change (ours; the paper"

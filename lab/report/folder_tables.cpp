@@ -5,13 +5,13 @@
 #include <optional>
 #include <set>
 
+#include "io/atomic_file.h"
 #include "lab/report/attention_maps.h"
 #include "lab/report/context_ablation.h"
 #include "lab/report/curves.h"
 #include "lab/report/lm_table.h"
 #include "lab/report/plot.h"
 #include "lab/report/table.h"
-#include "tensor/atomic_file.h"
 #include "tensor/error.h"
 
 namespace qkv::report {

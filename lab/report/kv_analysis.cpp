@@ -7,10 +7,10 @@
 #include <map>
 
 #include "autograd/grad_mode.h"
+#include "io/atomic_file.h"
 #include "nn/variant.h"
-#include "tensor/atomic_file.h"
 #include "tensor/format.h"
-#include "train/data/token_batches.h"
+#include "train/data/tokens/token_batches.h"
 
 namespace qkv::report {
 

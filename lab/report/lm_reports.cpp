@@ -26,7 +26,7 @@ std::vector<LmVariantModel> lm_variant_models(const experiment::Experiment& e) {
 }
 
 namespace {
-std::string percent(double x) {
+std::string percent_2dp(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f%%", 100 * x);
   return buf;
@@ -41,7 +41,7 @@ std::string params_report(const std::vector<LmVariantModel>& models) {
     const int64_t total = nn::gpt_parameter_count(m.config);
     const int64_t attention = nn::gpt_attention_parameter_count(m.config);
     s << "| " << m.variant << " | " << with_commas(total) << " | " << with_commas(attention) << " | "
-      << percent(double(total) / base - 1) << " |\n";
+      << percent_2dp(double(total) / base - 1) << " |\n";
   }
   return s.str();
 }
@@ -60,7 +60,7 @@ std::string flops_report(const std::vector<LmVariantModel>& models, int64_t seq)
   for (const auto& m : models) {
     const nn::GPTMacs c = nn::gpt_macs(m.config, seq);
     s << "| " << m.variant << " | " << g(c.projections) << " | " << g(c.attention) << " | " << g(c.output) << " | "
-      << g(c.mlp) << " | " << g(c.head) << " | " << g(c.total()) << " | " << percent(double(c.total()) / base - 1)
+      << g(c.mlp) << " | " << g(c.head) << " | " << g(c.total()) << " | " << percent_2dp(double(c.total()) / base - 1)
       << " |\n";
   }
   return s.str();
@@ -117,7 +117,7 @@ std::string cache_report(const std::vector<CacheRow>& rows, const CacheOptions& 
   for (const auto& r : rows)
     s << "| " << r.variant << " | " << dtype_short_name(r.dtype) << " | " << with_commas(r.bytes_per_token) << " | "
       << with_commas(r.computed_bytes) << " | "
-      << (r.measured_bytes ? with_commas(*r.measured_bytes) : std::string("–")) << " | " << percent(r.reduction)
+      << (r.measured_bytes ? with_commas(*r.measured_bytes) : std::string("–")) << " | " << percent_2dp(r.reduction)
       << " |\n";
   if (rows.size() > 1) {
     const auto smallest = std::min_element(rows.begin(), rows.end(), [](const CacheRow& a, const CacheRow& b) {

@@ -146,7 +146,6 @@ std::vector<LmTable> build_lm_tables(const std::vector<ResultRow>& results, cons
 }
 
 namespace {
-std::string signed_percent(double x) { return fmt("%+.1f%%", 100 * x); }
 
 // "187.21 ± 1.02 (2)", "187.21 ± 1.02 (2, 1 diverged)" or "diverged (1)".
 std::string ppl_text(const LmRow& r) {

@@ -12,4 +12,7 @@ inline std::string fmt(const char* format, double x) {
   return buf;
 }
 
+// A relative change as a signed percentage: 0.053 -> "+5.3%".
+inline std::string signed_percent(double x) { return fmt("%+.1f%%", 100 * x); }
+
 }  // namespace qkv::report

@@ -20,7 +20,7 @@
 #include <sstream>
 #include <thread>
 
-#include "tensor/atomic_file.h"
+#include "io/atomic_file.h"
 #include "tensor/error.h"
 
 extern char** environ;

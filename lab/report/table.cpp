@@ -208,7 +208,7 @@ Table build_table(const std::vector<ResultRow>& results, const PaperTable* paper
 }
 
 namespace {
-std::string fmt(double x, int digits = 3) {
+std::string decimals(double x, int digits = 3) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", digits, x);
   return buf;
@@ -217,7 +217,7 @@ std::string fmt(double x, int digits = 3) {
 // "0.700 ± 0.141 (2)", "0.700 ± 0.141 (2, 1 diverged)" or "diverged (1)".
 std::string cell_text(const Cell& c) {
   if (c.runs == 0) return cat("diverged (", c.diverged, ")");
-  std::string s = cat(fmt(c.mean), " ± ", fmt(c.std), " (", c.runs);
+  std::string s = cat(decimals(c.mean), " ± ", decimals(c.std), " (", c.runs);
   if (c.diverged > 0) s += cat(", ", c.diverged, " diverged");
   return s + ")";
 }
@@ -298,7 +298,7 @@ std::string to_markdown(const Table& t, const PaperTable* paper, const std::stri
   s << "\n";
   auto paper_note = [&](const std::string& v, const std::string& col) {
     auto p = paper ? paper->at(v, col) : std::nullopt;
-    return p ? " [" + fmt(*p) + "]" : std::string();
+    return p ? " [" + decimals(*p) + "]" : std::string();
   };
   for (const auto& v : t.variants) {
     s << "| " << v << " |";
@@ -309,7 +309,7 @@ std::string to_markdown(const Table& t, const PaperTable* paper, const std::stri
     }
     auto avg = t.average.find(v);
     auto avg_marks = t.average_not_as_paper.find(v);
-    s << " " << (avg == t.average.end() ? std::string("–") : fmt(avg->second))
+    s << " " << (avg == t.average.end() ? std::string("–") : decimals(avg->second))
       << (avg_marks == t.average_not_as_paper.end() ? std::string() : mark_signs(avg_marks->second))
       << paper_note(v, "avg") << " |\n";
   }
@@ -331,20 +331,21 @@ std::string to_csv(const Table& t, const PaperTable* paper) {
   auto marks = [&](unsigned m) { return t.set_sources ? cat(",", mark_words(m)) : std::string(); };
   auto paper_value = [&](const std::string& v, const std::string& col) {
     auto p = paper ? paper->at(v, col) : std::nullopt;
-    return p ? fmt(*p, 4) : std::string();
+    return p ? decimals(*p, 4) : std::string();
   };
   for (const auto& v : t.variants) {
     for (const auto& task : t.tasks) {
       auto it = t.cells.at(v).find(task);
       if (it == t.cells.at(v).end()) continue;
       const Cell& c = it->second;
-      s << v << "," << task << "," << (c.runs > 0 ? fmt(c.mean, 6) : "") << "," << (c.runs > 0 ? fmt(c.std, 6) : "")
-        << "," << c.runs << "," << paper_value(v, task) << "," << c.diverged << marks(c.not_as_paper) << "\n";
+      s << v << "," << task << "," << (c.runs > 0 ? decimals(c.mean, 6) : "") << ","
+        << (c.runs > 0 ? decimals(c.std, 6) : "") << "," << c.runs << "," << paper_value(v, task) << "," << c.diverged
+        << marks(c.not_as_paper) << "\n";
     }
     auto avg = t.average.find(v);
     auto avg_marks = t.average_not_as_paper.find(v);
     if (avg != t.average.end())
-      s << v << ",avg," << fmt(avg->second, 6) << ",,," << paper_value(v, "avg") << ","
+      s << v << ",avg," << decimals(avg->second, 6) << ",,," << paper_value(v, "avg") << ","
         << marks(avg_marks == t.average_not_as_paper.end() ? 0u : avg_marks->second) << "\n";
   }
   return s.str();

@@ -2,12 +2,12 @@
 
 #include <cmath>
 
+#include "io/atomic_file.h"
 #include "lab/experiment/models.h"
 #include "lab/experiment/run_dir.h"
 #include "lab/infer/convert_run.h"
 #include "lab/tasks/lm.h"
 #include "lab/tasks/run_task.h"
-#include "tensor/atomic_file.h"
 #include "tensor/error.h"
 #include "train/loops/lm_checkpoint.h"
 

@@ -7,11 +7,11 @@
 #include <fstream>
 
 #include "autograd/preflight.h"
+#include "io/safetensors.h"
 #include "lab/experiment/models.h"
 #include "lab/tasks/common.h"
 #include "lab/tasks/vision_data.h"
-#include "tensor/safetensors.h"
-#include "train/data/image_resize.h"
+#include "train/data/image/image_resize.h"
 #include "train/data/shuffle.h"
 
 namespace qkv::tasks {

@@ -13,14 +13,14 @@
 
 #include "lab/experiment/run_dir.h"
 #include "nn/models/resnet.h"
-#include "train/data/image_dataset.h"
+#include "train/data/image/image_dataset.h"
 #include "train/data/sets.h"
 #include "train/dist/communicator.h"
 
 namespace qkv::tasks {
 
 // Pooled features [N, 512] and labels of every image of `data`: each image resized bilinearly
-// (data/image_resize.h, PIL's) to image_size x image_size (0: as it is), grayscale repeated to
+// (data/image/image_resize.h, PIL's) to image_size x image_size (0: as it is), grayscale repeated to
 // RGB, ImageNet-normalized, then `net.features` without a graph, `batch` images at a time (0:
 // as many as hold the pixels of 64 images of 224 x 224, at most 256). Progress and the time per
 // image go to stdout.

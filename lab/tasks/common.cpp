@@ -22,16 +22,23 @@ optim::AdamOptions adam_options(const OptimConfig& o) {
   return a;
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const OptimConfig& o, const optim::NamedTensors& params) {
+std::unique_ptr<optim::Optimizer> make_optimizer(const OptimConfig& o, const optim::NamedTensors& params,
+                                                 optim::DecayRule decay) {
+  // One group of every parameter, or the decayed ones and the others (optim/optimizer.h).
+  auto made = [&](auto options, auto tag) -> std::unique_ptr<optim::Optimizer> {
+    using Made = typename decltype(tag)::type;
+    if (decay == optim::DecayRule::all) return std::make_unique<Made>(params, options);
+    return std::make_unique<Made>(optim::weight_decay_groups(params, o.weight_decay, decay), options);
+  };
   switch (o.name) {
-    case OptimName::adam: return std::make_unique<optim::Adam>(params, adam_options(o));
-    case OptimName::adamw: return std::make_unique<optim::AdamW>(params, adam_options(o));
+    case OptimName::adam: return made(adam_options(o), std::type_identity<optim::Adam>{});
+    case OptimName::adamw: return made(adam_options(o), std::type_identity<optim::AdamW>{});
     case OptimName::sgd: {
       optim::SGDOptions s;
       s.lr = o.lr;
       s.momentum = o.momentum;
       s.weight_decay = o.weight_decay;
-      return std::make_unique<optim::SGD>(params, s);
+      return made(s, std::type_identity<optim::SGD>{});
     }
   }
   throw ValueError("unknown optimizer");

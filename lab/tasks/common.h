@@ -16,7 +16,11 @@ namespace qkv::tasks {
 
 // optim.*'s Adam/AdamW settings (lr, betas, eps, weight decay).
 optim::AdamOptions adam_options(const experiment::OptimConfig& o);
-std::unique_ptr<optim::Optimizer> make_optimizer(const experiment::OptimConfig& o, const optim::NamedTensors& params);
+// The optimizer of every family's runs: optim.name over `params`, its weight decay on the
+// parameters `decay` selects (the language models' optim.decay; the other families decay every
+// parameter their optimizer holds).
+std::unique_ptr<optim::Optimizer> make_optimizer(const experiment::OptimConfig& o, const optim::NamedTensors& params,
+                                                 optim::DecayRule decay = optim::DecayRule::all);
 // The schedule settings in steps: epoch schedules (milestones in epochs) and step schedules.
 optim::ScheduleSpec schedule_spec(const experiment::EpochSchedule& s, double lr, int64_t steps_per_epoch,
                                   int64_t epochs);

@@ -5,7 +5,7 @@
 
 #include "lab/experiment/models.h"
 #include "lab/tasks/common.h"
-#include "train/data/token_dataset.h"
+#include "train/data/tokens/token_dataset.h"
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/lm_loop.h"
 #include "train/loops/mfu.h"
@@ -168,8 +168,6 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
                 static_cast<long long>(tb.batch));
   o.keep_checkpoints = c.train.keep_checkpoints;
   o.log_every = c.train.log_every;
-  o.adam = adam_options(c.optim);
-  o.decay = c.optim.decay;
   const loops::PrecisionChoice precision = loops::choose_precision(c.train.precision, device);
   o.precision = precision.used;
   o.clip = c.optim.clip;
@@ -183,7 +181,8 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   o.label = cat(c.name, " ", run.id);
   o.comm = comm;
   o.bucket_mb = c.train.bucket_mb;
-  const loops::LmTrainResult r = loops::train_lm(model, gen, train, val, *schedule, o);
+  const std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(c.optim, model.named_parameters(), c.optim.decay);
+  const loops::LmTrainResult r = loops::train_lm(model, gen, *optimizer, train, val, *schedule, o);
   if (!dist::is_writer(comm)) return {};  // rank 0 reads the run's files and writes its result
 
   // The validation curve of the whole run, also the steps before a resume.

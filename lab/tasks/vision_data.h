@@ -5,7 +5,7 @@
 #include <string>
 
 #include "lab/experiment/families.h"
-#include "train/data/image_dataset.h"
+#include "train/data/image/image_dataset.h"
 
 namespace qkv::tasks {
 

@@ -2,6 +2,17 @@
 
 namespace qkv::nn {
 
+BlockConfig pre_norm_block_config(const AttentionConfig& a, double mlp_ratio, Activation act, double dropout) {
+  BlockConfig b;
+  b.attention = a;
+  b.attention.causal = false;
+  b.ffn_hidden = int64_t(mlp_ratio * double(a.d_model) + 0.5);
+  b.activation = act;
+  b.dropout = dropout;
+  b.pre_norm = true;
+  return b;
+}
+
 TransformerBlock::TransformerBlock(const BlockConfig& c, Generator* gen)
     : attn(c.attention, gen),
       norm1(c.attention.d_model),

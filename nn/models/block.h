@@ -14,6 +14,9 @@ struct BlockConfig {
   bool pre_norm = false;
 };
 
+// The pre-LN, non-causal block of the ViT and the set transformer: an MLP mlp_ratio x d_model wide.
+BlockConfig pre_norm_block_config(const AttentionConfig& a, double mlp_ratio, Activation act, double dropout);
+
 class TransformerBlock : public Module {
  public:
   TransformerBlock(const BlockConfig& c, Generator* gen);

@@ -6,8 +6,8 @@
 #include <set>
 #include <string>
 
+#include "io/safetensors.h"
 #include "nn/init.h"
-#include "tensor/safetensors.h"
 
 namespace qkv::nn {
 

@@ -14,17 +14,6 @@ Tensor patchify(const Tensor& x, int64_t p) {
 }
 
 namespace {
-BlockConfig block_config(const AttentionConfig& a, double mlp_ratio, Activation act, double dropout) {
-  BlockConfig b;
-  b.attention = a;
-  b.attention.causal = false;
-  b.ffn_hidden = int64_t(mlp_ratio * double(a.d_model) + 0.5);
-  b.activation = act;
-  b.dropout = dropout;
-  b.pre_norm = true;
-  return b;
-}
-
 ViTConfig checked(const ViTConfig& c) {
   check<ValueError>(c.patch > 0 && c.image_height % c.patch == 0 && c.image_width % c.patch == 0, "vit: patch ",
                     c.patch, " must divide the image size ", c.image_height, "x", c.image_width);
@@ -45,7 +34,7 @@ ViT::ViT(const ViTConfig& c, Generator* gen)
   pos_embed = init_normal({1, 1 + c.patches(), d}, 0.02, kCPU, gen);
   register_parameter("cls_token", &cls_token);
   register_parameter("pos_embed", &pos_embed);
-  const BlockConfig b = block_config(c.attention, c.mlp_ratio, c.activation, c.dropout);
+  const BlockConfig b = pre_norm_block_config(c.attention, c.mlp_ratio, c.activation, c.dropout);
   for (int64_t i = 0; i < c.layers; ++i) {
     blocks.push_back(std::make_unique<TransformerBlock>(b, gen));
     register_module("blocks." + std::to_string(i), blocks.back().get());
@@ -65,29 +54,6 @@ Tensor ViT::forward(const Tensor& images) const {
   x = concat({cls_token.expand({B, 1, d}), x}, 1) + pos_embed;  // [B, 1 + N, d]
   for (const auto& b : blocks) x = b->forward(x);
   return head.forward(norm.forward(x).select(1, 0));  // the class token
-}
-
-SetTransformer::SetTransformer(const SetTransformerConfig& c, Generator* gen)
-    : embed(c.features, c.attention.d_model, true, gen),
-      norm(c.attention.d_model),
-      score(c.attention.d_model, 1, true, gen) {
-  check<ValueError>(c.layers >= 1 && c.features >= 1, "set transformer: layers and features must be positive");
-  register_module("embed", &embed);
-  const BlockConfig b = block_config(c.attention, c.mlp_ratio, c.activation, c.dropout);
-  for (int64_t i = 0; i < c.layers; ++i) {
-    blocks.push_back(std::make_unique<TransformerBlock>(b, gen));
-    register_module("blocks." + std::to_string(i), blocks.back().get());
-  }
-  register_module("norm", &norm);
-  register_module("score", &score);
-}
-
-Tensor SetTransformer::forward(const Tensor& features) const {
-  check<ShapeError>(features.dim() == 3, "set transformer: expected features [batch, set size, features], got ",
-                    shape_str(features.shape()));
-  Tensor x = embed.forward(features);
-  for (const auto& b : blocks) x = b->forward(x);
-  return score.forward(norm.forward(x)).squeeze(-1);
 }
 
 }  // namespace qkv::nn

@@ -33,10 +33,11 @@
 #include "lab/infer/static_decoder.h"
 #include "tensor/cuda/graph.h"
 #endif
+#include "tests/support/lm_optimizer.h"
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
 #include "train/data/synthetic.h"
-#include "train/data/token_batches.h"
+#include "train/data/tokens/token_batches.h"
 #include "train/loops/epoch_loop.h"
 #include "train/loops/lm_loop.h"
 #include "train/optim/adam.h"
@@ -121,7 +122,7 @@ LmCurves train_tiny_gpt(const Device& device, const fs::path& tokens, const fs::
   o.log_every = 1;
   o.dir = dir;
   o.label = "gpt " + device.str();
-  const loops::LmTrainResult r = loops::train_lm(model, gen, train, val, schedule, o);
+  const loops::LmTrainResult r = loops::train_lm(model, gen, *test::lm_adamw(model), train, val, schedule, o);
   REQUIRE(r.finished);
   const auto records = loops::read_metrics(dir / "metrics.jsonl");
   return {loops::records_of<loops::LmStepRecord>(records), loops::records_of<loops::EvalRecord>(records)};

@@ -1,4 +1,4 @@
-// The flash attention kernels' tensor-core fragment helpers (kernels/cuda/flash_fragments.cuh),
+// The flash attention kernels' tensor-core fragment helpers (kernels/cuda/attention/flash_fragments.cuh),
 // compiled for the CPU with QKV_CUDA_EMU and run as one emulated warp whose ldmatrix and mma
 // follow the PTX ISA's text (tensor/cuda/emu/warp_matrix.h): the forward's two products over a
 // 16 x 64 query tile and 64 x 64 key and value tiles, S = Q K^T (load_a, mma_times_nk) and
@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cuda/flash_fragments.cuh"
+#include "kernels/cuda/attention/flash_fragments.cuh"
 #include "tensor/cuda/emu/block.h"
 #include "tensor/cuda/emu/warp_matrix.h"
 #include "tensor/half.h"

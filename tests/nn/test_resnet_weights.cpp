@@ -9,8 +9,8 @@
 #include <map>
 #include <string>
 
+#include "io/safetensors.h"
 #include "nn/models/resnet.h"
-#include "tensor/safetensors.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/small_resnet.h"
 #include "tests/support/test_support.h"

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include "nn/models/set_transformer.h"
 #include "nn/models/vit.h"
 
 using namespace qkv;

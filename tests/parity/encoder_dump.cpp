@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "io/safetensors.h"
 #include "nn/models/encoder.h"
 #include "nn/variant.h"
-#include "tensor/safetensors.h"
 #include "train/optim/adam.h"
 
 using namespace qkv;

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <exception>
 
+#include "io/safetensors.h"
 #include "nn/models/resnet.h"
-#include "tensor/safetensors.h"
 
 using namespace qkv;
 

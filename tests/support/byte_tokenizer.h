@@ -6,7 +6,7 @@
 #include <string>
 
 #include "tests/support/test_support.h"
-#include "train/data/bpe.h"
+#include "train/data/tokens/bpe.h"
 
 namespace qkv::test {
 

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/support/test_support.h"
-#include "train/data/bpe.h"
+#include "train/data/tokens/bpe.h"
 
 namespace qkv::test {
 

@@ -9,7 +9,7 @@
 
 #include "autograd/ops.h"
 #include "tests/support/test_support.h"
-#include "train/data/token_shard.h"
+#include "train/data/tokens/token_shard.h"
 
 namespace qkv::test {
 

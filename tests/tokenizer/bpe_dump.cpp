@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "tensor/error.h"
-#include "train/data/bpe.h"
+#include "train/data/tokens/bpe.h"
 
 int main(int argc, char** argv) {
   std::string dir, file;

@@ -1,7 +1,7 @@
 // The image loader as a trainer BatchSource: batches from worker threads, moved to the device.
 #pragma once
 #include "train/data/batches.h"
-#include "train/data/image_loader.h"
+#include "train/data/image/image_loader.h"
 
 namespace qkv::data {
 

@@ -7,14 +7,12 @@
 #include <optional>
 
 #include "autograd/autocast.h"
-#include "tensor/safetensors.h"
+#include "io/safetensors.h"
 #include "train/dist/consistency.h"
-#include "train/dist/reducer.h"
 #include "train/loops/host_values.h"
-#include "train/loops/loss_scale.h"
+#include "train/loops/optimizer_step.h"
 #include "train/loops/preflight_step.h"
 #include "train/loops/run_log.h"
-#include "train/optim/clip.h"
 
 namespace qkv::loops {
 
@@ -23,7 +21,6 @@ using data::LabelledData;
 using data::TensorBatches;
 using optim::LRSchedule;
 using optim::Optimizer;
-using optim::clip_grad_norm;
 
 namespace {
 
@@ -123,13 +120,14 @@ TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& opti
   RunLog log({dir, o.label, total, o.log_every, std::nullopt});
   Progress& progress = log.progress();
   const std::string checkpoint = dir.empty() ? "" : (dir / "checkpoint.safetensors").string();
-  std::optional<dist::GradReducer> reducer;
-  if (comm) {
-    dist::check_identical(*comm, dist::digest(model.state_dict()), "initial weights");
-    std::vector<Tensor> params;
-    for (const auto& [name, p] : optimizer.params()) params.push_back(p);
-    reducer.emplace(*comm, std::move(params), o.bucket_mb);
-  }
+  StepSettings settings;
+  settings.clip = o.clip;
+  settings.nonfinite = o.nonfinite;
+  settings.precision = o.precision;
+  settings.comm = comm;
+  settings.bucket_mb = o.bucket_mb;
+  if (comm) dist::check_identical(*comm, dist::digest(model.state_dict()), "initial weights");
+  OptimizerStep opt_step(optimizer, optimizer.params(), settings);
   TrainResult result;
   std::map<std::string, Tensor> best_weights;
   result.best_val_accuracy = o.test_last ? NAN : -1;
@@ -165,8 +163,6 @@ TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& opti
   };
   const auto start = std::chrono::steady_clock::now();
   const double wait_before = train.wait_seconds();
-  NonfiniteGuard guard(o.nonfinite);
-  LossScaler scaler(o.precision);
   int64_t step = 0;
   for (int64_t epoch = 1; epoch <= o.epochs && !result.diverged; ++epoch) {
     model.train();
@@ -176,7 +172,6 @@ TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& opti
     Tensor inputs, targets;
     while (train.next(inputs, targets)) {
       const double lr = schedule.lr_at(step);
-      optimizer.set_lr(lr);
       const int64_t rows = inputs.size(0);
       // Data-parallel: this rank's share of the batch weighs its loss, so the summed gradient
       // is the whole batch's mean.
@@ -185,43 +180,29 @@ TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& opti
                : double(rows);
       if (step == 0 && rows > 0)
         preflight_step(optimizer, true, [&] { batch_loss(forward(inputs), targets).backward(); });
-      optimizer.zero_grad();
-      if (reducer) reducer->arm(step);
+      opt_step.begin(step, lr);
+      opt_step.arm_reduce();
       Tensor loss_t = zeros({}, TensorOptions(DType::f32, inputs.device()));
       if (rows > 0) {
         loss_t = batch_loss(forward(inputs), targets);
         if (comm) loss_t = loss_t * (double(rows) / all_rows);
-        (scaler.active() ? loss_t * scaler.scale() : loss_t).backward();
+        opt_step.backward(loss_t);
       }
-      if (reducer) reducer->finish();
-      // The norm is measured even without clipping (+inf only measures): a NaN gradient can
-      // come with a finite loss. A non-finite norm scales nothing. fp16: the gradients are
-      // unscaled in the same pass.
-      const Tensor norm_t = clip_grad_norm(optimizer.params(), o.clip > 0 ? o.clip : INFINITY, scaler.unscale());
-      // The step's one host read, before the update, so that a non-finite step is not applied.
-      std::vector<double> read = read_values({loss_t, norm_t});
-      if (comm) read[0] = comm->all_reduce({read[0]}, dist::ReduceOp::sum, cat("the loss at step ", step + 1))[0];
-      const double loss = read[0], norm = read[1];
-      const bool overflow = scaler.overflowed(loss, norm);
-      const StepAction action = overflow ? StepAction::skip : guard.check(loss, norm);
-      if (action == StepAction::stop) {
-        result.diverged = guard.stopped(log, step + 1, epoch, loss, norm);
+      const StepOutcome out = opt_step.finish(loss_t, log, epoch);
+      if (out.action == StepAction::stop) {
+        result.diverged = opt_step.diverged();
         break;
       }
-      if (action == StepAction::apply) optimizer.step();
-      if (action == StepAction::apply || overflow) {  // an overflowed step's loss is a real one
-        epoch_loss += loss * all_rows;
+      if (out.counts_loss()) {
+        epoch_loss += out.loss * all_rows;
         epoch_examples += int64_t(all_rows);
       }
       ++step;
       ++batch;
-      if (action == StepAction::skip) {
-        ++result.skipped_steps;
-        if (overflow) progress.message(scaler.overflow_message(step));
-        else guard.skipped(log, step, epoch, loss, norm);
-      }
-      progress.update(step, loss, lr);
-      if (step % o.log_every == 0) log.record(StepRecord{epoch, step, loss, lr, norm, progress.steps_per_second()});
+      result.skipped_steps += !out.applied;
+      progress.update(step, out.loss, lr);
+      if (step % o.log_every == 0)
+        log.record(StepRecord{epoch, step, out.loss, lr, out.norm, progress.steps_per_second()});
       // Validation k of the epoch follows batch ceil(k * per_epoch / evals_per_epoch).
       if (!o.test_last && batch * o.evals_per_epoch / per_epoch > evals) {
         ++evals;
@@ -236,7 +217,7 @@ TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& opti
   }
   if (o.test_last && !result.diverged) keep_weights(o.epochs, double(o.epochs));
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (reducer) progress.message(reducer->summary(result.seconds));
+  if (comm) progress.message(opt_step.reduce_summary(result.seconds));
   result.steps = step;
   result.steps_per_second = double(step) / result.seconds;
   result.data_wait_seconds = train.wait_seconds() - wait_before;

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <regex>
 
-#include "tensor/fault_hook.h"
-#include "tensor/safetensors.h"
+#include "io/fault_hook.h"
+#include "io/safetensors.h"
 
 namespace qkv::loops {
 

@@ -3,7 +3,7 @@
 // counters, the dropout generator's Philox counter, the data cursor and metrics.jsonl's length
 // as metadata). Both are written atomically, the state file last: a checkpoint without it is
 // incomplete and ignored. Only these exact names count: the temporary file of a write that was
-// killed (tensor/atomic_file.h) is never taken for a checkpoint. The newest `keep` are kept.
+// killed (io/atomic_file.h) is never taken for a checkpoint. The newest `keep` are kept.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -13,7 +13,7 @@
 
 #include "nn/module.h"
 #include "tensor/random.h"
-#include "train/data/token_batches.h"
+#include "train/data/tokens/token_batches.h"
 #include "train/loops/loss_scale.h"
 #include "train/optim/optimizer.h"
 

@@ -7,24 +7,18 @@
 
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
-#include "tensor/fault_hook.h"
+#include "io/fault_hook.h"
 #include "train/dist/consistency.h"
-#include "train/dist/reducer.h"
 #include "train/loops/host_values.h"
 #include "train/loops/lm_checkpoint.h"
-#include "train/loops/loss_scale.h"
 #include "train/loops/mfu.h"
+#include "train/loops/optimizer_step.h"
 #include "train/loops/preflight_step.h"
 #include "train/loops/run_log.h"
-#include "train/optim/adam.h"
-#include "train/optim/clip.h"
 
 namespace qkv::loops {
 
-using optim::AdamW;
 using optim::LRSchedule;
-using optim::NamedTensors;
-using optim::clip_grad_norm;
 
 namespace {
 // Targets a batch's mean loss is over (those not kIgnoreTarget); targets on the CPU.
@@ -64,17 +58,14 @@ double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches, di
   return total / double(batches);
 }
 
-LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train, data::TokenBatches& val,
-                       const LRSchedule& schedule, const LmTrainOptions& o) {
+LmTrainResult train_lm(nn::GPT& model, Generator& gen, optim::Optimizer& opt, data::TokenBatches& train,
+                       data::TokenBatches& val, const LRSchedule& schedule, const LmTrainOptions& o) {
   check<ValueError>(o.steps > 0 && o.grad_accum > 0 && o.eval_every > 0 && o.eval_batches > 0 && o.keep_checkpoints > 0,
                     "lm training: steps, grad_accum, eval_every, eval_batches and keep_checkpoints must be positive");
   const Device device = model.wte.weight.device();
   // The forward passes (model.loss: logits, then cross-entropy in float32) under the run's
   // autocast; backward() calls never autocast (autograd/autocast.h).
   const std::optional<DType> autocast = autocast_dtype_for(o.precision);
-  // AdamW with decay on matrices and embeddings only (GPT practice), or on every parameter.
-  const NamedTensors params = model.named_parameters();
-  AdamW opt(optim::weight_decay_groups(params, o.adam.weight_decay, o.decay), o.adam);
   dist::Communicator* comm = o.comm;
   const bool writer = dist::is_writer(comm);
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
@@ -82,13 +73,16 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
                     " does not split evenly over ", world,
                     " ranks (every rank takes the same rows of a batch): ", "make it a multiple of ", world,
                     " or start another number of ranks");
-  std::optional<dist::GradReducer> reducer;
-  if (comm) {
-    dist::check_identical(*comm, dist::digest(model.state_dict()), "initial weights");
-    std::vector<Tensor> tensors;
-    for (const auto& [name, p] : params) tensors.push_back(p);
-    reducer.emplace(*comm, std::move(tensors), o.bucket_mb);
-  }
+  StepSettings settings;
+  settings.clip = o.clip;
+  settings.skip_above = o.skip_grad_norm;
+  settings.nonfinite = o.nonfinite;
+  settings.precision = o.precision;
+  settings.loss_scale_growth = o.loss_scale_growth;
+  settings.comm = comm;
+  settings.bucket_mb = o.bucket_mb;
+  // The ranks' initial weights are checked identical before a checkpoint replaces them.
+  if (comm) dist::check_identical(*comm, dist::digest(model.state_dict()), "initial weights");
   LmLoopState s;
   LmTrainResult result;
   std::optional<LmCheckpoint> resumed = o.resume ? load_latest_lm_checkpoint(o.dir, device) : std::nullopt;
@@ -116,19 +110,18 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     progress.message(cat("MFU against a peak of ", int64_t(o.peak_flops / 1e9), " GFLOP/s",
                          o.peak_source.empty() ? "" : cat(" (", o.peak_source, ")")));
   if (result.resumed_from > 0) progress.message(cat("resumed from step ", result.resumed_from));
-  fault_point("start", s.step);  // testing hook (tensor/fault_hook.h), as are the others below
+  fault_point("start", s.step);  // testing hook (io/fault_hook.h), as are the others below
 
   int64_t T = 0, tokens_timed = 0;
   const auto start = std::chrono::steady_clock::now();
   ThroughputWindow window(start);
   double eval_seconds = 0;
-  NonfiniteGuard guard(o.nonfinite, s.nonfinite_streak);
-  LossScaler scaler(o.precision, s.loss_scale, o.loss_scale_growth);
+  // The gradient norm sums the model's parameters in the model's order.
+  OptimizerStep opt_step(opt, model.named_parameters(), settings, s.loss_scale, s.nonfinite_streak);
   model.train();
   for (int64_t done = 0; s.step < o.steps && (o.stop_after == 0 || done < o.stop_after); ++done) {
     const double lr = schedule.lr_at(s.step);
-    opt.set_lr(lr);
-    opt.zero_grad();
+    opt_step.begin(s.step, lr);
     DeviceSum loss_sum(device);
     int64_t step_tokens = 0;
     for (int64_t a = 0; a < o.grad_accum; ++a) {
@@ -145,46 +138,32 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
           loss.backward();
         });
       const double share = share_of_batch(comm, y, cat("the batch sizes at step ", s.step + 1));
-      if (reducer && a == o.grad_accum - 1) reducer->arm(s.step);  // the last micro-batch all-reduces
+      if (a == o.grad_accum - 1) opt_step.arm_reduce();  // the last micro-batch all-reduces
       if (share > 0) {
         Tensor loss;
         {
           AutocastGuard guard(autocast);
           loss = model.loss(x.to(device), y.to(device)) * (share / double(o.grad_accum));
         }
-        (scaler.active() ? loss * scaler.scale() : loss).backward();
+        opt_step.backward(loss);
         loss_sum.add(loss);
       }
       step_tokens += x.numel() * world;  // the job's tokens: every rank has as many rows
     }
-    if (reducer) reducer->finish();
     tokens_timed += step_tokens;
     window.add(step_tokens);
-    // The step's one host read: the loss and the gradient norm (of the unscaled gradients),
-    // which decides a skip.
-    std::vector<double> read =
-        read_values({loss_sum.tensor(), clip_grad_norm(params, o.clip > 0 ? o.clip : INFINITY, scaler.unscale())});
-    if (comm) read[0] = comm->all_reduce({read[0]}, dist::ReduceOp::sum, cat("the loss at step ", s.step + 1))[0];
-    const double step_loss = read[0], norm = read[1];
-    const bool overflow = scaler.overflowed(step_loss, norm);
-    s.loss_scale = scaler.state();
-    const StepAction action = overflow ? StepAction::skip : guard.check(step_loss, norm);
-    s.nonfinite_streak = guard.streak();
-    if (action == StepAction::stop) {
-      result.diverged = guard.stopped(log, s.step + 1, 0, step_loss, norm);
+    const StepOutcome out = opt_step.finish(loss_sum.tensor(), log, 0);
+    s.loss_scale = opt_step.loss_scale();
+    s.nonfinite_streak = opt_step.nonfinite_streak();
+    if (out.action == StepAction::stop) {
+      result.diverged = opt_step.diverged();
       break;
     }
-    const bool skip = action == StepAction::skip || (o.skip_grad_norm > 0 && norm > o.skip_grad_norm);
-    if (skip) ++s.skipped;
-    else opt.step();
+    const double step_loss = out.loss, norm = out.norm;
+    s.skipped += !out.applied;
     ++s.step;
     s.tokens += step_tokens;
-    if (overflow) {
-      progress.message(scaler.overflow_message(s.step));
-    } else if (action == StepAction::skip) {  // its loss stays out of the logged mean
-      guard.skipped(log, s.step, 0, step_loss, norm);
-    }
-    if (action != StepAction::skip || overflow) {  // an overflowed step's loss is a real one
+    if (out.counts_loss()) {  // a non-finite step's loss stays out of the logged mean
       s.log_loss_sum += step_loss;
       ++s.log_count;
     }
@@ -235,7 +214,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
     }
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (reducer) progress.message(reducer->summary(result.seconds - eval_seconds));
+  if (comm) progress.message(opt_step.reduce_summary(result.seconds - eval_seconds));
   const double train_seconds = result.seconds - eval_seconds;
   result.tokens_per_second = train_seconds > 0 ? double(tokens_timed) / train_seconds : 0;
   if (o.peak_flops > 0 && T > 0)
@@ -243,7 +222,7 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train
   result.finished = !result.diverged && s.step >= o.steps;
   result.steps = s.step;
   result.skipped_steps = s.skipped;
-  result.loss_scale = scaler.state();
+  result.loss_scale = opt_step.loss_scale();
   if (result.diverged) {
     result.final_val_loss = result.best_val_loss = NAN;
     progress.finish(cat("diverged at step ", result.diverged->step, ": ", result.diverged->reason));

@@ -1,7 +1,6 @@
-// The language-model training loop: optimizer steps over micro-batches of token windows with
-// gradient accumulation, AdamW with weight decay on matrices (or on every parameter, as the
-// official code does: LmTrainOptions::decay), a per-step learning-rate
-// schedule, global-norm clipping, skipping a step whose gradient norm exceeds a threshold,
+// The language-model training loop: optimizer steps (optimizer_step.h) over micro-batches of
+// token windows with gradient accumulation, a per-step learning-rate schedule, global-norm
+// clipping, skipping a step whose gradient norm exceeds a threshold,
 // validation loss and perplexity every eval_every steps, tokens/s and MFU. A step whose loss or
 // gradient norm is not finite is not applied (nonfinite.h): it is skipped, or the run stops as
 // diverged, as it does when a validation loss is not finite.
@@ -16,14 +15,14 @@
 #include <vector>
 
 #include "nn/models/gpt.h"
-#include "train/data/token_batches.h"
+#include "train/data/tokens/token_batches.h"
 #include "train/dist/communicator.h"
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/loss_scale.h"
 #include "train/loops/metrics.h"
 #include "train/loops/nonfinite.h"
 #include "train/loops/precision.h"
-#include "train/optim/adam.h"
+#include "train/optim/optimizer.h"
 #include "train/optim/schedule.h"
 
 namespace qkv::loops {
@@ -35,8 +34,6 @@ struct LmTrainOptions {
   int64_t eval_batches = 10;
   int64_t keep_checkpoints = 2;
   int64_t log_every = 10;
-  optim::AdamOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
-  optim::DecayRule decay = optim::DecayRule::matrices;   // which parameters adam.weight_decay applies to
   Precision precision = Precision::fp32;                 // compute precision (precision.h)
   int64_t loss_scale_growth = kLossScaleGrowthInterval;  // fp16: good steps before the scale doubles
   double clip = 1.0;                                     // 0: no clipping
@@ -74,8 +71,10 @@ struct LmTrainResult {
 double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches, dist::Communicator* comm = nullptr,
                    Precision precision = Precision::fp32);
 
-// `gen` is the generator the model's dropout draws from; its counter is checkpointed.
-LmTrainResult train_lm(nn::GPT& model, Generator& gen, data::TokenBatches& train, data::TokenBatches& val,
-                       const optim::LRSchedule& schedule, const LmTrainOptions& o);
+// `gen` is the generator the model's dropout draws from; its counter is checkpointed. `opt` holds
+// the model's parameters (the same factory as the other families': lab/tasks/common.h); its
+// state is checkpointed and restored on resume.
+LmTrainResult train_lm(nn::GPT& model, Generator& gen, optim::Optimizer& opt, data::TokenBatches& train,
+                       data::TokenBatches& val, const optim::LRSchedule& schedule, const LmTrainOptions& o);
 
 }  // namespace qkv::loops

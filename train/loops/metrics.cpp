@@ -2,9 +2,9 @@
 
 #include <fstream>
 
+#include "io/input_file.h"
+#include "io/json_read.h"
 #include "tensor/error.h"
-#include "tensor/input_file.h"
-#include "tensor/json_read.h"
 #include "train/loops/json_fields.h"
 
 namespace qkv::loops {

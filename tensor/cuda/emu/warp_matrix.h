@@ -1,6 +1,6 @@
 // The warp-wide matrix instructions of the flash attention kernels, for an emulated build
 // (QKV_CUDA_EMU), modelled from the PTX ISA's text and not from the kernels' fragment helpers
-// (kernels/cuda/flash_fragments.cuh), which they check:
+// (kernels/cuda/attention/flash_fragments.cuh), which they check:
 //   ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8m .. 8m + 7 give the addresses of
 //     the 8 rows (16 bytes each) of matrix m; lane l receives in register m the two elements of
 //     matrix m at row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, the lower column in the low

@@ -3,8 +3,8 @@
 // without --restart.
 #include <doctest/doctest.h>
 
+#include "io/atomic_file.h"
 #include "lab/experiment/run_dir.h"
-#include "tensor/atomic_file.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
 #include "train/loops/lm_checkpoint.h"

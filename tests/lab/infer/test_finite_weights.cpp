@@ -4,8 +4,8 @@
 
 #include <cmath>
 
+#include "io/safetensors.h"
 #include "lab/infer/generate.h"
-#include "tensor/safetensors.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
 

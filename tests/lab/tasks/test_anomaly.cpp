@@ -6,12 +6,12 @@
 
 #include <vector>
 
+#include "io/safetensors.h"
 #include "lab/tasks/anomaly.h"
-#include "tensor/safetensors.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/small_resnet.h"
 #include "tests/support/test_support.h"
-#include "train/data/image_resize.h"
+#include "train/data/image/image_resize.h"
 
 using namespace qkv;
 namespace fs = std::filesystem;

@@ -16,7 +16,7 @@
 #include "tests/support/byte_tokenizer.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
-#include "train/data/prepare_dataset.h"
+#include "train/data/tokens/prepare_dataset.h"
 
 using namespace qkv;
 using namespace qkv::experiment;

@@ -11,7 +11,7 @@
 #include "lab/experiment/models.h"
 #include "lab/tasks/vision.h"
 #include "tests/train/data/image_helpers.h"
-#include "train/data/image_resize.h"
+#include "train/data/image/image_resize.h"
 
 using namespace qkv;
 using namespace qkv::experiment;

@@ -22,8 +22,8 @@
 
 #include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
-#include "train/data/image_dataset.h"
-#include "train/data/image_loader.h"
+#include "train/data/image/image_dataset.h"
+#include "train/data/image/image_loader.h"
 
 namespace qkv::test {
 

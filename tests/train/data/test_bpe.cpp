@@ -1,4 +1,4 @@
-// Tests of GPT-2's byte-level BPE (train/data/bpe.h): the real tokenizer under $QKV_DATA
+// Tests of GPT-2's byte-level BPE (train/data/tokens/bpe.h): the real tokenizer under $QKV_DATA
 // (default: the shared data folder) against ids from the Python reference
 // (tests/tokenizer/expected_ids.json from gpt2_reference.py on corpus.txt), round trips of the
 // corpus and of random byte strings (invalid UTF-8 included), the end-of-text token, errors on
@@ -22,7 +22,7 @@
 #include "tests/support/error_checks.h"
 #include "tests/support/gpt2_tokenizer.h"
 #include "tests/support/test_support.h"
-#include "train/data/bpe.h"
+#include "train/data/tokens/bpe.h"
 
 using namespace qkv;
 using qkv::data::Gpt2Tokenizer;

@@ -1,4 +1,4 @@
-// The threaded image loader (train/data/image_loader.h): every example once per epoch, the same
+// The threaded image loader (train/data/image/image_loader.h): every example once per epoch, the same
 // batches whatever the thread count, per-epoch orders, normalization, augmentation, errors
 // surfacing on the caller's thread, and prompt shutdown.
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// Bilinear resizing (train/data/image_resize.h) against the formula it documents, evaluated here
+// Bilinear resizing (train/data/image/image_resize.h) against the formula it documents, evaluated here
 // in doubles: half-pixel centres, edge clamp, a horizontal pass rounded to uint8, then a vertical
 // pass rounded to nearest. (The implementation was also checked bit for bit against PIL 9.4.)
 #include <doctest/doctest.h>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tensor/error.h"
-#include "train/data/image_resize.h"
+#include "train/data/image/image_resize.h"
 
 using namespace qkv;
 using qkv::data::resize_bilinear;

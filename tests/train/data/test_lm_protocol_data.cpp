@@ -12,7 +12,7 @@
 #include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
-#include "train/data/token_dataset.h"
+#include "train/data/tokens/token_dataset.h"
 
 using namespace qkv;
 using namespace qkv::data;

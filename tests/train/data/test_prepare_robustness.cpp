@@ -6,13 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensor/atomic_file.h"
+#include "io/atomic_file.h"
+#include "io/folder_lock.h"
 #include "tensor/error.h"
-#include "tensor/folder_lock.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
-#include "train/data/bpe.h"
-#include "train/data/prepare_dataset.h"
+#include "train/data/tokens/bpe.h"
+#include "train/data/tokens/prepare_dataset.h"
 
 using namespace qkv;
 namespace fs = std::filesystem;

@@ -8,10 +8,10 @@
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
 #include "train/data/batches.h"
-#include "train/data/image_dataset.h"
-#include "train/data/image_loader.h"
+#include "train/data/image/image_dataset.h"
+#include "train/data/image/image_loader.h"
 #include "train/data/shard.h"
-#include "train/data/token_batches.h"
+#include "train/data/tokens/token_batches.h"
 
 using namespace qkv;
 using namespace qkv::data;

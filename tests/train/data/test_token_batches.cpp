@@ -1,4 +1,4 @@
-// TokenBatches (train/data/token_batches.h) over token folders written here: every window once
+// TokenBatches (train/data/tokens/token_batches.h) over token folders written here: every window once
 // per epoch and reproducibly, resuming from a cursor, per-document samples padded with their
 // padding ignored, and errors naming the dataset, split and shard.
 #include <doctest/doctest.h>
@@ -11,7 +11,7 @@
 #include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
-#include "train/data/token_dataset.h"
+#include "train/data/tokens/token_dataset.h"
 
 using namespace qkv;
 using namespace qkv::data;

@@ -23,9 +23,9 @@
 #include "tests/support/gpt2_tokenizer.h"
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
-#include "train/data/bpe.h"
-#include "train/data/text_sources.h"
-#include "train/data/token_dataset.h"
+#include "train/data/tokens/bpe.h"
+#include "train/data/tokens/text_sources.h"
+#include "train/data/tokens/token_dataset.h"
 
 using namespace qkv;
 using namespace qkv::data;

@@ -1,9 +1,9 @@
-// Tests of the strict UTF-8 decoder (train/data/utf8.h) that the tokenizer and the text readers share.
+// Tests of the strict UTF-8 decoder (train/data/tokens/utf8.h) that the tokenizer and the text readers share.
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "train/data/utf8.h"
+#include "train/data/tokens/utf8.h"
 
 using qkv::data::decode_utf8;
 using qkv::data::decode_utf8_at;

@@ -3,8 +3,8 @@
 // std::out_of_range.
 #include <doctest/doctest.h>
 
+#include "io/safetensors.h"
 #include "nn/layers.h"
-#include "tensor/safetensors.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
 #include "train/loops/lm_checkpoint.h"

@@ -7,9 +7,10 @@
 
 #include "autograd/grad_mode.h"
 #include "tests/support/error_checks.h"
+#include "tests/support/lm_optimizer.h"
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
-#include "train/data/token_dataset.h"
+#include "train/data/tokens/token_dataset.h"
 #include "train/loops/lm_loop.h"
 
 using namespace qkv;
@@ -64,10 +65,8 @@ optim::NamedTensors one_step(const fs::path& tokens, const fs::path& dir, optim:
   o.eval_every = 1;
   o.eval_batches = 1;
   o.log_every = 1;
-  o.adam.weight_decay = wd;
-  o.decay = decay;
   o.dir = dir;
-  train_lm(model, gen, train, val, schedule, o);
+  train_lm(model, gen, *test::lm_adamw(model, wd, decay), train, val, schedule, o);
   return model.named_parameters();
 }
 
@@ -160,7 +159,7 @@ TEST_CASE("lm training: bf16 and fp16 autocast runs' loss curves stay within 2% 
     o.log_every = 10;
     o.precision = precision;
     o.dir = root.path / name;
-    const LmTrainResult r = train_lm(model, gen, train, val, schedule, o);
+    const LmTrainResult r = train_lm(model, gen, *test::lm_adamw(model), train, val, schedule, o);
     for (const auto& [param, t] : model.named_parameters()) CHECK_MESSAGE(t.dtype() == DType::f32, param);
     CHECK(r.loss_scale.scale == (precision == Precision::f16 ? kInitialLossScale : 0));  // no overflow here
     return r.evals;

@@ -4,10 +4,11 @@
 // left out (the first line after a validation used to report about twice the true rate).
 #include <doctest/doctest.h>
 
-#include "tensor/atomic_file.h"
+#include "io/atomic_file.h"
+#include "tests/support/lm_optimizer.h"
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
-#include "train/data/token_dataset.h"
+#include "train/data/tokens/token_dataset.h"
 #include "train/loops/lm_loop.h"
 #include "train/loops/progress.h"
 
@@ -48,7 +49,7 @@ LmTrainResult train_in(const fs::path& tokens, const fs::path& dir, int64_t step
   o.dir = dir;
   o.resume = resume;
   o.stop_after = stop_after;
-  return train_lm(model, gen, train, val, schedule, o);
+  return train_lm(model, gen, *test::lm_adamw(model), train, val, schedule, o);
 }
 
 }  // namespace

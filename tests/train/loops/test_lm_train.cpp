@@ -4,11 +4,12 @@
 // are kept; a step whose gradient norm exceeds the threshold is skipped.
 #include <doctest/doctest.h>
 
-#include "tensor/safetensors.h"
+#include "io/safetensors.h"
 #include "tests/support/error_checks.h"
+#include "tests/support/lm_optimizer.h"
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
-#include "train/data/token_dataset.h"
+#include "train/data/tokens/token_dataset.h"
 #include "train/loops/lm_loop.h"
 
 using namespace qkv;
@@ -58,7 +59,7 @@ LmTrainResult train_in(const fs::path& tokens, const fs::path& dir, bool resume,
   o.stop_after = stop_after;
   o.precision = precision;
   o.loss_scale_growth = 3;  // fp16: the scale doubles every third step, so resuming must restore it
-  return train_lm(model, gen, train, val, schedule, o);
+  return train_lm(model, gen, *test::lm_adamw(model), train, val, schedule, o);
 }
 
 // The training loss and the validation loss by step, from metrics.jsonl's typed records.

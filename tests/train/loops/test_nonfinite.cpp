@@ -8,9 +8,10 @@
 #include <cmath>
 #include <set>
 
+#include "io/safetensors.h"
 #include "nn/models/encoder.h"
-#include "tensor/safetensors.h"
 #include "tests/support/error_checks.h"
+#include "tests/support/lm_optimizer.h"
 #include "tests/support/test_support.h"
 #include "tests/support/token_data.h"
 #include "train/data/synthetic.h"
@@ -243,7 +244,7 @@ struct LmSetup {
     o.log_every = 1;
     o.nonfinite = policy;
     o.dir = root.path / "run";
-    return train_lm(model, gen, train, val, schedule, o);
+    return train_lm(model, gen, *test::lm_adamw(model), train, val, schedule, o);
   }
   std::vector<NonfiniteRecord> records() const { return nonfinite_records(root.path / "run"); }
 };

@@ -1,0 +1,24 @@
+// Split-KV attention for decoding (kernels/cuda/attention/decode_attention.cu), private to
+// kernels/cuda/attention/attention.cu: a few new query rows against a long cache fill the GPU by splitting
+// the keys across blocks, each block serving every query head of one KV head (a K=V or GQA cache
+// chunk is read once for all of them), and a second kernel merges the splits' softmax states.
+#pragma once
+#include "kernels/attrs.h"
+#include "tensor/tensor.h"
+
+namespace qkv::kernels::cuda {
+
+// Whether these operands are a decode step this path takes: q in float32, bf16 or f16, k and v
+// in q's dtype or int8; no bias; at most 8 query rows; group x rows at most 16; head dims at most
+// 256; keys at least 128.
+bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias);
+
+// out [B, H, T, Dv] (q's dtype, contiguous), lse [B, H, T] float32 contiguous; q, k, v with a
+// contiguous last dim. `start` (device memory, or nullptr): the new rows' first position, as
+// cache_attention takes it: attend over keys [0, *start + T) only, the launch planned for all S.
+// An int8 k and v come with their float32 row scales [B, Hk, S, 1].
+void split_kv_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs& attrs,
+                        const Tensor& out, const Tensor& lse, const int64_t* start = nullptr,
+                        const Tensor& k_scale = Tensor(), const Tensor& v_scale = Tensor());
+
+}  // namespace qkv::kernels::cuda
