@@ -44,7 +44,7 @@ const Schema<SyntheticTask>& SyntheticTask::schema() {
   static const Schema<T> s{
       {
           kind_field<T>(TaskKind::synthetic),
-          field("name", &T::name, TaskName::reverse, "which synthetic task (paper Table 1)"),
+          field("name", &T::name, data::SyntheticTask::reverse, "which synthetic task (paper Table 1)"),
           field("length", &T::length, 16, in_range(2, 1 << 16), "sequence length n (swap needs it even)"),
           field("vocab", &T::vocab, 10, in_range(2, 1 << 20), "tokens are drawn uniformly from 0..vocab-1"),
           field("train_size", &T::train_size, 50000, in_range(1, 1 << 28), "training examples"),
@@ -53,7 +53,7 @@ const Schema<SyntheticTask>& SyntheticTask::schema() {
           field("data_seed", &T::data_seed, 0, at_least(0), "seed of the generated data sets"),
       },
       [](const T& t, const Located& at) {
-        if (t.name == TaskName::swap && t.length % 2 != 0)
+        if (t.name == data::SyntheticTask::swap && t.length % 2 != 0)
           at.fail("length", t.length, "an even integer (swap exchanges the two halves)");
       }};
   return s;

@@ -11,11 +11,11 @@
 // A key of another family is refused with the family it belongs to (config.h).
 #pragma once
 #include "lab/experiment/sections.h"
+#include "train/data/synthetic.h"
 
 namespace qkv::experiment {
 
 enum class TaskKind { synthetic, vision, anomaly, lm };
-enum class TaskName { reverse, sort, sub, swap, copy };
 enum class Activation { relu, gelu };
 enum class Norm { post, pre };
 enum class HeadKind { mlp, linear };
@@ -31,12 +31,11 @@ template <> struct EnumNames<TaskKind> {
                                                                                 {"anomaly", TaskKind::anomaly},
                                                                                 {"lm", TaskKind::lm}}};
 };
-template <> struct EnumNames<TaskName> {
-  static constexpr std::array<std::pair<std::string_view, TaskName>, 5> values{{{"reverse", TaskName::reverse},
-                                                                                {"sort", TaskName::sort},
-                                                                                {"sub", TaskName::sub},
-                                                                                {"swap", TaskName::swap},
-                                                                                {"copy", TaskName::copy}}};
+// task.name is the data layer's task itself, read here: its one parser.
+template <> struct EnumNames<data::SyntheticTask> {
+  using T = data::SyntheticTask;
+  static constexpr std::array<std::pair<std::string_view, T>, 5> values{
+      {{"reverse", T::reverse}, {"sort", T::sort}, {"sub", T::sub}, {"swap", T::swap}, {"copy", T::copy}}};
 };
 template <> struct EnumNames<Activation> {
   static constexpr std::array<std::pair<std::string_view, Activation>, 2> values{
@@ -80,7 +79,7 @@ struct TaskBase {
   bool operator==(const TaskBase&) const = default;
 };
 struct SyntheticTask : TaskBase {
-  TaskName name{};
+  data::SyntheticTask name{};
   int length = 0;
   int vocab = 0;
   int train_size = 0, val_size = 0, test_size = 0;

@@ -25,8 +25,7 @@ Tensor attention_map(const fs::path& dir) {
   model.load((dir / "checkpoint.safetensors").string());
   model.eval();
   const data::SyntheticSplits data =
-      data::make_synthetic_splits(data::parse_synthetic_task(std::string(experiment::enum_name(c.task.name))),
-                                  c.task.length, c.task.vocab, c.task.train_size, c.task.val_size, 1,
+      data::make_synthetic_splits(c.task.name, c.task.length, c.task.vocab, c.task.train_size, c.task.val_size, 1,
                                   uint64_t(c.task.data_seed));
   NoGradGuard no_grad;
   Tensor ids = data.test.inputs.slice(0, 0, 1);

@@ -14,7 +14,7 @@ experiment::ResultRow run_synthetic(const experiment::Run& run, const experiment
                                     dist::Communicator* comm) {
   const auto& c = run.config.as<experiment::SyntheticConfig>();
   const Device device = prepare_device(c.train, comm);
-  const data::SyntheticTask task = data::parse_synthetic_task(std::string(experiment::enum_name(c.task.name)));
+  const data::SyntheticTask task = c.task.name;
   const data::SyntheticSplits splits =
       data::make_synthetic_splits(task, c.task.length, c.task.vocab, c.task.train_size, c.task.val_size,
                                   c.task.test_size, uint64_t(c.task.data_seed));

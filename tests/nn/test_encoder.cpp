@@ -39,7 +39,6 @@ TEST_CASE("synthetic tasks produce the paper's targets") {
   CHECK(splits.train.inputs.to_vector<int64_t>() != splits.test.inputs.slice(0, 0, 100).to_vector<int64_t>());
   CHECK_THROWS_WITH_AS(data::make_synthetic(SyntheticTask::swap, 4, 7, 10, *std::make_unique<Generator>(0)),
                        doctest::Contains("even length"), ValueError);
-  CHECK_THROWS_AS(data::parse_synthetic_task("shuffle"), ValueError);
 }
 
 TEST_CASE("the encoder maps [B, T] tokens to [B, T, classes] logits for every variant") {

@@ -6,15 +6,6 @@
 
 namespace qkv::data {
 
-SyntheticTask parse_synthetic_task(const std::string& name) {
-  if (name == "reverse") return SyntheticTask::reverse;
-  if (name == "sort") return SyntheticTask::sort;
-  if (name == "sub") return SyntheticTask::sub;
-  if (name == "swap") return SyntheticTask::swap;
-  if (name == "copy") return SyntheticTask::copy;
-  throw ValueError(cat("unknown synthetic task '", name, "': expected reverse, sort, sub, swap or copy"));
-}
-
 const char* synthetic_task_name(SyntheticTask t) {
   switch (t) {
     case SyntheticTask::reverse: return "reverse";

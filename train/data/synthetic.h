@@ -13,7 +13,6 @@
 namespace qkv::data {
 
 enum class SyntheticTask { reverse, sort, sub, swap, copy };
-SyntheticTask parse_synthetic_task(const std::string& name);  // throws ValueError listing the tasks
 const char* synthetic_task_name(SyntheticTask t);
 
 struct SequenceData {
