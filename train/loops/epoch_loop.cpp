@@ -120,14 +120,8 @@ TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& opti
   RunLog log({dir, o.label, total, o.log_every, std::nullopt});
   Progress& progress = log.progress();
   const std::string checkpoint = dir.empty() ? "" : (dir / "checkpoint.safetensors").string();
-  StepSettings settings;
-  settings.clip = o.clip;
-  settings.nonfinite = o.nonfinite;
-  settings.precision = o.precision;
-  settings.comm = comm;
-  settings.bucket_mb = o.bucket_mb;
   if (comm) dist::check_identical(*comm, dist::digest(model.state_dict()), "initial weights");
-  OptimizerStep opt_step(optimizer, optimizer.params(), settings);
+  OptimizerStep opt_step(optimizer, optimizer.params(), step_settings(o));
   TrainResult result;
   std::map<std::string, Tensor> best_weights;
   result.best_val_accuracy = o.test_last ? NAN : -1;

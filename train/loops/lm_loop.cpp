@@ -73,14 +73,9 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, optim::Optimizer& opt, da
                     " does not split evenly over ", world,
                     " ranks (every rank takes the same rows of a batch): ", "make it a multiple of ", world,
                     " or start another number of ranks");
-  StepSettings settings;
-  settings.clip = o.clip;
+  StepSettings settings = step_settings(o);
   settings.skip_above = o.skip_grad_norm;
-  settings.nonfinite = o.nonfinite;
-  settings.precision = o.precision;
   settings.loss_scale_growth = o.loss_scale_growth;
-  settings.comm = comm;
-  settings.bucket_mb = o.bucket_mb;
   // The ranks' initial weights are checked identical before a checkpoint replaces them.
   if (comm) dist::check_identical(*comm, dist::digest(model.state_dict()), "initial weights");
   LmLoopState s;

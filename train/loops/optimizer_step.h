@@ -31,6 +31,17 @@ struct StepSettings {
   double bucket_mb = 25;
 };
 
+// The settings both loops' options carry under the same names (TrainOptions, LmTrainOptions).
+template <class LoopOptions> StepSettings step_settings(const LoopOptions& o) {
+  StepSettings s;
+  s.clip = o.clip;
+  s.nonfinite = o.nonfinite;
+  s.precision = o.precision;
+  s.comm = o.comm;
+  s.bucket_mb = o.bucket_mb;
+  return s;
+}
+
 struct StepOutcome {
   double loss = 0, norm = 0;              // the step's loss over every rank, its gradient norm
   StepAction action = StepAction::apply;  // the non-finite guard's verdict (skip for an overflow)
