@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "lab/report/plot.h"
@@ -11,15 +12,19 @@ namespace {
 
 using Curve = std::vector<double>;  // value per epoch (1-based index - 1)
 
-// Mean per epoch over the runs of one (task, variant) of one field of the epoch records.
-Curve mean_curve(const std::vector<const experiment::ResultRow*>& runs, double loops::EpochRecord::*field) {
+using Field = std::function<std::optional<double>(const loops::EpochRecord&)>;
+
+// Mean per epoch over the runs of one (task, variant) of one field of the epoch records (records
+// without it left out).
+Curve mean_curve(const std::vector<const experiment::ResultRow*>& runs, const Field& field) {
   Curve sum, count;
   for (const experiment::ResultRow* r : runs)
     for (const loops::EpochRecord& e : r->classification()->epochs) {
-      if (e.epoch < 1) continue;
+      const std::optional<double> x = field(e);
+      if (e.epoch < 1 || !x) continue;
       const size_t i = size_t(e.epoch - 1);
       if (sum.size() <= i) sum.resize(i + 1, 0), count.resize(i + 1, 0);
-      sum[i] += e.*field;
+      sum[i] += *x;
       count[i] += 1;
     }
   for (size_t i = 0; i < sum.size(); ++i) sum[i] = count[i] > 0 ? sum[i] / count[i] : NAN;
@@ -49,15 +54,27 @@ int write_curves(const std::vector<experiment::ResultRow>& results, const std::v
   std::map<std::pair<std::string, std::string>, std::vector<const experiment::ResultRow*>> runs;
   for (const experiment::ResultRow& r : results)
     if (r.classification() && r.complete()) runs[{r.task, r.variant}].push_back(&r);  // curves of complete runs
-  Figure fig{"training loss and validation accuracy by epoch, mean over runs", 2, {}, {}};
+  Figure fig{"training loss and accuracy by epoch, mean over runs", 2, {}, {}};
+  const Field train_loss = [](const loops::EpochRecord& e) { return std::optional<double>(e.train_loss); };
+  const Field val_accuracy = [](const loops::EpochRecord& e) {
+    return std::isfinite(e.val_accuracy) ? std::optional<double>(e.val_accuracy) : std::nullopt;
+  };
+  const Field test_accuracy = [](const loops::EpochRecord& e) { return e.test_accuracy; };
   for (const auto& t : tasks) {
+    // Runs without validation (the last epoch tested) monitor the test split every epoch instead.
+    bool validated = false;
+    for (const auto& [key, rows] : runs)
+      for (const experiment::ResultRow* r : rows)
+        for (const loops::EpochRecord& e : r->classification()->epochs)
+          validated = validated || (key.first == t && val_accuracy(e));
+    const std::string accuracy = validated ? "validation accuracy" : "test accuracy (monitor)";
     LinePanel loss{t + ": training loss", {"epoch"}, {"training loss"}, {}};
-    LinePanel acc{t + ": validation accuracy", {"epoch"}, {"validation accuracy"}, {}};
+    LinePanel acc{t + ": " + accuracy, {"epoch"}, {accuracy}, {}};
     for (const auto& v : variants) {
       auto it = runs.find({t, v});
       if (it == runs.end()) continue;
-      loss.series.push_back(by_epoch(v, mean_curve(it->second, &loops::EpochRecord::train_loss)));
-      acc.series.push_back(by_epoch(v, mean_curve(it->second, &loops::EpochRecord::val_accuracy)));
+      loss.series.push_back(by_epoch(v, mean_curve(it->second, train_loss)));
+      acc.series.push_back(by_epoch(v, mean_curve(it->second, validated ? val_accuracy : test_accuracy)));
     }
     if (loss.series.empty()) continue;
     loss.y.log = log_helps(loss.series);

@@ -1,5 +1,6 @@
 // The paper's Fig. 2: training loss and validation accuracy by epoch, one line per attention
-// variant (mean over its runs), one pair of panels per task, from the runs' result rows; and
+// variant (mean over its runs), one pair of panels per task, from the runs' result rows (a task
+// whose runs test the last epoch without validating shows the test split's per-epoch monitor); and
 // the language models' validation-loss curves. Runs that diverged are left out (the tables
 // count them). Drawn by gnuplot (plot.h): stem.png, .svg and .pdf, with the data in stem.csv.
 #pragma once

@@ -1,7 +1,6 @@
 #include "train/loops/epoch_loop.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -10,9 +9,8 @@
 #include "io/safetensors.h"
 #include "train/dist/consistency.h"
 #include "train/loops/host_values.h"
-#include "train/loops/optimizer_step.h"
-#include "train/loops/preflight_step.h"
 #include "train/loops/run_log.h"
+#include "train/loops/step_loop.h"
 
 namespace qkv::loops {
 
@@ -107,113 +105,159 @@ void check_inputs(BatchSource& train, BatchSource& val, BatchSource& test, const
                     train.batches_per_epoch(), " training batches of an epoch");
 }
 
+// The epoch loop's part of the training loop (step_loop.h): one batch a step, epoch after
+// epoch over the shuffled training set; validations at evenly spaced batches of each epoch, the
+// best-validation weights kept (checkpointed when the run has a folder); the epoch records.
+class EpochRun final : public TrainingRun {
+ public:
+  EpochRun(nn::Module& model, const Forward& forward, BatchSource& train, BatchSource& val, BatchSource& test,
+           const TrainOptions& o, const std::string& checkpoint, RunLog& log, TrainResult& result)
+      : model_(model),
+        forward_(forward),
+        train_(train),
+        val_(val),
+        test_(test),
+        o_(o),
+        checkpoint_(checkpoint),
+        log_(log),
+        result_(result),
+        per_epoch_(train.batches_per_epoch()) {}
+
+  bool next_step(int64_t step, std::vector<MicroBatch>& batches) override {
+    Tensor inputs, targets;
+    while (epoch_ == 0 || !train_.next(inputs, targets)) {
+      if (epoch_ > 0) end_epoch();
+      if (epoch_ == o_.epochs) return false;
+      begin_epoch();
+    }
+    const int64_t rows = inputs.size(0);
+    // Data-parallel: this rank's share of the batch weighs its loss, so the summed gradient is
+    // the whole batch's mean.
+    dist::Communicator* comm = o_.comm;
+    all_rows_ =
+        comm ? comm->all_reduce({double(rows)}, dist::ReduceOp::sum, cat("the batch sizes at step ", step + 1))[0]
+             : double(rows);
+    batches.push_back({inputs, targets, comm ? double(rows) / all_rows_ : 1.0, 0});
+    return true;
+  }
+
+  Tensor loss(const MicroBatch& b) override { return batch_loss(forward_(b.inputs), b.targets); }
+
+  void stepped(const StepOutcome& out) override {
+    if (out.counts_loss()) {
+      epoch_loss_ += out.loss * all_rows_;
+      epoch_examples_ += int64_t(all_rows_);
+    }
+    ++batch_;
+  }
+
+  MetricsRecord log_record(const LogWindow& w) override {
+    return StepRecord{epoch_, w.step, w.loss, w.lr, w.grad_norm, w.steps_per_second()};
+  }
+
+  // Validation k of the epoch follows batch ceil(k * per_epoch / evals_per_epoch).
+  bool evaluation_due(int64_t) override { return !o_.test_last && batch_ * o_.evals_per_epoch / per_epoch_ > evals_; }
+
+  std::optional<Divergence> evaluate(int64_t step, const LoopState&) override {
+    ++evals_;
+    const double at = double(epoch_ - 1) + double(batch_) / double(per_epoch_);
+    last_val_ = loops::evaluate(model_, forward_, val_, o_.comm);
+    const ValRecord record{at, step, last_val_.loss, last_val_.accuracy};
+    log_.record(record);
+    // Weights gone non-finite through finite steps (e.g. an overflow): the validation is logged,
+    // but not part of the result's curve.
+    if (!std::isfinite(last_val_.loss))
+      return Divergence{step, epoch_,
+                        cat("non-finite validation loss (", describe_value(last_val_.loss), ") at epoch ", at)};
+    result_.validations.push_back(record);
+    if (last_val_.accuracy > result_.best_val_accuracy) {
+      result_.best_val_accuracy = last_val_.accuracy;
+      keep_weights(epoch_, at);
+    }
+    return std::nullopt;
+  }
+
+  int64_t epoch() const override { return epoch_; }
+  // test_last: the test split's loss and accuracy after the last epoch that ended.
+  const std::optional<EvalResult>& last_test() const { return last_test_; }
+
+  // The weights the test set sees: those of epoch `epoch` (`at` fractional), now.
+  void keep_weights(int64_t epoch, double at) {
+    result_.best_epoch = epoch;
+    result_.tested_epoch = at;
+    if (!checkpoint_.empty()) model_.save(checkpoint_, {{"epoch", std::to_string(epoch)}});
+    else
+      for (auto& [name, t] : model_.state_dict()) best_weights_[name] = t.clone();
+  }
+  // Back to the kept weights.
+  void restore_weights() {
+    if (!checkpoint_.empty()) model_.load(checkpoint_);
+    else model_.load_state_dict(best_weights_);
+  }
+
+ private:
+  void begin_epoch() {
+    ++epoch_;
+    model_.train();
+    train_.start_epoch(epoch_ - 1);
+    epoch_loss_ = 0;
+    epoch_examples_ = batch_ = evals_ = 0;
+  }
+  void end_epoch() {
+    EpochRecord record{epoch_,         epoch_loss_ / double(std::max<int64_t>(epoch_examples_, 1)),
+                       last_val_.loss, last_val_.accuracy,
+                       std::nullopt,   std::nullopt};
+    if (o_.test_last) {  // no validation: the test split monitors the epoch (the curves' accuracy)
+      last_test_ = loops::evaluate(model_, forward_, test_, o_.comm);
+      record.test_loss = last_test_->loss;
+      record.test_accuracy = last_test_->accuracy;
+    }
+    log_.record(record);
+    result_.epochs.push_back(record);
+  }
+
+  nn::Module& model_;
+  const Forward& forward_;
+  BatchSource &train_, &val_, &test_;
+  const TrainOptions& o_;
+  const std::string checkpoint_;
+  RunLog& log_;
+  TrainResult& result_;
+  const int64_t per_epoch_;
+  int64_t epoch_ = 0, batch_ = 0, evals_ = 0, epoch_examples_ = 0;
+  double epoch_loss_ = 0, all_rows_ = 0;
+  EvalResult last_val_{NAN, NAN};
+  std::optional<EvalResult> last_test_;  // test_last: the monitor after the last epoch ended
+  std::map<std::string, Tensor> best_weights_;
+};
+
 }  // namespace
 
 TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& optimizer, const LRSchedule& schedule,
                 BatchSource& train, BatchSource& val, BatchSource& test, const TrainOptions& o) {
   check_inputs(train, val, test, o);
   const Forward forward = in_precision(model_forward, o.precision);
-  const int64_t per_epoch = train.batches_per_epoch(), total = per_epoch * o.epochs;
+  const int64_t total = train.batches_per_epoch() * o.epochs;
   dist::Communicator* comm = o.comm;
   const bool writer = dist::is_writer(comm);  // the others keep their best weights in memory
   const std::filesystem::path dir = writer ? o.dir : std::filesystem::path();
   RunLog log({dir, o.label, total, o.log_every, std::nullopt});
   Progress& progress = log.progress();
-  const std::string checkpoint = dir.empty() ? "" : (dir / "checkpoint.safetensors").string();
   if (comm) dist::check_identical(*comm, dist::digest(model.state_dict()), "initial weights");
-  OptimizerStep opt_step(optimizer, optimizer.params(), step_settings(o));
   TrainResult result;
-  std::map<std::string, Tensor> best_weights;
   result.best_val_accuracy = o.test_last ? NAN : -1;
-  auto keep_weights = [&](int64_t epoch, double at) {
-    result.best_epoch = epoch;
-    result.tested_epoch = at;
-    if (!checkpoint.empty()) model.save(checkpoint, {{"epoch", std::to_string(epoch)}});
-    else
-      for (auto& [name, t] : model.state_dict()) best_weights[name] = t.clone();
-  };
-  // One validation after `batch` batches of `epoch`; false when its loss is not finite (diverged).
-  EvalResult last_val{NAN, NAN};
-  auto validate = [&](int64_t epoch, int64_t batch, int64_t step) {
-    const double at = double(epoch - 1) + double(batch) / double(per_epoch);
-    last_val = evaluate(model, forward, val, comm);
-    const ValRecord record{at, step, last_val.loss, last_val.accuracy};
-    log.record(record);
-    // Weights gone non-finite through finite steps (e.g. an overflow): the validation is logged,
-    // but not part of the result's curve.
-    if (!std::isfinite(last_val.loss)) {
-      result.diverged =
-          Divergence{step, epoch,
-                     cat("non-finite validation loss (", describe_value(last_val.loss), ") at epoch ", at)};
-      progress.message(cat("epoch ", at, ": run stopped as diverged: ", result.diverged->reason));
-      return false;
-    }
-    result.validations.push_back(record);
-    if (last_val.accuracy > result.best_val_accuracy) {
-      result.best_val_accuracy = last_val.accuracy;
-      keep_weights(epoch, at);
-    }
-    return true;
-  };
-  const auto start = std::chrono::steady_clock::now();
+  EpochRun run(model, forward, train, val, test, o, dir.empty() ? "" : (dir / "checkpoint.safetensors").string(), log,
+               result);
+  StepLoop loop(optimizer, optimizer.params(), schedule, {step_settings(o), total, o.log_every}, log);
   const double wait_before = train.wait_seconds();
-  int64_t step = 0;
-  for (int64_t epoch = 1; epoch <= o.epochs && !result.diverged; ++epoch) {
-    model.train();
-    train.start_epoch(epoch - 1);
-    double epoch_loss = 0;
-    int64_t epoch_examples = 0, batch = 0, evals = 0;
-    Tensor inputs, targets;
-    while (train.next(inputs, targets)) {
-      const double lr = schedule.lr_at(step);
-      const int64_t rows = inputs.size(0);
-      // Data-parallel: this rank's share of the batch weighs its loss, so the summed gradient
-      // is the whole batch's mean.
-      const double all_rows =
-          comm ? comm->all_reduce({double(rows)}, dist::ReduceOp::sum, cat("the batch sizes at step ", step + 1))[0]
-               : double(rows);
-      if (step == 0 && rows > 0)
-        preflight_step(optimizer, true, [&] { batch_loss(forward(inputs), targets).backward(); });
-      opt_step.begin(step, lr);
-      opt_step.arm_reduce();
-      Tensor loss_t = zeros({}, TensorOptions(DType::f32, inputs.device()));
-      if (rows > 0) {
-        loss_t = batch_loss(forward(inputs), targets);
-        if (comm) loss_t = loss_t * (double(rows) / all_rows);
-        opt_step.backward(loss_t);
-      }
-      const StepOutcome out = opt_step.finish(loss_t, log, epoch);
-      if (out.action == StepAction::stop) {
-        result.diverged = opt_step.diverged();
-        break;
-      }
-      if (out.counts_loss()) {
-        epoch_loss += out.loss * all_rows;
-        epoch_examples += int64_t(all_rows);
-      }
-      ++step;
-      ++batch;
-      result.skipped_steps += !out.applied;
-      progress.update(step, out.loss, lr);
-      if (step % o.log_every == 0)
-        log.record(StepRecord{epoch, step, out.loss, lr, out.norm, progress.steps_per_second()});
-      // Validation k of the epoch follows batch ceil(k * per_epoch / evals_per_epoch).
-      if (!o.test_last && batch * o.evals_per_epoch / per_epoch > evals) {
-        ++evals;
-        if (!validate(epoch, batch, step)) break;
-      }
-    }
-    if (result.diverged) break;
-    const EpochRecord record{epoch, epoch_loss / double(std::max<int64_t>(epoch_examples, 1)), last_val.loss,
-                             last_val.accuracy};
-    log.record(record);
-    result.epochs.push_back(record);
-  }
-  if (o.test_last && !result.diverged) keep_weights(o.epochs, double(o.epochs));
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (comm) progress.message(opt_step.reduce_summary(result.seconds));
-  result.steps = step;
-  result.steps_per_second = double(step) / result.seconds;
+  const LoopResult done = loop.run(run);
+  result.diverged = done.diverged;
+  if (o.test_last && !result.diverged) run.keep_weights(o.epochs, double(o.epochs));
+  result.seconds = done.seconds;
+  if (comm) progress.message(loop.reduce_summary(done.train_seconds()));
+  result.steps = loop.state().step;
+  result.skipped_steps = loop.state().skipped;
+  result.steps_per_second = double(result.steps) / result.seconds;
   result.data_wait_seconds = train.wait_seconds() - wait_before;
   if (result.diverged) {  // no test accuracy from weights that went non-finite
     result.test_accuracy = result.test_loss = NAN;
@@ -221,15 +265,12 @@ TrainResult fit(nn::Module& model, const Forward& model_forward, Optimizer& opti
     progress.finish(cat("diverged at step ", result.diverged->step, ": ", result.diverged->reason));
     return result;
   }
-  // The test set sees the best-validation weights, or the last ones.
-  if (!o.test_last) {
-    if (!checkpoint.empty()) model.load(checkpoint);
-    else model.load_state_dict(best_weights);
-  }
-  EvalResult t = evaluate(model, forward, test, comm);
+  // The test set sees the best-validation weights, or the last ones (their monitor is that test).
+  if (!o.test_last) run.restore_weights();
+  const EvalResult t = o.test_last && run.last_test() ? *run.last_test() : evaluate(model, forward, test, comm);
   if (o.test_last && !std::isfinite(t.loss)) {  // nothing validated the last weights
-    result.diverged =
-        Divergence{step, o.epochs, cat("non-finite test loss (", describe_value(t.loss), ") after the last epoch")};
+    result.diverged = Divergence{result.steps, o.epochs,
+                                 cat("non-finite test loss (", describe_value(t.loss), ") after the last epoch")};
     result.test_accuracy = result.test_loss = NAN;
     progress.finish(cat("diverged: ", result.diverged->reason));
     return result;

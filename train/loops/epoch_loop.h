@@ -1,14 +1,15 @@
 // The training loop of the classification families: per-token (synthetic tasks, logits
 // [B, T, C] against targets [B, T]), per-example (vision, [B, C] against [B]) and per-set
 // (anomaly: [B, n] scores against the odd element's index) alike, since all flatten to rows of
-// logits. Epochs over a shuffled training set, an optimizer step with global-norm clipping and a
-// per-step learning-rate schedule, and one of two protocols: validation `evals_per_epoch` times
-// per epoch (after evenly spaced batches, the last ending the epoch) with the best-validation
-// weights checkpointed and tested at the end; or no validation (test_last), the weights after
-// the last epoch checkpointed and tested. metrics.jsonl and train.log through RunLog. A step
-// whose loss or gradient norm is not finite is not applied (nonfinite.h): it is skipped, or the
-// run stops as diverged, as is one whose validation loss is not finite; a diverged run is not
-// evaluated on the test set.
+// logits. The training loop of step_loop.h, fed one batch a step: epochs over a shuffled
+// training set, an optimizer step with global-norm clipping and a per-step learning-rate
+// schedule, and one of two protocols: validation `evals_per_epoch` times per epoch (after evenly
+// spaced batches, the last ending the epoch) with the best-validation weights checkpointed and
+// tested at the end; or no validation (test_last), the weights after the last epoch
+// checkpointed and tested. metrics.jsonl and train.log through RunLog. A step whose loss or
+// gradient norm is not finite is not applied (nonfinite.h): it is skipped, or the run stops as
+// diverged, as is one whose validation loss is not finite; a diverged run is not evaluated on
+// the test set.
 //
 // Data-parallel: every rank runs this loop on its shard (data/shard.h) of the same batches; each
 // scales its loss by its share of the batch, the gradients are summed over the ranks while the

@@ -15,17 +15,15 @@
 #include "tensor/random.h"
 #include "train/data/tokens/token_batches.h"
 #include "train/loops/loss_scale.h"
+#include "train/loops/step_loop.h"
 #include "train/optim/optimizer.h"
 
 namespace qkv::loops {
 
-// What a checkpoint restores besides the model and the optimizer.
-struct LmLoopState {
-  int64_t step = 0, skipped = 0, tokens = 0, log_count = 0;
-  int64_t nonfinite_streak = 0;  // non-finite steps in a row up to here (nonfinite.h)
-  LossScaleState loss_scale;     // an fp16 run's loss scale (loss_scale.h)
-  double log_loss_sum = 0;       // the partial sums of the next metrics line
-  uint64_t metrics_bytes = 0;    // metrics.jsonl's length at the checkpoint
+// What a checkpoint restores besides the model and the optimizer: the loop's counters, and
+// where the run's files, dropout and data were.
+struct LmLoopState : LoopState {
+  uint64_t metrics_bytes = 0;  // metrics.jsonl's length at the checkpoint
   GeneratorState gen;
   data::TokenCursor cursor;
 };

@@ -1,6 +1,5 @@
 #include "train/loops/lm_loop.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -12,9 +11,8 @@
 #include "train/loops/host_values.h"
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/mfu.h"
-#include "train/loops/optimizer_step.h"
-#include "train/loops/preflight_step.h"
 #include "train/loops/run_log.h"
+#include "train/loops/step_loop.h"
 
 namespace qkv::loops {
 
@@ -58,14 +56,113 @@ double evaluate_lm(nn::GPT& model, data::TokenBatches& data, int64_t batches, di
   return total / double(batches);
 }
 
+namespace {
+
+// The language model's part of the training loop (step_loop.h): grad_accum micro-batches of
+// token windows a step; a validation every eval_every steps and at the last, each followed by a
+// checkpoint; lm_step records with tokens/s and MFU.
+class LmRun final : public TrainingRun {
+ public:
+  LmRun(nn::GPT& model, Generator& gen, optim::Optimizer& opt, data::TokenBatches& train, data::TokenBatches& val,
+        const LmTrainOptions& o, RunLog& log, LmTrainResult& result)
+      : model_(model),
+        gen_(gen),
+        opt_(opt),
+        train_(train),
+        val_(val),
+        o_(o),
+        log_(log),
+        result_(result),
+        device_(model.wte.weight.device()),
+        autocast_(autocast_dtype_for(o.precision)),
+        world_(o.comm ? o.comm->size() : 1) {}
+
+  bool next_step(int64_t step, std::vector<MicroBatch>& batches) override {
+    if (step >= o_.steps) return false;
+    for (int64_t a = 0; a < o_.grad_accum; ++a) {
+      Tensor x, y;
+      train_.next(x, y);
+      seq_len_ = x.size(1);
+      const double share = share_of_batch(o_.comm, y, cat("the batch sizes at step ", step + 1));
+      // The job's tokens: every rank has as many rows.
+      batches.push_back({x, y, share / double(o_.grad_accum), x.numel() * world_});
+    }
+    return true;
+  }
+
+  // model.loss (logits, then cross-entropy in float32) under the run's autocast; backward()
+  // never autocasts (autograd/autocast.h).
+  Tensor loss(const MicroBatch& b) override {
+    AutocastGuard guard(autocast_);
+    return model_.loss(b.inputs.to(device_), b.targets.to(device_));
+  }
+
+  MetricsRecord log_record(const LogWindow& w) override {
+    const double tps = w.tokens_per_second();
+    result_.logged_tokens.push_back(w.tokens);
+    LmStepRecord r{w.step, w.skipped, w.mean_loss, w.lr, w.grad_norm, tps, std::nullopt};
+    std::string note = cat(int64_t(tps), " tok/s");
+    if (o_.peak_flops > 0) {
+      r.mfu = mfu(tps);
+      char text[32];
+      std::snprintf(text, sizeof text, " MFU %.1f%%", 100 * *r.mfu);
+      note += text;
+    }
+    log_.progress().set_note(note);
+    return r;
+  }
+
+  bool evaluation_due(int64_t step) override { return step % o_.eval_every == 0 || step == o_.steps; }
+
+  std::optional<Divergence> evaluate(int64_t step, const LoopState& loop) override {
+    const double v = evaluate_lm(model_, val_, o_.eval_batches, o_.comm, o_.precision);
+    fault_point("eval", step);
+    model_.train();
+    result_.evals.push_back({step, v, std::exp(v)});
+    log_.record(result_.evals.back());
+    // Weights gone non-finite through finite steps (e.g. an overflow): no checkpoint.
+    if (!std::isfinite(v))
+      return Divergence{step, 0, cat("non-finite validation loss (", describe_value(v), ") at step ", step)};
+    char line[96];
+    std::snprintf(line, sizeof line, "step %lld: val loss %.4f, ppl %.2f", static_cast<long long>(step), v,
+                  std::exp(v));
+    log_.progress().message(line);
+    LmLoopState s;
+    static_cast<LoopState&>(s) = loop;
+    s.gen = gen_.state();
+    s.cursor = train_.cursor();
+    s.metrics_bytes = log_.metrics_bytes();
+    if (dist::is_writer(o_.comm)) save_lm_checkpoint(model_, opt_.state_dict(), s, o_.dir, o_.keep_checkpoints);
+    return std::nullopt;
+  }
+
+  // Model FLOP utilization per device at `tokens_per_second` for the whole job.
+  double mfu(double tokens_per_second) const {
+    return tokens_per_second / world_ * lm_train_flops_per_token(model_, seq_len_) / o_.peak_flops;
+  }
+  int64_t seq_len() const { return seq_len_; }
+
+ private:
+  nn::GPT& model_;
+  Generator& gen_;
+  optim::Optimizer& opt_;
+  data::TokenBatches &train_, &val_;
+  const LmTrainOptions& o_;
+  RunLog& log_;
+  LmTrainResult& result_;
+  const Device device_;
+  const std::optional<DType> autocast_;
+  const int world_;
+  int64_t seq_len_ = 0;
+};
+
+}  // namespace
+
 LmTrainResult train_lm(nn::GPT& model, Generator& gen, optim::Optimizer& opt, data::TokenBatches& train,
                        data::TokenBatches& val, const LRSchedule& schedule, const LmTrainOptions& o) {
   check<ValueError>(o.steps > 0 && o.grad_accum > 0 && o.eval_every > 0 && o.eval_batches > 0 && o.keep_checkpoints > 0,
                     "lm training: steps, grad_accum, eval_every, eval_batches and keep_checkpoints must be positive");
   const Device device = model.wte.weight.device();
-  // The forward passes (model.loss: logits, then cross-entropy in float32) under the run's
-  // autocast; backward() calls never autocast (autograd/autocast.h).
-  const std::optional<DType> autocast = autocast_dtype_for(o.precision);
   dist::Communicator* comm = o.comm;
   const bool writer = dist::is_writer(comm);
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
@@ -105,119 +202,21 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, optim::Optimizer& opt, da
     progress.message(cat("MFU against a peak of ", int64_t(o.peak_flops / 1e9), " GFLOP/s",
                          o.peak_source.empty() ? "" : cat(" (", o.peak_source, ")")));
   if (result.resumed_from > 0) progress.message(cat("resumed from step ", result.resumed_from));
-  fault_point("start", s.step);  // testing hook (io/fault_hook.h), as are the others below
 
-  int64_t T = 0, tokens_timed = 0;
-  const auto start = std::chrono::steady_clock::now();
-  ThroughputWindow window(start);
-  double eval_seconds = 0;
+  LmRun run(model, gen, opt, train, val, o, log, result);
   // The gradient norm sums the model's parameters in the model's order.
-  OptimizerStep opt_step(opt, model.named_parameters(), settings, s.loss_scale, s.nonfinite_streak);
+  StepLoop loop(opt, model.named_parameters(), schedule, {settings, o.steps, o.log_every, o.stop_after}, log, s);
   model.train();
-  for (int64_t done = 0; s.step < o.steps && (o.stop_after == 0 || done < o.stop_after); ++done) {
-    const double lr = schedule.lr_at(s.step);
-    opt_step.begin(s.step, lr);
-    DeviceSum loss_sum(device);
-    int64_t step_tokens = 0;
-    for (int64_t a = 0; a < o.grad_accum; ++a) {
-      Tensor x, y;
-      train.next(x, y);
-      T = x.size(1);
-      if (done == 0 && a == 0)
-        preflight_step(opt, true, [&] {
-          Tensor loss;
-          {
-            AutocastGuard guard(autocast);
-            loss = model.loss(x.to(device), y.to(device));
-          }
-          loss.backward();
-        });
-      const double share = share_of_batch(comm, y, cat("the batch sizes at step ", s.step + 1));
-      if (a == o.grad_accum - 1) opt_step.arm_reduce();  // the last micro-batch all-reduces
-      if (share > 0) {
-        Tensor loss;
-        {
-          AutocastGuard guard(autocast);
-          loss = model.loss(x.to(device), y.to(device)) * (share / double(o.grad_accum));
-        }
-        opt_step.backward(loss);
-        loss_sum.add(loss);
-      }
-      step_tokens += x.numel() * world;  // the job's tokens: every rank has as many rows
-    }
-    tokens_timed += step_tokens;
-    window.add(step_tokens);
-    const StepOutcome out = opt_step.finish(loss_sum.tensor(), log, 0);
-    s.loss_scale = opt_step.loss_scale();
-    s.nonfinite_streak = opt_step.nonfinite_streak();
-    if (out.action == StepAction::stop) {
-      result.diverged = opt_step.diverged();
-      break;
-    }
-    const double step_loss = out.loss, norm = out.norm;
-    s.skipped += !out.applied;
-    ++s.step;
-    s.tokens += step_tokens;
-    if (out.counts_loss()) {  // a non-finite step's loss stays out of the logged mean
-      s.log_loss_sum += step_loss;
-      ++s.log_count;
-    }
-    if (s.step % o.log_every == 0 || s.step == o.steps) {
-      const ThroughputWindow::Rate rate = window.take(std::chrono::steady_clock::now());
-      const double tps = rate.per_second();
-      result.logged_tokens.push_back(rate.tokens);
-      LmStepRecord r{s.step, s.skipped, s.log_loss_sum / double(s.log_count), lr, norm, tps, std::nullopt};
-      std::string note = cat(int64_t(tps), " tok/s");
-      if (o.peak_flops > 0) {
-        r.mfu = tps / world * lm_train_flops_per_token(model, T) / o.peak_flops;  // per device
-        char mfu[32];
-        std::snprintf(mfu, sizeof mfu, " MFU %.1f%%", 100 * *r.mfu);
-        note += mfu;
-      }
-      progress.set_note(note);
-      log.record(r);
-      s.log_loss_sum = 0;
-      s.log_count = 0;
-    }
-    progress.update(s.step, step_loss, lr);
-    fault_point("train", s.step);
-    if (s.step % o.eval_every == 0 || s.step == o.steps) {
-      const auto eval_start = std::chrono::steady_clock::now();
-      const double v = evaluate_lm(model, val, o.eval_batches, comm, o.precision);
-      fault_point("eval", s.step);
-      model.train();
-      result.evals.push_back({s.step, v, std::exp(v)});
-      log.record(result.evals.back());
-      if (!std::isfinite(v)) {  // weights gone non-finite through finite steps (e.g. an overflow): no checkpoint
-        result.diverged =
-            Divergence{s.step, 0, cat("non-finite validation loss (", describe_value(v), ") at step ", s.step)};
-        progress.message(cat("step ", s.step, ": run stopped as diverged: ", result.diverged->reason));
-        eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
-        break;
-      }
-      char line[96];
-      std::snprintf(line, sizeof line, "step %lld: val loss %.4f, ppl %.2f", static_cast<long long>(s.step), v,
-                    std::exp(v));
-      progress.message(line);
-      s.gen = gen.state();
-      s.cursor = train.cursor();
-      s.metrics_bytes = log.metrics_bytes();
-      if (writer) save_lm_checkpoint(model, opt.state_dict(), s, o.dir, o.keep_checkpoints);
-      const auto eval_end = std::chrono::steady_clock::now();
-      window.restart(eval_end);  // throughput counts training time only
-      eval_seconds += std::chrono::duration<double>(eval_end - eval_start).count();
-    }
-  }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (comm) progress.message(opt_step.reduce_summary(result.seconds - eval_seconds));
-  const double train_seconds = result.seconds - eval_seconds;
-  result.tokens_per_second = train_seconds > 0 ? double(tokens_timed) / train_seconds : 0;
-  if (o.peak_flops > 0 && T > 0)
-    result.mfu = result.tokens_per_second / world * lm_train_flops_per_token(model, T) / o.peak_flops;
-  result.finished = !result.diverged && s.step >= o.steps;
-  result.steps = s.step;
-  result.skipped_steps = s.skipped;
-  result.loss_scale = opt_step.loss_scale();
+  const LoopResult done = loop.run(run);
+  result.diverged = done.diverged;
+  result.seconds = done.seconds;
+  if (comm) progress.message(loop.reduce_summary(done.train_seconds()));
+  result.tokens_per_second = done.train_seconds() > 0 ? double(done.tokens) / done.train_seconds() : 0;
+  if (o.peak_flops > 0 && run.seq_len() > 0) result.mfu = run.mfu(result.tokens_per_second);
+  result.finished = !result.diverged && loop.state().step >= o.steps;
+  result.steps = loop.state().step;
+  result.skipped_steps = loop.state().skipped;
+  result.loss_scale = loop.state().loss_scale;
   if (result.diverged) {
     result.final_val_loss = result.best_val_loss = NAN;
     progress.finish(cat("diverged at step ", result.diverged->step, ": ", result.diverged->reason));

@@ -1,9 +1,9 @@
-// The language-model training loop: optimizer steps (optimizer_step.h) over micro-batches of
-// token windows with gradient accumulation, a per-step learning-rate schedule, global-norm
-// clipping, skipping a step whose gradient norm exceeds a threshold,
-// validation loss and perplexity every eval_every steps, tokens/s and MFU. A step whose loss or
-// gradient norm is not finite is not applied (nonfinite.h): it is skipped, or the run stops as
-// diverged, as it does when a validation loss is not finite.
+// The language-model training loop: the loop of step_loop.h over micro-batches of token
+// windows with gradient accumulation, a per-step learning-rate schedule, global-norm clipping,
+// a step whose gradient norm exceeds a threshold made again on the next batches, validation loss
+// and perplexity every eval_every steps, tokens/s and MFU. A step whose loss or gradient norm is not finite is not
+// applied (nonfinite.h): it is skipped, or the run stops as diverged, as it does when a
+// validation loss is not finite.
 //
 // Every validation also writes a checkpoint (lm_checkpoint.h). Resuming from it continues
 // bit-identically: the same batches, dropout masks and updates, so the loss curve equals an
@@ -37,7 +37,7 @@ struct LmTrainOptions {
   Precision precision = Precision::fp32;                 // compute precision (precision.h)
   int64_t loss_scale_growth = kLossScaleGrowthInterval;  // fp16: good steps before the scale doubles
   double clip = 1.0;                                     // 0: no clipping
-  double skip_grad_norm = 0;                             // 0: never skip
+  double skip_grad_norm = 0;                             // a step above is made again (0: never)
   NonfinitePolicy nonfinite;                             // what a NaN or inf loss or gradient norm does
   double peak_flops = 0;                                 // FLOP/s for MFU; 0: MFU not reported
   std::string peak_source;                               // where peak_flops comes from (printed)

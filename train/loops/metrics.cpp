@@ -17,11 +17,14 @@ struct ToJson {
             {"lr", r.lr},       {"grad_norm", r.grad_norm}, {"it_per_s", r.it_per_s}};
   }
   nlohmann::json operator()(const EpochRecord& r) const {
-    return {{"record", "epoch"},
-            {"epoch", r.epoch},
-            {"train_loss", r.train_loss},
-            {"val_loss", r.val_loss},
-            {"val_accuracy", r.val_accuracy}};
+    nlohmann::json j = {{"record", "epoch"},
+                        {"epoch", r.epoch},
+                        {"train_loss", r.train_loss},
+                        {"val_loss", r.val_loss},
+                        {"val_accuracy", r.val_accuracy}};
+    if (r.test_loss) j["test_loss"] = *r.test_loss;
+    if (r.test_accuracy) j["test_accuracy"] = *r.test_accuracy;
+    return j;
   }
   nlohmann::json operator()(const ValRecord& r) const {
     return {{"record", "val"},
@@ -72,7 +75,8 @@ MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::strin
     return StepRecord{f.integer("epoch"), f.integer("step"),     f.number("loss"),
                       f.number("lr"),     f.number("grad_norm"), f.number("it_per_s")};
   if (kind == "epoch")
-    return EpochRecord{f.integer("epoch"), f.number("train_loss"), f.number("val_loss"), f.number("val_accuracy")};
+    return EpochRecord{f.integer("epoch"),       f.number("train_loss"),         f.number("val_loss"),
+                       f.number("val_accuracy"), f.optional_number("test_loss"), f.optional_number("test_accuracy")};
   if (kind == "val")
     return ValRecord{f.number("epoch"), f.integer("step"), f.number("val_loss"), f.number("val_accuracy")};
   if (kind == "test")

@@ -1,13 +1,15 @@
 // The records of metrics.jsonl, one JSON object per line, "record" naming its kind:
 //
-//   step     epoch loop, every log_every steps: epoch, step, loss, lr, grad_norm, it_per_s
-//   epoch    epoch loop, after each epoch: epoch, train_loss, val_loss, val_accuracy
+//   step     epoch loop, every log_every steps and at the last: epoch, step, loss, lr,
+//            grad_norm, it_per_s (since the previous line or validation)
+//   epoch    epoch loop, after each epoch: epoch, train_loss, val_loss, val_accuracy; without
+//            validation (test_last) also test_loss, test_accuracy (a monitor)
 //   val      epoch loop, after each validation (train.evals_per_epoch per epoch): epoch
 //            (fractional: 1.25 is a quarter into the second epoch), step, val_loss, val_accuracy
 //   test     epoch loop, at the end: best_epoch, best_val_accuracy, test_accuracy, test_loss,
 //            seconds, data_wait_seconds
-//   lm_step  language-model loop, every log_every steps: step, loss (mean since the last line),
-//            lr, grad_norm, skipped, tokens_per_s, mfu (when a peak is known)
+//   lm_step  language-model loop, every log_every steps and at the last: step, loss (mean since
+//            the last line), lr, grad_norm, skipped, tokens_per_s, mfu (when a peak is known)
 //   eval     language-model loop, every eval_every steps: step, val_loss, val_ppl
 //   nonfinite both loops, a step whose loss or gradient norm is NaN or inf (nonfinite.h): step,
 //            epoch (epoch loop), loss, grad_norm (null when not finite), action (skip or stop),
@@ -34,6 +36,9 @@ struct StepRecord {
 struct EpochRecord {
   int64_t epoch = 0;
   double train_loss = 0, val_loss = 0, val_accuracy = 0;
+  // test_last (no validation): the test split after the epoch, a monitor for the curves; the
+  // tested weights are the last epoch's all the same.
+  std::optional<double> test_loss = std::nullopt, test_accuracy = std::nullopt;
   bool operator==(const EpochRecord&) const = default;
 };
 struct ValRecord {

@@ -22,7 +22,7 @@ namespace qkv::loops {
 
 struct StepSettings {
   double clip = 0;        // global gradient-norm clip; 0: none (the norm is measured all the same)
-  double skip_above = 0;  // skip a step whose gradient norm exceeds this; 0: never
+  double skip_above = 0;  // do not apply a step whose gradient norm exceeds this; 0: never
   NonfinitePolicy nonfinite;
   Precision precision = Precision::fp32;
   int64_t loss_scale_growth = kLossScaleGrowthInterval;  // fp16: good steps before the scale doubles

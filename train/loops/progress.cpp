@@ -72,14 +72,14 @@ void Progress::finish(const std::string& summary) {
 }
 
 ThroughputWindow::Rate ThroughputWindow::take(Clock::time_point now) {
-  const Rate r{tokens_, std::chrono::duration<double>(now - start_).count()};
+  const Rate r{tokens_, std::chrono::duration<double>(now - start_).count(), steps_};
   restart(now);
   return r;
 }
 
 void ThroughputWindow::restart(Clock::time_point now) {
   start_ = now;
-  tokens_ = 0;
+  tokens_ = steps_ = 0;
 }
 
 }  // namespace qkv::loops

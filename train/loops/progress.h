@@ -34,7 +34,7 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
 
-// The tokens and training time a logged tokens/s (and MFU) is computed from: those since the
+// The steps, tokens and training time a logged rate (it/s, tokens/s, MFU) is computed from: those since the
 // previous log line or, when a validation came in between, since that validation ended (its time
 // and the steps before it are left out together, so the rate is never inflated by counting
 // tokens whose time was dropped). Time points are passed in, so the bookkeeping is testable.
@@ -44,10 +44,15 @@ class ThroughputWindow {
   struct Rate {
     int64_t tokens = 0;
     double seconds = 0;
+    int64_t steps = 0;
     double per_second() const { return seconds > 0 ? double(tokens) / seconds : 0.0; }
   };
   explicit ThroughputWindow(Clock::time_point now) : start_(now) {}
-  void add(int64_t tokens) { tokens_ += tokens; }
+  // One training step of `tokens` tokens.
+  void add(int64_t tokens) {
+    tokens_ += tokens;
+    ++steps_;
+  }
   // A log line: the window's tokens and seconds up to `now`; the next window starts there.
   Rate take(Clock::time_point now);
   // A validation (or anything that is not training) ended at `now`: the window restarts empty.
@@ -55,7 +60,7 @@ class ThroughputWindow {
 
  private:
   Clock::time_point start_;
-  int64_t tokens_ = 0;
+  int64_t tokens_ = 0, steps_ = 0;
 };
 
 }  // namespace qkv::loops

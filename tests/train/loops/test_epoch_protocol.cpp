@@ -95,7 +95,17 @@ TEST_CASE("epoch protocol: all_last trains on every training example and tests t
   CHECK(std::isnan(r.best_val_accuracy));
   CHECK(r.validations.empty());
   REQUIRE(r.epochs.size() == 3);
-  for (const EpochRecord& e : r.epochs) CHECK((std::isfinite(e.train_loss) && std::isnan(e.val_accuracy)));
+  for (const EpochRecord& e : r.epochs) {
+    CHECK((std::isfinite(e.train_loss) && std::isnan(e.val_accuracy)));
+    // Without validation the test split monitors each epoch; it chooses no weights.
+    REQUIRE(e.test_accuracy.has_value());
+    CHECK((*e.test_accuracy >= 0 && *e.test_accuracy <= 1 && std::isfinite(*e.test_loss)));
+  }
+  CHECK(*r.epochs.back().test_accuracy == r.test_accuracy);
+  CHECK(*r.epochs.back().test_loss == r.test_loss);
+  const auto logged = records_of<EpochRecord>(read_metrics(dir.path / "metrics.jsonl"));
+  REQUIRE(logged.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(logged[i].test_accuracy == r.epochs[i].test_accuracy);
   // The model keeps the last weights, and they are the ones tested and checkpointed.
   const EvalResult now = evaluate(s.model, s.plain(), test_batches);
   CHECK(now.accuracy == r.test_accuracy);

@@ -1,8 +1,10 @@
 // The language-model training loop on a tiny GPT over a generated token stream (a skewed
 // Markov chain, so there is something to learn): a run interrupted after a checkpoint and
 // resumed gives a loss curve bit-identical to an uninterrupted run; the newest K checkpoints
-// are kept; a step whose gradient norm exceeds the threshold is skipped.
+// are kept; a step whose gradient norm exceeds the threshold is made again on the next batches.
 #include <doctest/doctest.h>
+
+#include <algorithm>
 
 #include "io/safetensors.h"
 #include "tests/support/error_checks.h"
@@ -132,14 +134,32 @@ TEST_CASE("lm training: a resumed fp16 run continues the loss scale and the curv
   CHECK(val_curve(root.path / "whole") == val_curve(root.path / "split"));
 }
 
-TEST_CASE("lm training: steps whose gradient norm exceeds the threshold are skipped") {
+TEST_CASE("lm training: a step whose gradient norm exceeds the threshold is made again, within a bound") {
   test::TempDir root("lm-skip");
   const fs::path tokens = test::markov_token_dataset(root.path, kVocab);
+  // Every step above the threshold: retried on fresh batches until too many in a row.
   const LmTrainResult r = train_in(tokens, root.path / "run", false, 0, 1e-9);
-  CHECK(r.skipped_steps == 12);
-  const auto loss = val_curve(root.path / "run");
-  REQUIRE(loss.size() == 3);
-  CHECK(loss[0].second == loss[2].second);  // nothing was updated
+  REQUIRE(r.diverged);
+  test::check_contains(r.diverged->reason, {"11 attempts in a row at step 1", "train.skip_grad_norm"});
+  CHECK(r.steps == 0);
+  CHECK(r.skipped_steps == 10);
+  CHECK(r.evals.empty());
+
+  // A threshold between the largest and the second largest norm of a run without one: the steps
+  // before the largest are the same, that one is made again, and the run still makes its 12
+  // updates.
+  const LmTrainResult plain = train_in(tokens, root.path / "plain", false, 0);
+  const auto lines = records_of<LmStepRecord>(read_metrics(root.path / "plain" / "metrics.jsonl"));
+  REQUIRE(lines.size() == 12);
+  std::vector<double> norms;
+  for (const LmStepRecord& l : lines) norms.push_back(l.grad_norm);
+  std::sort(norms.rbegin(), norms.rend());
+  REQUIRE(norms[0] > norms[1]);
+  const LmTrainResult retried = train_in(tokens, root.path / "retried", false, 0, (norms[0] + norms[1]) / 2);
+  CHECK(retried.finished);
+  CHECK(retried.steps == 12);
+  CHECK(retried.skipped_steps >= 1);
+  CHECK(plain.skipped_steps == 0);
 }
 
 TEST_CASE("lm training: resuming from optimizer state that does not fit names the state file") {
