@@ -89,8 +89,8 @@ void add_analyze_command(CLI::App& app) {
       "query heads). Roles one projection serves are tied: 1 (tied). The tokens are the first --tokens of the\n"
       "run's validation split, in order, in windows of the model's context.\n"
       "Effective rank (Roy & Vetterli 2007) of each projection weight: exp(-sum_i p_i ln p_i), p_i = s_i / sum_j s_j\n"
-      "over its singular values s (float64 SVD). Overall values are the mean over layers. Only language-model\n"
-      "runs (task.kind lm) are analysed; each uses its newest checkpoint.");
+      "over its singular values s (square roots of its Gram matrix's eigenvalues, float64). Overall values are\n"
+      "the mean over layers. Only language-model runs (task.kind lm) are analysed; each uses its newest checkpoint.");
   cmd->add_option("runs", o->runs, "language-model run folders (config.yaml and checkpoints/)")->required();
   cmd->add_option("--tokens", o->tokens, "validation tokens fed through each model (default 8192)")
       ->check(CLI::PositiveNumber);

@@ -23,6 +23,7 @@ struct PrepareArgs {
   std::string out, tokenizer, data_root;
   double val_fraction = 0.1;
   int64_t shard_tokens = 100'000'000;
+  int64_t max_tokens = 0, val_max_tokens = 0;
   int threads = int(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 4));
 };
 
@@ -39,6 +40,8 @@ void prepare(const PrepareArgs& a) {
         "--data-root DIR (holding gpt2-tokenizer/)");
   o.val_fraction = a.val.empty() ? a.val_fraction : 0.0;  // --val excludes --val-fraction (CLI11)
   o.shard_tokens = a.shard_tokens;
+  o.max_tokens = a.max_tokens;
+  o.val_max_tokens = a.val_max_tokens;
   o.threads = std::max(1, a.threads);
   data::prepare_dataset(o, stdout);
 }
@@ -63,6 +66,11 @@ void add_data_command(CLI::App& app) {
                   "put them after the inputs")
       ->excludes(fraction);
   cmd->add_option("--shard-tokens", a->shard_tokens, "tokens per shard file (default 100000000)");
+  cmd->add_option("--max-tokens", a->max_tokens,
+                  "with --val: the train split is the first N tokens of the inputs, in order (e.g. 10000000000 for "
+                  "the official code's 10B); reading stops there (default 0: all)");
+  cmd->add_option("--val-max-tokens", a->val_max_tokens,
+                  "with --val: the val split is the first N tokens of the --val files, in order (default 0: all)");
   cmd->add_option("--threads", a->threads, "encoding threads (default: the cores, at most 4)");
   cmd->callback([a] { prepare(*a); });
 }

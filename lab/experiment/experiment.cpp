@@ -79,6 +79,7 @@ Experiment load_experiment(const std::string& path, const std::string& scale,
   for (const Override& o : parsed) check_key(family_of(tree), o.key, o.value.source);
   Experiment ex{path, scale, parse_config(tree), {}};
   ex.runs = expand_tree(tree);
+  for (Run& r : ex.runs) r.scale = scale;
   return ex;
 }
 

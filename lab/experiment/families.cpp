@@ -140,6 +140,11 @@ const Schema<AnomalyData>& AnomalyData::schema() {
                                       field("train_sets", &T::train_sets, 20000, in_range(1, 1 << 26), "training sets"),
                                       field("val_sets", &T::val_sets, 1000, in_range(1, 1 << 26), "validation sets"),
                                       field("test_sets", &T::test_sets, 2000, in_range(1, 1 << 26), "test sets"),
+                                      field("resample", &T::resample, false,
+                                            "draw new training sets every epoch (from the same images); false = "
+                                            "one draw for the whole run"),
+                                      field("standardize", &T::standardize, false,
+                                            "standardise each feature with the training images' mean and std"),
                                   }),
                            [](const T& d, const Located& at) {
                              if (d.features == FeatureSource::file && d.features_file.empty())
@@ -275,6 +280,8 @@ const Schema<SetModel>& SetModel::schema() {
                                             inherit<T>(ModelBase::schema())),
                                   {
                                       field("activation", &T::activation, Activation::relu, "MLP activation"),
+                                      field("input_dropout", &T::input_dropout, 0.0, in_half_open(0.0, 1.0),
+                                            "dropout on the element features before the embedding"),
                                       field("pos2d_channels", &T::pos2d_channels, 10, in_range(2, 4096),
                                             "channels m of the (+) variants' 2D positional scores over the set (even)"),
                                   }),

@@ -140,6 +140,8 @@ struct AnomalyData : ImageData {
   std::string features_file;   // precomputed features (safetensors: <split>.features [N, F], .labels [N])
   int set_size = 10;
   int train_sets = 0, val_sets = 0, test_sets = 0;
+  bool resample = false;     // new training sets every epoch, else one draw for the whole run
+  bool standardize = false;  // each feature standardised with the training statistics
   bool operator==(const AnomalyData&) const = default;
   static const Schema<AnomalyData>& schema();
 };
@@ -188,6 +190,7 @@ struct VitModel : ModelBase {
 };
 struct SetModel : ModelBase {
   Activation activation{};
+  double input_dropout = 0;  // on the element features, before the embedding
   int pos2d_channels = 0;
   bool operator==(const SetModel&) const = default;
   static const Schema<SetModel>& schema();

@@ -58,6 +58,7 @@ nn::SetTransformerConfig set_transformer_config(const AnomalyConfig& c, const nn
   m.layers = c.model.layers;
   m.mlp_ratio = c.model.ffn_mult;
   m.dropout = c.model.dropout;
+  m.input_dropout = c.model.input_dropout;
   m.activation = activation(c.model.activation);
   m.attention = attention_config(c.model, variant, c.model.pos2d_channels);
   return m;

@@ -48,6 +48,7 @@ nlohmann::json to_json(const ResultRow& r) {
                       {"seed", r.seed},
                       {"point", point},
                       {"params", r.params}};
+  if (!r.scale.empty()) j["scale"] = r.scale;
   j["status"] = r.diverged ? "diverged" : "complete";
   if (r.diverged) {
     nlohmann::json d{{"step", r.diverged->step}, {"reason", r.diverged->reason}};
@@ -168,6 +169,7 @@ ResultRow result_from_json(const nlohmann::json& j, const std::string& where) {
     check<IOError>(value.is_string(), where, ": field 'point.", key, "' is ", value.dump(), ", expected a string");
     r.point.emplace_back(key, value.get<std::string>());
   }
+  if (j.contains("scale")) r.scale = f.text("scale");  // older rows: not recorded
   r.params = f.integer("params");
   const std::string status = j.contains("status") ? f.text("status") : "complete";  // older rows: complete
   check<IOError>(status == "complete" || status == "diverged", where, ": field 'status' is '", status,

@@ -85,6 +85,7 @@ struct ResultRow {
   std::string variant;  // canonical name
   int seed = 0;
   std::vector<std::pair<std::string, std::string>> point;  // grid key -> value, in id order
+  std::string scale;  // the experiment file's scale the run was made at; "" for none (or not recorded)
   int64_t params = 0;
   std::variant<ClassificationResult, LmResult> metrics;
   std::optional<ImageCounts> images;          // vision

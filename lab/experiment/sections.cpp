@@ -200,7 +200,8 @@ const Schema<StepTrain>& StepTrain::schema() {
           field("eval_batches", &T::eval_batches, 20, in_range(1, 1 << 20), "validation batches (of eval_batch_size)"),
           field("keep_checkpoints", &T::keep_checkpoints, 2, in_range(1, 1000), "newest checkpoints kept"),
           field("skip_grad_norm", &T::skip_grad_norm, 0.0, at_least(0.0),
-                "skip an optimizer step whose gradient norm exceeds this; 0 = never"),
+                "an optimizer step whose gradient norm exceeds this is not applied and is made again on the next "
+                "batches (the official code's rule); 0 = never"),
           field("peak_tflops", &T::peak_tflops, 0.0, at_least(0.0),
                 "device peak TFLOP/s for MFU; 0 = a known GPU's dense peak for the precision (H200, H100, A100, "
                 "L40S, ...), else a GEMM measured at start"),

@@ -115,7 +115,7 @@ struct StepTrain : LoopConfig {
   int eval_every = 0;  // steps between validations (and checkpoints)
   int eval_batches = 0;
   int keep_checkpoints = 0;
-  double skip_grad_norm = 0;  // skip a step whose gradient norm exceeds this; 0 = never
+  double skip_grad_norm = 0;  // a step whose gradient norm exceeds this is made again; 0 = never
   double peak_tflops = 0;     // the device's peak for MFU; 0 = known GPU table, else a measured GEMM
   bool operator==(const StepTrain&) const = default;
   static const Schema<StepTrain>& schema();

@@ -110,7 +110,8 @@ std::vector<Run> expand_tree(const Node& tree) {
                 {},
                 variant,
                 seed,
-                point};
+                point,
+                ""};
         Node t = point_tree;
         Node run_sweep = Node::map(vs);
         run_sweep.add("grid", grid, vs);

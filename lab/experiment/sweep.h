@@ -17,6 +17,7 @@ struct Run {
   nn::Variant variant;
   int seed = 0;
   std::vector<std::pair<std::string, std::string>> point;  // grid key -> value text, in id order
+  std::string scale;  // the experiment file's scale the run was loaded at; "" for none
 };
 
 // Runs in a fixed order: grid points (keys sorted, each key's values in listed order, the last

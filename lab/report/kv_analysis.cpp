@@ -286,7 +286,8 @@ std::string kv_markdown(const std::vector<KvAnalysis>& runs) {
        "V are repeated over their group of query heads before meeting Q. Tied roles (one projection) are the same "
        "tensor: 1 (tied).\n\n"
        "Effective rank (Roy & Vetterli 2007): exp(-sum_i p_i ln p_i), p_i = s_i / sum_j s_j over the singular "
-       "values s of the projection's weight (float64 SVD); out of min(rows, cols), the fraction in brackets.\n\n"
+       "values s of the projection's weight (square roots of its Gram matrix's eigenvalues, float64); out of "
+       "min(rows, cols), the fraction in brackets.\n\n"
        "* The paper gives two effective ranks, 687 vs 702 of 1024, without saying which matrices they are; ours "
        "shows W_k vs W_v as one reading, and every matrix in the rows below it.\n";
   for (size_t i = 0; i < runs.size(); ++i) {

@@ -11,7 +11,8 @@
 // marked tied. The overall value is the mean over layers.
 //
 // Effective rank (Roy & Vetterli 2007): exp(H(p)) with p_i = s_i / sum_j s_j over the singular
-// values s of a weight matrix (float64 SVD); n for an orthogonal n x n matrix, 1 for rank one.
+// values s of a weight matrix (square roots of its smaller Gram matrix's eigenvalues, in float64);
+// n for an orthogonal n x n matrix, 1 for rank one.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -29,7 +30,7 @@ namespace qkv::report {
 
 // Roy & Vetterli's effective rank of the singular values `s` (non-negative); 0 when all are 0.
 double effective_rank_of(const std::vector<double>& s);
-// The same of a 2-D tensor, its singular values from Eigen's BDCSVD in float64.
+// The same of a 2-D tensor.
 double effective_rank(const Tensor& matrix);
 
 enum class KvPair : uint8_t { kv, qk, qv };

@@ -189,9 +189,12 @@ std::string lm_markdown(const LmTable& t, const PaperTable* paper, const std::st
   else if (note.empty()) s << "; no paper numbers";
   if (std::any_of(t.rows.begin(), t.rows.end(), [](const LmRow& r) { return r.diverged > 0; }))
     s << "; runs that diverged (a NaN or inf loss) are counted apart and not averaged";
+  const bool paper_train = paper && std::any_of(paper->variants.begin(), paper->variants.end(),
+                                                [&](const auto& v) { return paper->at(v, "train_ppl").has_value(); });
   s << ". train PPL: exp of the mean training loss over the last validation interval (the lm_step records of "
        "metrics.jsonl after the validation before the last), mean over runs"
-    << (paper ? "; the paper gives none (–)" : "") << ". KV B/token: cache bytes per token in bf16, all layers."
+    << (paper && !paper_train ? "; the paper gives none (–)" : "")
+    << ". KV B/token: cache bytes per token in bf16, all layers."
     << (paper ? " Where qkvlab's protocol differs from the study's: docs/FIDELITY.md." : "") << "\n";
   if (!note.empty()) s << "\n" << note << "\n";
   s << "\n| variant | val PPL | ΔPPL vs QKV | KV cache reduction | KV B/token | train PPL | params | train tokens/s "
@@ -211,8 +214,9 @@ std::string lm_markdown(const LmTable& t, const PaperTable* paper, const std::st
       << (paper && paper->at(r.variant, "kv_bytes_per_token")
               ? " [" + with_commas(int64_t(*paper->at(r.variant, "kv_bytes_per_token"))) + "]"
               : std::string())
-      << " | " << (std::isfinite(r.train_ppl) ? fmt("%.2f", r.train_ppl) : std::string("–")) << (paper ? " [–]" : "")
-      << " | " << fmt("%.2fM", double(r.params) / 1e6) << " | " << fmt("%.0f", r.tokens_per_s)
+      << " | " << (std::isfinite(r.train_ppl) ? fmt("%.2f", r.train_ppl) : std::string("–"))
+      << (paper && !paper->at(r.variant, "train_ppl") ? " [–]" : note_of(r.variant, "train_ppl", "%.2f", 1)) << " | "
+      << fmt("%.2fM", double(r.params) / 1e6) << " | " << fmt("%.0f", r.tokens_per_s)
       << note_of(r.variant, "tokens_per_s", "%.0fk on 8xA100", 1e-3) << " |\n";
   }
   std::vector<std::pair<double, std::string>> ours, theirs;
@@ -228,7 +232,7 @@ std::string lm_markdown(const LmTable& t, const PaperTable* paper, const std::st
 std::string lm_csv(const std::vector<LmTable>& tables, const PaperTable* paper) {
   std::ostringstream s;
   s << "experiment,variant,val_ppl,val_ppl_std,runs,val_loss,kv_cache_reduction,params,tokens_per_s,paper_val_ppl,"
-       "diverged,train_ppl\n";
+       "diverged,train_ppl,paper_train_ppl\n";
   for (const auto& t : tables)
     for (const auto& r : t.rows) {
       auto p = paper ? paper->at(r.variant, "val_ppl") : std::nullopt;
@@ -237,7 +241,10 @@ std::string lm_csv(const std::vector<LmTable>& tables, const PaperTable* paper) 
       s << (quote ? "\"" + t.label + "\"" : t.label) << "," << r.variant << "," << ours(r.ppl) << "," << ours(r.ppl_std)
         << "," << r.runs << "," << ours(r.loss) << "," << fmt("%.6g", r.cache_reduction) << "," << r.params << ","
         << fmt("%.6g", r.tokens_per_s) << "," << (p ? fmt("%.4g", *p) : std::string()) << "," << r.diverged << ","
-        << (std::isfinite(r.train_ppl) && r.runs > 0 ? fmt("%.6g", r.train_ppl) : std::string()) << "\n";
+        << (std::isfinite(r.train_ppl) && r.runs > 0 ? fmt("%.6g", r.train_ppl) : std::string()) << ","
+        << (paper && paper->at(r.variant, "train_ppl") ? fmt("%.4g", *paper->at(r.variant, "train_ppl"))
+                                                       : std::string())
+        << "\n";
     }
   return s.str();
 }

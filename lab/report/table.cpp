@@ -169,6 +169,7 @@ Table build_table(const std::vector<ResultRow>& results, const PaperTable* paper
     }
     remember(tasks, r.task);
     remember(variants, r.variant);
+    remember(t.scales[r.task], r.scale);
   }
   if (paper) {  // the paper's order, then whatever else ran
     for (const auto& c : paper->columns)
@@ -269,6 +270,24 @@ std::string joined(const std::vector<std::string>& xs, const std::function<std::
   return s;
 }
 
+// Which experiment scale each column's runs were made at (e.g. Anomaly from `template`), when
+// the runs recorded one.
+std::string scales_line(const Table& t) {
+  std::string s;
+  for (const auto& task : t.tasks) {
+    const auto it = t.scales.find(task);
+    if (it == t.scales.end()) continue;
+    std::string names;
+    for (const std::string& scale : it->second)
+      names += cat(names.empty() ? "" : " and ", scale.empty() ? std::string("no scale") : cat("`", scale, "`"));
+    s += cat(s.empty() ? "" : ", ", dataset_title(task), ": ", names);
+  }
+  const bool recorded = std::any_of(t.scales.begin(), t.scales.end(), [](const auto& kv) {
+    return std::any_of(kv.second.begin(), kv.second.end(), [](const std::string& x) { return !x.empty(); });
+  });
+  return recorded ? cat("\nScales the runs were made at: ", s, ".\n") : std::string();
+}
+
 // One footnote per mark used in the table's cells.
 std::string footnotes(const Table& t) {
   unsigned used = 0;
@@ -321,7 +340,7 @@ std::string to_markdown(const Table& t, const PaperTable* paper, const std::stri
     if (!missing.empty())
       s << "\nAvg is the mean over " << paper->average.size() << " tasks; no runs of: " << missing << "\n";
   }
-  s << footnotes(t);
+  s << footnotes(t) << scales_line(t);
   return s.str();
 }
 

@@ -68,6 +68,8 @@ struct Table {
   std::map<std::string, unsigned> average_not_as_paper;
   bool set_sources = false;
   std::vector<std::string> stand_in_datasets, image_sizes;
+  // task -> the experiment scales its runs were made at, as recorded ("" for none or unknown).
+  std::map<std::string, std::vector<std::string>> scales;
 };
 
 // Groups the classification rows by (task, variant) over their test accuracy. With a paper

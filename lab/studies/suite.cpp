@@ -8,7 +8,7 @@
 #include "lab/experiment/node.h"
 #include "lab/experiment/run_dir.h"
 #include "lab/report/folder_tables.h"
-#include "lab/tasks/lm.h"
+#include "lab/tasks/protocol.h"
 #include "lab/tasks/run_task.h"
 #include "tensor/error.h"
 #include "train/dist/consistency.h"
@@ -104,9 +104,7 @@ SuiteCounts run_experiments(const std::vector<experiment::Experiment>& loaded, c
   std::fprintf(log, "qkvlab run: %zu experiment(s), %zu run(s), %zu already complete, output in %s\n", loaded.size(),
                p.total, p.done, o.out.c_str());
   for (const auto& e : loaded)
-    if (e.config.kind() == experiment::TaskKind::lm)
-      std::fprintf(log, "  %s protocol: %s\n", e.config.name().c_str(),
-                   tasks::lm_protocol(e.config.as<experiment::LmConfig>()).c_str());
+    std::fprintf(log, "  %s protocol: %s\n", e.config.name().c_str(), tasks::protocol_summary(e.config).c_str());
   if (o.dry_run) {
     for (const std::string& m : p.missing_data)
       std::fprintf(log, "  missing data (a real run stops here): %s\n", m.c_str());

@@ -198,31 +198,49 @@ experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::
   SplitFeatures test_split = split_features(c, data::Split::test, cache_dir, digest, device, notes, writer);
   data::LabelledFeatures& train = train_split.f;
   data::LabelledFeatures& test = test_split.f;
-  // Standardize each feature with the training statistics.
-  const Tensor mu = mean(train.features, {0}, true);
-  const Tensor sd = sqrt(mean(pow(train.features - mu, 2), {0}, true) + 1e-6);
-  train.features = (train.features - mu) / sd;
-  test.features = (test.features - mu) / sd;
+  if (c.data.standardize) {  // each feature, with the training statistics
+    const Tensor mu = mean(train.features, {0}, true);
+    const Tensor sd = sqrt(mean(pow(train.features - mu, 2), {0}, true) + 1e-6);
+    train.features = (train.features - mu) / sd;
+    test.features = (test.features - mu) / sd;
+  }
 
-  const int64_t N = train.features.size(0), holdout = std::min<int64_t>(c.data.holdout, N / 2);
+  // Validation sets come from held-out training images; testing the last epoch needs none.
+  const bool validates = c.train.protocol != experiment::Protocol::all_last;
+  const int64_t N = train.features.size(0), holdout = validates ? std::min<int64_t>(c.data.holdout, N / 2) : 0;
   const std::vector<int64_t> order = data::philox_permutation(N, uint64_t(c.task.data_seed));
   const std::vector<int64_t> train_pool(order.begin() + holdout, order.end()),
       val_pool(order.begin(), order.begin() + holdout);
   std::vector<int64_t> test_pool(static_cast<size_t>(test.features.size(0)));
   for (size_t i = 0; i < test_pool.size(); ++i) test_pool[i] = int64_t(i);
   Generator sets(uint64_t(c.task.data_seed) + 17);
-  const data::SetData tr = data::make_sets(train, train_pool, c.data.train_sets, c.data.set_size, sets);
-  const data::SetData va = data::make_sets(train, val_pool, c.data.val_sets, c.data.set_size, sets);
+  const data::SetData tr =
+      c.data.resample ? data::SetData{} : data::make_sets(train, train_pool, c.data.train_sets, c.data.set_size, sets);
+  const data::SetData va =
+      validates ? data::make_sets(train, val_pool, c.data.val_sets, c.data.set_size, sets) : data::SetData{};
   const data::SetData te = data::make_sets(test, test_pool, c.data.test_sets, c.data.set_size, sets);
 
   Generator gen(uint64_t(run.seed));
   nn::SetTransformer model(experiment::set_transformer_config(c, run.variant, train.features.size(1)), &gen);
   model.to(device);
   dropout_per_rank(gen, comm);
-  auto on = [&](const data::SetData& s) { return data::LabelledData{s.features.to(device), s.targets.to(device)}; };
-  const loops::TrainResult r = train_epochs({run, dir, model, [&](const Tensor& x) { return model.forward(x); },
-                                             c.optim, c.schedule, c.train, comm},
-                                            on(tr), on(va), on(te));
+  auto on = [&](const data::SetData& s) {
+    return s.features.defined() ? data::LabelledData{s.features.to(device), s.targets.to(device)}
+                                : data::LabelledData{};
+  };
+  const EpochRun epochs{run,     dir,        model,   [&](const Tensor& x) { return model.forward(x); },
+                        c.optim, c.schedule, c.train, comm};
+  loops::TrainResult r;
+  if (c.data.resample) {  // new training sets every epoch, from the data seed
+    const data::Shard shard = dist::shard_of(comm);
+    data::ResampledSets tr_sets(train, train_pool, c.data.train_sets, c.data.set_size, c.train.batch_size,
+                                uint64_t(c.task.data_seed) + 17, device, shard);
+    data::TensorBatches va_sets(on(va), c.train.eval_batch_size, false, 0, shard),
+        te_sets(on(te), c.train.eval_batch_size, false, 0, shard);
+    r = train_epochs(epochs, tr_sets, va_sets, te_sets);
+  } else {
+    r = train_epochs(epochs, on(tr), on(va), on(te));
+  }
   if (!writer) return classification_row(run, "anomaly", model.num_parameters(), r);
   append_to_log(dir.path(), notes);
   experiment::ResultRow row = classification_row(run, "anomaly", model.num_parameters(), r);

@@ -160,6 +160,7 @@ ResultRow classification_row(const Run& run, const std::string& task, int64_t pa
   row.variant = nn::variant_name(run.variant);
   row.seed = run.seed;
   row.point = run.point;
+  row.scale = run.scale;
   row.params = params;
   row.metrics = ClassificationResult{r.test_accuracy,
                                      r.test_loss,

@@ -53,7 +53,7 @@ std::string lm_protocol(const LmConfig& c) {
   // cat() prints doubles as %g does: "0.1", "100".
   s += cat("; AdamW weight decay ", c.optim.weight_decay, " on ",
            c.optim.decay == optim::DecayRule::all ? "all parameters" : "matrices");
-  if (c.train.skip_grad_norm > 0) s += cat("; steps with gradient norm > ", c.train.skip_grad_norm, " skipped");
+  if (c.train.skip_grad_norm > 0) s += cat("; steps with gradient norm > ", c.train.skip_grad_norm, " made again");
   const loops::PrecisionChoice p = loops::choose_precision(c.train.precision, c.train.device);
   s += cat("; precision ", loops::precision_name(p.requested));
   if (p.used != p.requested) s += cat(" (computed in ", loops::precision_name(p.used), ")");
@@ -211,6 +211,7 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
   row.variant = nn::variant_name(run.variant);
   row.seed = run.seed;
   row.point = run.point;
+  row.scale = run.scale;
   row.params = model.num_parameters();
   row.metrics = experiment::LmResult{final_loss,
                                      std::exp(final_loss),

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "autograd/ops.h"
+#include "train/data/shuffle.h"
 
 namespace qkv::data {
 
@@ -48,6 +49,32 @@ SetData make_sets(const LabelledFeatures& data, const std::vector<int64_t>& pool
   Tensor idx = from_vector(members, {count * set_size});
   const int64_t F = data.features.size(1);
   return {index_select(data.features, 0, idx).reshape({count, set_size, F}), from_vector(odd, {count})};
+}
+
+ResampledSets::ResampledSets(LabelledFeatures data, std::vector<int64_t> pool, int64_t count, int64_t set_size,
+                             int64_t batch_size, uint64_t seed, const Device& device, Shard shard)
+    : data_(std::move(data)),
+      pool_(std::move(pool)),
+      count_(count),
+      set_size_(set_size),
+      batch_size_(batch_size),
+      seed_(seed),
+      device_(device),
+      shard_(shard) {
+  check<ValueError>(count >= 1 && batch_size >= 1, "resampled sets: count and batch_size must be positive, got ", count,
+                    " and ", batch_size);
+}
+
+void ResampledSets::start_epoch(int64_t epoch) {
+  Generator gen(mix64(seed_ ^ mix64(uint64_t(epoch) + 1)));
+  SetData sets = make_sets(data_, pool_, count_, set_size_, gen);
+  epoch_.emplace(LabelledData{sets.features.to(device_), sets.targets.to(device_)}, batch_size_, false, 0, shard_);
+  epoch_->start_epoch(0);
+}
+
+bool ResampledSets::next(Tensor& inputs, Tensor& targets) {
+  check<ValueError>(epoch_.has_value(), "resampled sets: next() before start_epoch()");
+  return epoch_->next(inputs, targets);
 }
 
 }  // namespace qkv::data

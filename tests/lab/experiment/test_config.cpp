@@ -49,11 +49,11 @@ const std::string kMinimal =
 
 // ---- the shipped experiment files ----------------------------------------------------------
 
-TEST_CASE("config: every shipped synthetic experiment loads at both scales") {
+TEST_CASE("config: every shipped synthetic experiment loads at each of its scales") {
   for (const std::string& task : kTasks) {
     const std::string path = kSynthetic + task + ".yaml";
     INFO("file: ", path);
-    CHECK(scale_names(path) == std::vector<std::string>{"paper", "smoke"});
+    CHECK(scale_names(path) == std::vector<std::string>{"paper", "paper-lr", "smoke"});
 
     const Experiment base = load_experiment(path);
     CHECK(base.config.name() == task);
@@ -62,7 +62,8 @@ TEST_CASE("config: every shipped synthetic experiment loads at both scales") {
     CHECK(base.runs.size() == 6);
 
     const Experiment paper = load_experiment(path, "paper");
-    CHECK(paper.runs.size() == 3 * 2 * 2 * 3 * 2 * 6 * 3);  // d_model, layers, heads, length, lr
+    CHECK(paper.runs.size() == 3 * 2 * 2 * 3 * 6 * 3);                              // d_model, layers, heads, length
+    CHECK(load_experiment(path, "paper-lr").runs.size() == 2 * paper.runs.size());  // and lr
     const SyntheticConfig& c = synthetic(paper.config);
     CHECK(c.task.train_size == 50000);
     CHECK(c.task.val_size == 1000);
@@ -109,8 +110,8 @@ TEST_CASE("config: every shipped synthetic experiment loads at both scales") {
   }
 }
 
-TEST_CASE("config: the paper sweep runs in a fixed order with stable ids") {
-  const Experiment ex = load_experiment(kSynthetic + "swap.yaml", "paper");
+TEST_CASE("config: a sweep runs in a fixed order with stable ids") {
+  const Experiment ex = load_experiment(kSynthetic + "swap.yaml", "paper-lr");
   REQUIRE(ex.runs.size() == 1296);
   // Keys sorted (model.d_model, model.heads, model.layers, optim.lr, task.length), the last one
   // fastest; then variants, then seeds.

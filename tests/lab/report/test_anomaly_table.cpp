@@ -114,3 +114,20 @@ TEST_CASE("anomaly table: rows written before the setup was recorded are read an
   test::check_contains(test::error_of<IOError>([&] { result_from_json(bad, "runs/a/result.json"); }),
                        {"runs/a/result.json", "resnet_image_size"});
 }
+
+TEST_CASE("anomaly table: the scale each column's runs were made at is named under the table") {
+  ResultRow mnist = row("mnist", "QKV", 0.98, 0), set = anomaly("QKV", 0.95, 0, "cifar100", 224, true);
+  mnist.scale = "paper";
+  set.scale = "template";
+  CHECK(result_from_json(to_json(set), "x").scale == "template");
+  const report::PaperTable p = paper();
+  test::check_contains(report::to_markdown(report::build_table({mnist, set}, &p), &p, "Table 2"),
+                       {"Scales the runs were made at: MNIST: `paper`, anomaly: `template`."});
+  ResultRow mixed = anomaly("QKV", 0.8, 1, "cifar100", 224, true);
+  mixed.scale = "paper";
+  test::check_contains(report::to_markdown(report::build_table({mnist, set, mixed}, &p), &p, "Table 2"),
+                       {"anomaly: `template` and `paper`"});
+  // Rows that recorded no scale (older ones) add no line.
+  const std::string plain = report::to_markdown(report::build_table({row("mnist", "QKV", 0.98, 0)}, &p), &p, "T");
+  CHECK(plain.find("Scales the runs") == std::string::npos);
+}

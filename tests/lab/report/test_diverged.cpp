@@ -189,8 +189,9 @@ TEST_CASE("lm tables: a diverged run is counted beside the perplexity of the fin
                             "| MQA | diverged (1) | – | 50.0% |", "ranking by validation loss, ours:  QKV\n"});
   CHECK(md.find("nan") == std::string::npos);
   const std::string csv = report::lm_csv(tables, nullptr);
-  test::check_contains(csv, {",paper_val_ppl,diverged,train_ppl\n", "shakespeare,QKV,148.413,0,1,5,0.5,1000,100,,1,",
-                             "shakespeare,MQA,,,0,,0.5,1000,100,,1,\n"});
+  test::check_contains(csv,
+                       {",paper_val_ppl,diverged,train_ppl,paper_train_ppl\n",
+                        "shakespeare,QKV,148.413,0,1,5,0.5,1000,100,,1,", "shakespeare,MQA,,,0,,0.5,1000,100,,1,,\n"});
   test::TempDir dir;
   CHECK(report::write_lm_curves(rows, {"QKV", "MQA"}, dir.path / "lm.png") == 1);
 }

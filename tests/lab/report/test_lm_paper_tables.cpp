@@ -63,6 +63,8 @@ TEST_CASE("lm paper tables: Table 4 and Table 9 load with their shapes, and a ru
   CHECK(t9->at("QKV", "kv_bytes_per_token") == doctest::Approx(180224));
   CHECK(!t9->at("Q-K=V", "dppl"));  // computed, not stored
   CHECK(t4->at("MQA", "val_ppl") == doctest::Approx(5.19));
+  CHECK(t4->at("Q=K=V", "train_ppl") == doctest::Approx(7.23));
+  CHECK(!t9->at("QKV", "train_ppl"));
 
   // Anything else, or a row without a recorded shape: no paper table.
   LmShape other = k300m;
@@ -95,6 +97,15 @@ TEST_CASE("lm paper tables: the paper's changes, the training perplexity, and ru
   test::check_contains(md, {"Table 9", "1.2B numbers in brackets", "train PPL", "exp of the mean training loss",
                             "the paper gives none", delta, train, "| 4,096 [180,224] |",
                             "22 layers, d_model 2048, 32 heads, FFN 8192, context 2048"});
+  // Table 4 prints the paper's training perplexity in brackets beside ours.
+  const report::PaperTable* t4 = report::paper_table_for(papers, k300m);
+  REQUIRE(t4 != nullptr);
+  const auto t4_tables = report::build_lm_tables({lm_run("gpt-300m", "Q=K=V", 2.1, k300m, 2.0)}, t4);
+  const std::string md4 = report::lm_markdown(t4_tables[0], t4);
+  std::snprintf(train, sizeof train, "| %.2f [7.23] |", std::exp(2.0));
+  test::check_contains(md4, {"Table 4", train});
+  CHECK(md4.find("the paper gives none") == std::string::npos);
+  test::check_contains(report::lm_csv(t4_tables, t4), {",train_ppl,paper_train_ppl\n", ",7.23\n"});
   // No training loss recorded: a dash, and no paper brackets without a paper.
   const auto plain = report::build_lm_tables({lm_run("x", "QKV", 2.0, kSmall)}, nullptr);
   CHECK(std::isnan(plain[0].rows[0].train_ppl));

@@ -165,3 +165,55 @@ TEST_CASE("data prepare: --val files are the whole val split, recorded so prepar
   test::check_contains(test::error_of<ValueError>([&] { prepare_dataset(e, nullptr); }),
                        {"hold no documents", (tmp.path / "empty.jsonl").string()});
 }
+
+TEST_CASE("data prepare: token budgets keep the first tokens of each split and stop reading there") {
+  test::TempDir tmp("prepare-budget");
+  PrepareOptions o;
+  o.inputs = {tmp.write("a.txt", "abc"), tmp.write("b.jsonl", "{\"text\": \"de\"}\n{\"text\": \"f\"}\n"),
+              tmp.write("c.txt", "ghij")};
+  o.val_inputs = {tmp.write("v.jsonl", "{\"text\": \"xy\"}\n{\"text\": \"z\"}\n"), tmp.write("w.txt", "uvw")};
+  o.tokenizer = test::byte_tokenizer(tmp.path / "tok");
+  o.out = tmp.path / "tokens";
+  o.val_fraction = 0;
+  o.shard_tokens = 4;
+  o.progress = false;
+  o.max_tokens = 6;  // cuts the second input's first document
+  o.val_max_tokens = 4;
+  const PrepareResult r = prepare_dataset(o, nullptr);
+  const int32_t E = test::kByteEot;
+  auto tokens_of = [](const PreparedSplit& s) {
+    std::vector<int32_t> out;
+    for (const ShardFile& f : s.shards) {
+      const TokenShard shard = read_token_shard(f.path);
+      out.insert(out.end(), shard.data(), shard.data() + shard.size());
+    }
+    return out;
+  };
+  CHECK(tokens_of(r.train) == std::vector<int32_t>{E, 'a', 'b', 'c', E, 'd'});
+  CHECK(tokens_of(r.val) == std::vector<int32_t>{E, 'x', 'y', E});
+  const nlohmann::json info = nlohmann::json::parse(test::read_file(o.out / "dataset.json"));
+  CHECK(info["max_tokens"] == 6);
+  CHECK(info["val_max_tokens"] == 4);
+  REQUIRE(info["inputs"].size() == 3);
+  CHECK(info["inputs"][2]["documents"] == 0);  // the budget was met before c.txt: not read
+  REQUIRE(info["val_inputs"].size() == 2);
+  CHECK(info["val_inputs"][1]["documents"] == 0);
+
+  // Another budget is another preparation; the same one is up to date.
+  const auto stamp = fs::last_write_time(o.out / "dataset.json");
+  CHECK(prepare_once(o, nullptr) == o.out);
+  CHECK(fs::last_write_time(o.out / "dataset.json") == stamp);
+  PrepareOptions more = o;
+  more.max_tokens = 0;
+  prepare_once(more, nullptr);
+  CHECK(read_dataset_info(o.out).split("train").tokens == 14);
+
+  // A budget needs --val files; budgets are not negative.
+  PrepareOptions e = o;
+  e.val_inputs.clear();
+  e.val_fraction = 0.1;
+  test::check_contains(test::error_of<ValueError>([&] { prepare_dataset(e, nullptr); }), {"--max-tokens", "--val"});
+  e = o;
+  e.val_max_tokens = -1;
+  test::check_contains(test::error_of<ValueError>([&] { prepare_dataset(e, nullptr); }), {"must not be negative"});
+}

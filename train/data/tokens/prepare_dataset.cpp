@@ -167,7 +167,8 @@ bool already_prepared(const PrepareOptions& o) {
   }
   try {
     if (!j.is_object() || j.at("tokenizer").at("path") != absolute_name(o.tokenizer) ||
-        j.at("val_fraction").get<double>() != o.val_fraction || j.at("shard_tokens").get<int64_t>() != o.shard_tokens)
+        j.at("val_fraction").get<double>() != o.val_fraction || j.at("shard_tokens").get<int64_t>() != o.shard_tokens ||
+        j.value("max_tokens", int64_t(0)) != o.max_tokens || j.value("val_max_tokens", int64_t(0)) != o.val_max_tokens)
       return false;
     auto same_files = [](const nlohmann::json& recorded, const std::vector<fs::path>& files) {
       if (!recorded.is_array() || recorded.size() != files.size()) return false;
@@ -215,6 +216,11 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
   check<ValueError>(o.shard_tokens >= 1, "data prepare: --shard-tokens must be at least 1, got ", o.shard_tokens);
   check<ValueError>(o.val_inputs.empty() || o.val_fraction == 0, "data prepare: --val-fraction ", o.val_fraction,
                     " with --val files: the val split is either those files or a fraction cut, not both");
+  check<ValueError>(o.max_tokens >= 0 && o.val_max_tokens >= 0, "data prepare: --max-tokens and --val-max-tokens ",
+                    "must not be negative, got ", o.max_tokens, " and ", o.val_max_tokens);
+  check<ValueError>((o.max_tokens == 0 && o.val_max_tokens == 0) || !o.val_inputs.empty(),
+                    "data prepare: --max-tokens and --val-max-tokens budget the train and val splits of --val "
+                    "files; without --val the split is a fraction of the stream (--val-fraction)");
   int64_t total_bytes = 0;
   std::set<std::string> train_files;
   for (const fs::path& p : o.inputs) train_files.insert(absolute_name(p));
@@ -246,12 +252,27 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
   int64_t bytes_before = 0, train_stream = 0;  // train_stream: tokens of the training inputs
   std::vector<TextPiece> pieces;
   std::vector<std::vector<int32_t>> ids;
+  // Whether the split being read has its budget (PrepareOptions::max_tokens) already.
+  auto budget_met = [&](bool is_val) {
+    const int64_t budget = is_val ? o.val_max_tokens : o.max_tokens;
+    return budget > 0 && stream.count() - (is_val ? train_stream : 0) >= budget;
+  };
   for (size_t f = 0; f < o.inputs.size() + o.val_inputs.size(); ++f) {
     const bool is_val = f >= o.inputs.size();
     const fs::path& path = is_val ? o.val_inputs[f - o.inputs.size()] : o.inputs[f];
     if (is_val && f == o.inputs.size()) train_stream = stream.count();
-    DocumentReader reader(path);
     const int64_t tokens_before = stream.count();
+    if (budget_met(is_val)) {  // not read: recorded with no documents, so a rerun sees the same files
+      bytes_before += int64_t(fs::file_size(path));
+      (is_val ? val_inputs : inputs)
+          .push_back({{"path", absolute_name(path)},
+                      {"mtime_ns", mtime_ns(path)},
+                      {"bytes", int64_t(fs::file_size(path))},
+                      {"documents", 0},
+                      {"tokens", 0}});
+      continue;
+    }
+    DocumentReader reader(path);
     auto flush = [&] {
       encode_batch(tok, pieces, ids, o.threads);
       for (const auto& v : ids) stream.append(v);
@@ -268,6 +289,7 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
       if (batch_bytes >= kBatchBytes || pieces.size() >= 4096) {
         flush();
         batch_bytes = 0;
+        if (budget_met(is_val)) break;
       }
     }
     flush();
@@ -290,12 +312,17 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
 
   // The cut: after the training inputs when there are validation inputs, else the last
   // val_fraction of the stream is validation.
+  // With budgets, the tokens read past one (the rest of its last batch of documents) are dropped:
+  // the stream's [train_tokens, train_stream) and [val_end, total).
   const int64_t total = stream.count();
+  if (o.val_inputs.empty()) train_stream = total;
   const int64_t train_tokens = o.val_inputs.empty()
                                    ? total - std::min<int64_t>(total, std::llround(double(total) * o.val_fraction))
-                                   : train_stream;
+                                   : (o.max_tokens > 0 ? std::min(train_stream, o.max_tokens) : train_stream);
+  const int64_t val_begin = o.val_inputs.empty() ? train_tokens : train_stream;
+  const int64_t val_end = o.val_max_tokens > 0 ? std::min(total, train_stream + o.val_max_tokens) : total;
   if (!o.val_inputs.empty())
-    check<ValueError>(train_tokens < total, "data prepare: the ", o.val_inputs.size(),
+    check<ValueError>(train_stream < total, "data prepare: the ", o.val_inputs.size(),
                       " --val file(s) hold no documents (the first is ", o.val_inputs[0].string(), ")");
   stream.rewind();
   TokenShardWriter train(o.out / "train", tok.vocab_size(), o.shard_tokens);
@@ -304,9 +331,14 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
   for (int64_t done = 0; done < total;) {
     const size_t got = stream.read(block, size_t(std::min<int64_t>(total - done, int64_t(1) << 20)));
     check<IOError>(got > 0, "data prepare: the temporary token stream ended early at token ", done, " of ", total);
-    const int64_t to_train = std::clamp<int64_t>(train_tokens - done, 0, int64_t(got));
-    train.append(std::span<const int32_t>(block).first(size_t(to_train)));
-    val.append(std::span<const int32_t>(block).subspan(size_t(to_train)));
+    // This block's part of [0, train_tokens) and of [val_begin, val_end).
+    auto part = [&](int64_t begin, int64_t end) {
+      const int64_t b = std::clamp<int64_t>(begin - done, 0, int64_t(got));
+      const int64_t e = std::clamp<int64_t>(end - done, b, int64_t(got));
+      return std::span<const int32_t>(block).subspan(size_t(b), size_t(e - b));
+    };
+    train.append(part(0, train_tokens));
+    val.append(part(val_begin, val_end));
     done += int64_t(got);
   }
   train.finish();
@@ -326,6 +358,8 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
       {"tokens", total},
       {"val_fraction", o.val_fraction},
       {"shard_tokens", o.shard_tokens},
+      {"max_tokens", o.max_tokens},
+      {"val_max_tokens", o.val_max_tokens},
       {"splits",
        {{"train", {{"tokens", result.train.tokens}, {"shards", shards_json(result.train.shards)}}},
         {"val", {{"tokens", result.val.tokens}, {"shards", shards_json(result.val.shards)}}}}}};

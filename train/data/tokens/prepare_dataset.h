@@ -5,7 +5,8 @@
 // and preceded by the end-of-text token, as llm.c does, giving one token stream over all inputs
 // in order. The val split is either the validation inputs, apart from the training inputs (as
 // SlimPajama ships train/ and validation/), or, without them, the last `val_fraction` of the
-// training inputs' stream (cut at a token boundary); the rest is the train split: shards
+// training inputs' stream (cut at a token boundary); the rest is the train split. Token budgets
+// (PrepareOptions::max_tokens) keep the first tokens of each split in stream order. Shards:
 // DIR/train_000000.bin, ..., DIR/val_000000.bin, ...
 // dataset.json is written last and atomically; shards it does not list are stale leftovers of an
 // earlier run and are removed. The folder is locked while it is written (.qkvlab.lock,
@@ -28,6 +29,11 @@ struct PrepareOptions {
   std::filesystem::path tokenizer;                // folder with encoder.json and vocab.bpe
   double val_fraction = 0.1;                      // in [0, 1); used without val_inputs
   int64_t shard_tokens = 100'000'000;
+  // Token budgets, with val_inputs (0: all): the train split is the first max_tokens tokens of
+  // the training inputs' stream, the val split the first val_max_tokens of the validation
+  // inputs' (the official code's first ~10B training and ~10M validation tokens). Reading stops
+  // once a budget is met: later files of that split are not tokenized.
+  int64_t max_tokens = 0, val_max_tokens = 0;
   int threads = 2;       // encoding threads
   bool progress = true;  // progress bar (terminal) or lines on `log`
 };
