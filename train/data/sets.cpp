@@ -21,11 +21,12 @@ SetData make_sets(const LabelledFeatures& data, const std::vector<int64_t>& pool
   check<ValueError>(!majority_classes.empty() && all_classes.size() >= 2,
                     "anomaly sets: need two classes and one with ", set_size - 1, " examples; the pool has ",
                     pool.size(), " examples of ", all_classes.size(), " classes");
-  // Every draw from one uniform stream: 2 class picks, set_size-1 member picks and a position.
-  const int64_t draws = count * (set_size + 2);
+  // Every draw from one uniform stream, set_size + 3 a set: 2 class picks, set_size-1 member
+  // picks, the odd member's pick and its position.
+  const int64_t draws = count * (set_size + 3);
   const std::vector<double> u = rand({draws}, DType::f64, &gen).to_vector<double>();
   size_t k = 0;
-  auto pick = [&](int64_t n) { return std::min<int64_t>(n - 1, int64_t(u[k++] * double(n))); };
+  auto pick = [&](int64_t n) { return std::min<int64_t>(n - 1, int64_t(u.at(k++) * double(n))); };
   std::vector<int64_t> members(static_cast<size_t>(count * set_size)), odd(static_cast<size_t>(count));
   for (int64_t s = 0; s < count; ++s) {
     const int64_t a = majority_classes[size_t(pick(int64_t(majority_classes.size())))];
