@@ -111,7 +111,20 @@ std::pair<Tensor, Tensor> Attention::pos2d_terms(int64_t T) const {
   return {bias, sum(pos2d_weight)};
 }
 
+namespace {
+thread_local AttentionInputProbe* active_probe = nullptr;
+}  // namespace
+
+AttentionInputProbe::AttentionInputProbe(Callback callback) : callback_(std::move(callback)), outer_(active_probe) {
+  active_probe = this;
+}
+AttentionInputProbe::~AttentionInputProbe() { active_probe = outer_; }
+void AttentionInputProbe::notify(const Attention& attention, const Tensor& x) {
+  if (active_probe) active_probe->callback_(attention, x);
+}
+
 Tensor Attention::forward(const Tensor& x) const {
+  AttentionInputProbe::notify(*this, x);
   const int64_t T = x.size(1);
   Heads h = project(x);
   Tensor bias;

@@ -18,6 +18,7 @@
 // `linear`: the appendix's linear attention (nn/linear_attention.h) in place of softmax, in
 // parallel form for training and as a recurrence over a fixed-size state for decoding.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -102,6 +103,24 @@ class Attention : public Module {
   std::vector<std::unique_ptr<Linear>> slots_;  // one per distinct slot of the pattern's row
   mutable std::mutex table_mu_;
   mutable std::map<int64_t, Tensor> pos2d_tables_;  // P by sequence length, on the weights' device
+};
+
+// Sees the input x of every Attention::forward on this thread while alive: how analyses read
+// each layer's attention input without copying a model's forward. Nests; the innermost sees
+// the calls.
+class AttentionInputProbe {
+ public:
+  using Callback = std::function<void(const Attention& attention, const Tensor& x)>;
+  explicit AttentionInputProbe(Callback callback);
+  ~AttentionInputProbe();
+  AttentionInputProbe(const AttentionInputProbe&) = delete;
+  AttentionInputProbe& operator=(const AttentionInputProbe&) = delete;
+  // Called by Attention::forward; nothing without a probe.
+  static void notify(const Attention& attention, const Tensor& x);
+
+ private:
+  Callback callback_;
+  AttentionInputProbe* outer_;
 };
 
 }  // namespace qkv::nn

@@ -33,11 +33,16 @@ LmRunFiles open_lm_run(const fs::path& folder, const std::string& command) {
 }
 
 std::optional<fs::path> run_output_root(const LmRunFiles& r) {
-  fs::path p = fs::absolute(r.folder).lexically_normal();
+  return run_output_root(r.folder, r.config.name, r.run.id);
+}
+
+std::optional<fs::path> run_output_root(const fs::path& folder, const std::string& experiment,
+                                        const std::string& run_id) {
+  fs::path p = fs::absolute(folder).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();  // a trailing '/'
-  const fs::path id(r.run.id);
+  const fs::path id(run_id);
   std::vector<fs::path> parts(id.begin(), id.end());
-  parts.insert(parts.begin(), fs::path(r.config.name));
+  parts.insert(parts.begin(), fs::path(experiment));
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
     if (p.filename() != *it) return std::nullopt;  // moved or renamed: not <out>/<experiment>/<run id>
     p = p.parent_path();

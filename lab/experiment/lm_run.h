@@ -21,5 +21,8 @@ LmRunFiles open_lm_run(const std::filesystem::path& folder, const std::string& c
 // The `out` folder the run was written under, <out>/<experiment>/<run id>; nullopt when the
 // folder's path does not end in the experiment's name and the run id (a moved run).
 std::optional<std::filesystem::path> run_output_root(const LmRunFiles& r);
+// The same of any run folder: <out> when `folder` is <out>/<experiment>/<run_id>.
+std::optional<std::filesystem::path> run_output_root(const std::filesystem::path& folder, const std::string& experiment,
+                                                     const std::string& run_id);
 
 }  // namespace qkv::experiment

@@ -182,20 +182,17 @@ void append_to_log(const fs::path& run_dir, const std::vector<std::string>& line
 
 }  // namespace
 
-experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::RunDir& dir, const fs::path& cache_dir,
-                                  dist::Communicator* comm) {
-  const auto& c = run.config.as<AnomalyConfig>();
-  const Device device = prepare_device(c.train, comm);
-  const bool writer = dist::is_writer(comm);
+AnomalySets anomaly_sets(const AnomalyConfig& c, const fs::path& cache_dir, const Device& device, bool write_cache) {
   const bool resnet = c.data.features == experiment::FeatureSource::resnet34;
   const std::string& weights = c.data.resnet_weights;
   check<IOError>(!resnet || weights.empty() || fs::is_regular_file(weights), "data.resnet_weights '", weights,
                  "': no such file (expected torchvision's resnet34 weights as safetensors, from "
                  "scripts/convert_resnet34.py)");
   const std::string digest = resnet && !weights.empty() ? file_digest(weights) : "";
-  std::vector<std::string> notes;
-  SplitFeatures train_split = split_features(c, data::Split::train, cache_dir, digest, device, notes, writer);
-  SplitFeatures test_split = split_features(c, data::Split::test, cache_dir, digest, device, notes, writer);
+  AnomalySets out;
+  SplitFeatures train_split = split_features(c, data::Split::train, cache_dir, digest, device, out.notes, write_cache);
+  SplitFeatures test_split = split_features(c, data::Split::test, cache_dir, digest, device, out.notes, write_cache);
+  out.pixels = train_split.pixels;
   data::LabelledFeatures& train = train_split.f;
   data::LabelledFeatures& test = test_split.f;
   if (c.data.standardize) {  // each feature, with the training statistics
@@ -209,19 +206,30 @@ experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::
   const bool validates = c.train.protocol != experiment::Protocol::all_last;
   const int64_t N = train.features.size(0), holdout = validates ? std::min<int64_t>(c.data.holdout, N / 2) : 0;
   const std::vector<int64_t> order = data::philox_permutation(N, uint64_t(c.task.data_seed));
-  const std::vector<int64_t> train_pool(order.begin() + holdout, order.end()),
-      val_pool(order.begin(), order.begin() + holdout);
+  out.train_pool.assign(order.begin() + holdout, order.end());
+  const std::vector<int64_t> val_pool(order.begin(), order.begin() + holdout);
   std::vector<int64_t> test_pool(static_cast<size_t>(test.features.size(0)));
   for (size_t i = 0; i < test_pool.size(); ++i) test_pool[i] = int64_t(i);
   Generator sets(uint64_t(c.task.data_seed) + 17);
-  const data::SetData tr =
-      c.data.resample ? data::SetData{} : data::make_sets(train, train_pool, c.data.train_sets, c.data.set_size, sets);
-  const data::SetData va =
-      validates ? data::make_sets(train, val_pool, c.data.val_sets, c.data.set_size, sets) : data::SetData{};
-  const data::SetData te = data::make_sets(test, test_pool, c.data.test_sets, c.data.set_size, sets);
+  if (!c.data.resample) out.train = data::make_sets(train, out.train_pool, c.data.train_sets, c.data.set_size, sets);
+  if (validates) out.val = data::make_sets(train, val_pool, c.data.val_sets, c.data.set_size, sets);
+  out.test = data::make_sets(test, test_pool, c.data.test_sets, c.data.set_size, sets);
+  out.train_features = std::move(train);
+  return out;
+}
+
+experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::RunDir& dir, const fs::path& cache_dir,
+                                  dist::Communicator* comm) {
+  const auto& c = run.config.as<AnomalyConfig>();
+  const Device device = prepare_device(c.train, comm);
+  const bool writer = dist::is_writer(comm);
+  const bool resnet = c.data.features == experiment::FeatureSource::resnet34;
+  const AnomalySets data = anomaly_sets(c, cache_dir, device, writer);
+  const data::SetData &tr = data.train, &va = data.val, &te = data.test;
 
   Generator gen(uint64_t(run.seed));
-  nn::SetTransformer model(experiment::set_transformer_config(c, run.variant, train.features.size(1)), &gen);
+  nn::SetTransformer model(experiment::set_transformer_config(c, run.variant, data.train_features.features.size(1)),
+                           &gen);
   model.to(device);
   dropout_per_rank(gen, comm);
   auto on = [&](const data::SetData& s) {
@@ -233,8 +241,8 @@ experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::
   loops::TrainResult r;
   if (c.data.resample) {  // new training sets every epoch, from the data seed
     const data::Shard shard = dist::shard_of(comm);
-    data::ResampledSets tr_sets(train, train_pool, c.data.train_sets, c.data.set_size, c.train.batch_size,
-                                uint64_t(c.task.data_seed) + 17, device, shard);
+    data::ResampledSets tr_sets(data.train_features, data.train_pool, c.data.train_sets, c.data.set_size,
+                                c.train.batch_size, uint64_t(c.task.data_seed) + 17, device, shard);
     data::TensorBatches va_sets(on(va), c.train.eval_batch_size, false, 0, shard),
         te_sets(on(te), c.train.eval_batch_size, false, 0, shard);
     r = train_epochs(epochs, tr_sets, va_sets, te_sets);
@@ -242,14 +250,14 @@ experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::
     r = train_epochs(epochs, on(tr), on(va), on(te));
   }
   if (!writer) return classification_row(run, "anomaly", model.num_parameters(), r);
-  append_to_log(dir.path(), notes);
+  append_to_log(dir.path(), data.notes);
   experiment::ResultRow row = classification_row(run, "anomaly", model.num_parameters(), r);
   row.sets = experiment::SetSource{std::string(experiment::enum_name(c.data.dataset)),
                                    !resnet                         ? c.data.features_file
                                    : c.data.resnet_weights.empty() ? "resnet34 (random init)"
                                                                    : c.data.resnet_weights,
                                    1.0 / double(c.data.set_size)};
-  row.sets->image_size = train_split.pixels;
+  row.sets->image_size = data.pixels;
   if (resnet) row.sets->pretrained = !c.data.resnet_weights.empty();
   dir.write_result(row);
   return row;

@@ -46,6 +46,20 @@ data::LabelledFeatures cached_features(const std::filesystem::path& cache,
                                        std::map<std::string, std::string>& metadata, std::vector<std::string>& log,
                                        bool write = true);
 
+// An anomaly config's data as its runs draw it: the features (from data.features_file or the
+// ResNet34 cache in `cache_dir`, computed and written there when missing and `write_cache`),
+// standardised when data.standardize, and the sets: training (none when data.resample: drawn
+// per epoch from train_pool), validation (none when the last epoch is tested) and test.
+struct AnomalySets {
+  data::LabelledFeatures train_features;
+  std::vector<int64_t> train_pool;  // the training images the training sets are drawn from
+  data::SetData train, val, test;
+  int64_t pixels = 0;              // side of the images the ResNet34 encoded; 0: features from a file
+  std::vector<std::string> notes;  // where the features came from
+};
+AnomalySets anomaly_sets(const experiment::AnomalyConfig& c, const std::filesystem::path& cache_dir,
+                         const Device& device, bool write_cache = true);
+
 experiment::ResultRow run_anomaly(const experiment::Run& run, const experiment::RunDir& dir,
                                   const std::filesystem::path& cache_dir, dist::Communicator* comm = nullptr);
 

@@ -47,7 +47,8 @@ std::string protocol_summary(const Config& c) {
       return cat(epoch_protocol(a), "; sets: ", a.data.train_sets, " training (",
                  a.data.resample ? "drawn anew every epoch" : "drawn once", "), ",
                  a.train.protocol == Protocol::all_last ? std::string() : cat(a.data.val_sets, " validation, "),
-                 a.data.test_sets, " test; features ", a.data.standardize ? "standardised" : "as the encoder gives them",
+                 a.data.test_sets, " test; features ",
+                 a.data.standardize ? "standardised" : "as the encoder gives them",
                  a.model.input_dropout > 0 ? cat(", input dropout ", a.model.input_dropout) : std::string());
     }
   }

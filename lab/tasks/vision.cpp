@@ -7,39 +7,43 @@
 
 namespace qkv::tasks {
 
+VisionInputs vision_inputs(const experiment::VisionConfig& c, const data::ImageDataset& train) {
+  VisionInputs in;
+  in.geometry = experiment::vision_geometry(c, train.height(), train.width());
+  std::tie(in.eval.mean, in.eval.std) = data::channel_stats(train);
+  in.eval.batch_size = c.train.eval_batch_size;
+  in.eval.shuffle = false;
+  in.eval.workers = c.data.workers;
+  in.eval.image_size = c.data.image_size;
+  in.eval.pad_height = in.geometry.padded_height;
+  in.eval.pad_width = in.geometry.padded_width;
+  return in;
+}
+
+nn::ViTConfig vit_of(const experiment::VisionConfig& c, const nn::Variant& variant, const VisionInputs& in,
+                     const data::ImageDataset& train) {
+  return experiment::vit_config(c, variant, in.geometry.padded_height, in.geometry.padded_width, train.channels(),
+                                train.classes());
+}
+
 experiment::ResultRow run_vision(const experiment::Run& run, const experiment::RunDir& dir, dist::Communicator* comm) {
   const auto& c = run.config.as<experiment::VisionConfig>();
   const Device device = prepare_device(c.train, comm);
   const VisionSplits data = load_vision_splits(c);
-  const data::ImageDataset& images = *data.train;
-  // Resized to data.image_size, padded to data.pad_to or the patch: what the ViT sees.
-  const experiment::ImageGeometry g = experiment::vision_geometry(c, images.height(), images.width());
-  const auto [mean, std] = data::channel_stats(images);
-
-  data::LoaderOptions train_opts;
+  const VisionInputs in = vision_inputs(c, *data.train);
+  data::LoaderOptions eval_opts = in.eval;
+  eval_opts.seed = uint64_t(run.seed);
+  eval_opts.shard = dist::shard_of(comm);
+  data::LoaderOptions train_opts = eval_opts;  // and augmented, shuffled per epoch
   train_opts.batch_size = c.train.batch_size;
-  train_opts.seed = uint64_t(run.seed);
-  train_opts.workers = c.data.workers;
-  train_opts.mean = mean;
-  train_opts.std = std;
+  train_opts.shuffle = true;
   train_opts.crop_padding = c.data.crop_padding;
   train_opts.horizontal_flip = c.data.flip;
-  train_opts.image_size = c.data.image_size;
-  train_opts.pad_height = g.padded_height;
-  train_opts.pad_width = g.padded_width;
-  train_opts.shard = dist::shard_of(comm);
-  data::LoaderOptions eval_opts = train_opts;
-  eval_opts.batch_size = c.train.eval_batch_size;
-  eval_opts.shuffle = false;
-  eval_opts.crop_padding = 0;
-  eval_opts.horizontal_flip = false;
   data::LoaderBatches train(data.train, train_opts, device), val(data.val, eval_opts, device),
       test(data.test, eval_opts, device);
 
   Generator gen(uint64_t(run.seed));
-  nn::ViT model(experiment::vit_config(c, run.variant, g.padded_height, g.padded_width, images.channels(),
-                                       images.classes()),
-                &gen);
+  nn::ViT model(vit_of(c, run.variant, in, *data.train), &gen);
   model.to(device);
   dropout_per_rank(gen, comm);
   const loops::TrainResult r = train_epochs({run, dir, model, [&](const Tensor& x) { return model.forward(x); },

@@ -8,6 +8,7 @@
 
 #include "autograd/autograd.h"
 #include "lab/experiment/experiment.h"
+#include "lab/experiment/lm_run.h"
 #include "lab/experiment/models.h"
 #include "lab/experiment/run_dir.h"
 #include "lab/report/kv_analysis.h"
@@ -186,8 +187,11 @@ TEST_CASE("kv analysis: roles one projection serves are reported tied") {
   }
   const std::string md = kv_markdown({analyze_gpt(*tiny_gpt(nn::Sharing::qkv), token_batches()),
                                       analyze_gpt(*tiny_gpt(nn::Sharing::q_kv), token_batches())});
-  for (const char* s : {"| cos(K, V) | 0.73 |", "| cos(Q, K) | 0.42 |", "| cos(Q, V) | 0.31 |", "687 vs 702 of 1024",
-                        "1 (tied)", "## Q-K=V per layer", "Roy & Vetterli"}) {
+  for (const char* s :
+       {"| weight cosine | K, V | 0.73 (paper, trained QKV) |", "| weight cosine | Q, K | 0.42",
+        "| weight cosine | Q, V | 0.31", "| linear CKA | K, V | 0.70 (the authors' later measure, 300M) |",
+        "| linear CKA | Q, K | – |", "| token cosine | K, V | – |", "687 vs 702 of 1024", "1 (tied)",
+        "## Q-K=V per layer", "Roy & Vetterli", "Kornblith"}) {
     CAPTURE(s);
     CHECK(md.find(s) != std::string::npos);
   }
@@ -252,15 +256,16 @@ TEST_CASE("kv analysis: a language-model run folder read end to end") {
 
   write_kv_csv({a}, out.path / "analysis.csv");
   const std::string csv = test::read_file(out.path / "analysis.csv");
-  CHECK(csv.rfind("run,variant,checkpoint,tokens,layer,quantity,value,tied,max_rank\n", 0) == 0);
-  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 3 * 6);  // header; layers 0, 1 and the mean
-  CHECK(csv.find(",mean,cos_kv,1.000000,1,") != std::string::npos);
+  CHECK(csv.rfind("run,variant,family,checkpoint,tokens,layer,quantity,value,tied,max_rank\n", 0) == 0);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 3 * 12);  // header; layers 0, 1 and the mean
+  for (const char* q : {",mean,cos_kv,1.000000,1,", ",mean,cka_kv,1.000000,1,", ",mean,wcos_kv,1.000000,1,"})
+    CHECK(csv.find(q) != std::string::npos);
   const Figure fig = kv_figure({a});
-  REQUIRE(fig.lines.size() == 2);
+  REQUIRE(fig.lines.size() == 4);  // weight cosine, CKA, token cosine, effective rank
   CHECK(fig.lines[0].series.size() == 3);
-  REQUIRE(fig.lines[1].series.size() == 2);  // W_q and the one K=V weight
-  CHECK(fig.lines[1].series[1].label == "W_k=W_v");
-  CHECK(fig.lines[1].series[1].y.size() == 2);
+  REQUIRE(fig.lines[3].series.size() == 2);  // W_q and the one K=V weight
+  CHECK(fig.lines[3].series[1].label == "W_k=W_v");
+  CHECK(fig.lines[3].series[1].y.size() == 2);
 }
 
 TEST_CASE("kv analysis: a run of another family is refused and named") {
@@ -272,4 +277,40 @@ TEST_CASE("kv analysis: a run of another family is refused and named") {
   CHECK(msg.find("synthetic") != std::string::npos);
   CHECK(msg.find("only language-model runs") != std::string::npos);
   CHECK(msg.find(dir.path().string()) != std::string::npos);
+}
+
+TEST_CASE("kv analysis: weight cosine and linear CKA against their definitions") {
+  // Weight cosine: flattened; the negation is -1; shapes that differ have none.
+  const Tensor w = randn({8, 6}, {}, nullptr);
+  CHECK(weight_cosine(w, w * 3.0) == doctest::Approx(1.0));
+  CHECK(weight_cosine(w, -w) == doctest::Approx(-1.0));
+  CHECK(std::isnan(weight_cosine(w, randn({4, 6}, {}, nullptr))));
+
+  // CKA is invariant to an orthogonal map and to scale: W_v = 2 R W_k gives CKA(K, V) = 1 while
+  // their weight cosine is not 1; a direct computation over the centred outputs agrees.
+  for (int64_t kv : {0, 1}) {
+    CAPTURE(kv);
+    auto m = tiny_gpt(nn::Sharing::qkv, kv);
+    nn::Attention& attn = m->blocks[0]->attn;
+    const int64_t kw = attn.projection(Role::k).weight.size(0);
+    // R: the rows reversed with alternating signs, an orthogonal map of the K outputs.
+    std::vector<int64_t> reversed;
+    std::vector<float> signs;
+    for (int64_t i = 0; i < kw; ++i) {
+      reversed.push_back(kw - 1 - i);
+      signs.push_back(i % 2 ? -1.0f : 1.0f);
+    }
+    {
+      NoGradGuard no_grad;
+      const Tensor& wk = attn.projection(Role::k).weight;
+      attn.projection(Role::v).weight.copy_(index_select(wk, 0, from_vector(reversed, {kw})) *
+                                            from_vector(signs, {kw, 1}) * 2.0);
+      attn.projection(Role::v).bias.copy_(randn({kw}, {}, nullptr));
+    }
+    const KvAnalysis a = analyze_gpt(*m, token_batches());
+    CHECK(a.layers[0].cka[size_t(KvPair::kv)].mean == doctest::Approx(1.0).epsilon(1e-6));
+    CHECK(a.layers[0].weight_cos[size_t(KvPair::kv)].mean < 0.9);
+    CHECK(a.layers[0].cka[size_t(KvPair::qk)].mean < 0.999);
+    CHECK(std::isnan(a.layers[0].weight_cos[size_t(KvPair::qk)].mean) == (kv == 1));  // MQA: K is narrower than Q
+  }
 }

@@ -218,7 +218,7 @@ TEST_CASE("step loop: a step whose gradient norm is above skip_above is made aga
   CHECK_FALSE(r.diverged);
   CHECK(r.steps == 5);  // every update made
   CHECK(f.state.skipped == 2);
-  CHECK(f.run.calls == 7);  // 5 steps and 2 retries
+  CHECK(f.run.calls == 7);                                                 // 5 steps and 2 retries
   CHECK(f.weight() == doctest::Approx(expected_weight(5)).epsilon(1e-6));  // the steep attempts changed nothing
   REQUIRE(f.run.logged.size() == 1);
   CHECK(f.run.logged[0].skipped == 2);
