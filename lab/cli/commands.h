@@ -15,6 +15,7 @@ void add_table_command(CLI::App& app);          // qkvlab table: the paper's tab
 void add_lm_report_commands(CLI::App& app);     // qkvlab params / flops / cache / bench decode
 void add_generate_command(CLI::App& app);       // qkvlab generate: text from a trained run
 void add_analyze_command(CLI::App& app);        // qkvlab analyze: why K=V works, from trained runs
+void add_eval_command(CLI::App& app);           // qkvlab eval: downstream multiple-choice tasks
 void add_convert_command(CLI::App& app);        // qkvlab convert: a trained QKV/GQA run to its K=V form
 void add_convert_study_command(CLI::App& app);  // qkvlab convert-study: conversions vs K=V from scratch
 void add_reference_commands(CLI::App& app);     // qkvlab keys / variants: what the files and names accept
