@@ -32,9 +32,7 @@ void generate_text(const GenerateOptions& o) {
   const experiment::LmRunFiles f = experiment::open_lm_run(o.run, "generate");
   experiment::LmConfig c = f.config;
   if (!o.data_root.empty()) c.data.root = o.data_root;
-  fs::path tok = o.tokenizer.empty() ? fs::path(c.lm.tokenizer) : fs::path(o.tokenizer);
-  if (o.tokenizer.empty() && tok.is_relative()) tok = fs::path(c.data.root) / tok;
-  const data::Gpt2Tokenizer tokenizer = data::Gpt2Tokenizer::load(tok);
+  const data::Gpt2Tokenizer tokenizer = infer::load_run_tokenizer(c, o.tokenizer);
 
   const std::unique_ptr<nn::GPT> loaded = infer::load_run_model(f, c, o.device);
   const nn::GPT& model = *loaded;

@@ -16,4 +16,11 @@ std::unique_ptr<nn::GPT> load_run_model(const experiment::LmRunFiles& run, const
   return model;
 }
 
+data::Gpt2Tokenizer load_run_tokenizer(const experiment::LmConfig& config, const std::string& tokenizer) {
+  std::filesystem::path dir =
+      tokenizer.empty() ? std::filesystem::path(config.lm.tokenizer) : std::filesystem::path(tokenizer);
+  if (tokenizer.empty() && dir.is_relative()) dir = std::filesystem::path(config.data.root) / dir;
+  return data::Gpt2Tokenizer::load(dir);
+}
+
 }  // namespace qkv::infer

@@ -2,8 +2,11 @@
 #pragma once
 #include <memory>
 
+#include <string>
+
 #include "lab/experiment/lm_run.h"
 #include "nn/models/gpt.h"
+#include "train/data/tokens/bpe.h"
 
 namespace qkv::infer {
 
@@ -12,5 +15,9 @@ namespace qkv::infer {
 // the file and tensor), then moved to `device` and put in eval mode.
 std::unique_ptr<nn::GPT> load_run_model(const experiment::LmRunFiles& run, const experiment::LmConfig& config,
                                         const Device& device);
+
+// The tokenizer the run was trained with: `tokenizer` when given, else config.lm.tokenizer
+// (relative to config.data.root).
+data::Gpt2Tokenizer load_run_tokenizer(const experiment::LmConfig& config, const std::string& tokenizer = "");
 
 }  // namespace qkv::infer

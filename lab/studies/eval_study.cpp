@@ -48,9 +48,7 @@ EvalResult run_eval_study(const EvalOptions& o, std::FILE* out, std::FILE* log) 
   const experiment::LmRunFiles f = experiment::open_lm_run(o.run, "eval");
   experiment::LmConfig c = f.config;
   if (!o.data_root.empty()) c.data.root = o.data_root;
-  fs::path tok = o.tokenizer.empty() ? fs::path(c.lm.tokenizer) : fs::path(o.tokenizer);
-  if (o.tokenizer.empty() && tok.is_relative()) tok = fs::path(c.data.root) / tok;
-  const data::Gpt2Tokenizer tokenizer = data::Gpt2Tokenizer::load(tok);
+  const data::Gpt2Tokenizer tokenizer = infer::load_run_tokenizer(c, o.tokenizer);
   const std::unique_ptr<nn::GPT> model = infer::load_run_model(f, c, o.device);
   model->eval();
   const std::string variant = nn::variant_name(f.run.variant);
