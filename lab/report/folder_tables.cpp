@@ -9,6 +9,7 @@
 #include "lab/report/attention_maps.h"
 #include "lab/report/context_ablation.h"
 #include "lab/report/curves.h"
+#include "lab/report/lm_pareto.h"
 #include "lab/report/lm_table.h"
 #include "lab/report/plot.h"
 #include "lab/report/table.h"
@@ -69,6 +70,15 @@ void print_lm_tables(const fs::path& out, const std::vector<ResultRow>& results,
     const auto* paper = p;  // clang before 16 cannot capture a structured binding
     write_file_atomically((out / (stem + ".csv")).string(), [&](std::ostream& f) { f << lm_csv(group, paper); });
     os << "\n" << md << "(written to " << (out / (stem + ".md")).string() << " and " << stem << ".csv)\n";
+    const Figure pareto = lm_pareto_figure(group, paper);
+    if (!pareto.lines.empty())
+      draw_figure(
+          out / (stem + "_pareto"), "cache reduction vs perplexity change", nullptr,
+          [&] {
+            write_figure(pareto, out / (stem + "_pareto"));
+            return int(pareto.lines.size());
+          },
+          os, warnings);
     tables.insert(tables.end(), group.begin(), group.end());
   }
   if (tables.empty()) return;

@@ -77,6 +77,9 @@ const char* role_weight(Role r) {
 }
 
 std::string cos_cell(const PairCosine& c) { return c.tied ? "1 (tied)" : fixed(c.mean, 3); }
+std::string diagonal_cell(const LayerKv& l) {
+  return cat(fixed(l.diagonal, 3), " (uniform ", fixed(l.diagonal_uniform, 3), ")");
+}
 
 std::string rank_cell(const ProjectionRank& r, bool of) {
   std::string s = fixed(r.erank, 1);
@@ -131,6 +134,9 @@ std::string kv_markdown(const std::vector<KvAnalysis>& runs) {
     return p == KvPair::kv ? cat(fixed(kLaterCkaKv, 2), " (the authors' later measure, 300M)") : std::string("–");
   });
   rows("token cosine", &LayerKv::cos, [](KvPair) { return std::string("–"); });
+  s += "| diagonal mass | P[t, t] | – |";
+  for (const auto& o : overall) s += cat(" ", diagonal_cell(o), " |");
+  s += "\n";
   s += cat("| effective rank | the paper's pair * | ", fixed(kPaperRankA, 0), " vs ", fixed(kPaperRankB, 0), " of ",
            fixed(kPaperWidth, 0), " (", fixed(kPaperRankA / kPaperWidth, 2), " vs ",
            fixed(kPaperRankB / kPaperWidth, 2), ") |");
@@ -159,6 +165,9 @@ std::string kv_markdown(const std::vector<KvAnalysis>& runs) {
        "Token cosine: per input, the cosine between its A and B projection outputs (d-wide, after the bias), "
        "averaged over the inputs (a zero vector counts as 0); K and V are repeated over their query heads' group "
        "before meeting Q. No source gives this one; between untied projections it stays near 0.\n\n"
+       "Diagonal mass: the attention probability a query gives its own position, P[t, t], averaged over the "
+       "sequences, heads and positions, beside uniform attention's (1/T, or 1/(t+1) when causal). Q=K makes the "
+       "raw scores symmetric, which the paper says makes attention diagonal-dominant.\n\n"
        "Effective rank (Roy & Vetterli 2007): exp(-sum_i p_i ln p_i), p_i = s_i / sum_j s_j over the singular "
        "values s of the projection's weight (square roots of its Gram matrix's eigenvalues, float64); out of "
        "min(rows, cols), the fraction in brackets.\n\n"
@@ -170,18 +179,20 @@ std::string kv_markdown(const std::vector<KvAnalysis>& runs) {
     s += cat("\n## ", names[i], " per layer\n\n| layer |");
     for (const char* m : {"weight cos", "CKA", "token cos"})
       for (KvPair pair : kKvPairs) s += cat(" ", m, " ", pair_names(pair), " |");
+    s += " diagonal mass |";
     for (Role role : nn::kRoles) {
       s += cat(" erank ", role_weight(role));
       if (!r.layers.empty()) s += cat(" (of ", r.layers.front().rank[size_t(role)].max_rank, ")");
       s += " |";
     }
     s += "\n|---|";
-    for (int c = 0; c < 12; ++c) s += "---|";
+    for (int c = 0; c < 13; ++c) s += "---|";
     s += "\n";
     auto row = [&](const std::string& name, const LayerKv& l) {
       s += cat("| ", name, " |");
       for (Measure m : {&LayerKv::weight_cos, &LayerKv::cka, &LayerKv::cos})
         for (KvPair pair : kKvPairs) s += cat(" ", cos_cell((l.*m)[size_t(pair)]), " |");
+      s += cat(" ", diagonal_cell(l), " |");
       for (Role role : nn::kRoles) s += cat(" ", rank_cell(l.rank[size_t(role)], false), " |");
       s += "\n";
     };
@@ -206,6 +217,8 @@ void write_kv_csv(const std::vector<KvAnalysis>& runs, const fs::path& file) {
             os << head << layer << "," << prefix << std::string(pair_key(pair)).substr(3) << ","
                << (std::isnan(c.mean) ? std::string() : fixed(c.mean, 6)) << "," << (c.tied ? 1 : 0) << ",\n";
           }
+        os << head << layer << ",diag," << fixed(l.diagonal, 6) << ",0,\n";
+        os << head << layer << ",diag_uniform," << fixed(l.diagonal_uniform, 6) << ",0,\n";
         for (Role role : nn::kRoles) {
           const ProjectionRank& p = l.rank[size_t(role)];
           os << head << layer << ",erank_" << char(std::tolower(nn::role_name(role)[0])) << "," << fixed(p.erank, 6)

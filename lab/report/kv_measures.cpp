@@ -55,6 +55,23 @@ struct LayerSums {
   Matrix xtx;                   // sum of x^T x over the tokens
   Eigen::VectorXd x;            // sum of x
   int64_t tokens = 0;
+  double diagonal = 0, uniform = 0;  // sums of P[t, t] and of uniform attention's, over heads and queries
+  int64_t queries = 0;               // (head, query) pairs summed
+
+  // The diagonal of every head's attention probabilities, one sequence at a time (a [H, T, T]
+  // map at a time), read on the device.
+  void add_diagonal(const nn::Attention& a, const Tensor& input) {
+    const int64_t T = input.size(1), H = a.config().heads;
+    std::vector<int64_t> on_diagonal;
+    for (int64_t t = 0; t < T; ++t) on_diagonal.push_back(t * (T + 1));
+    const Tensor index = from_vector(on_diagonal, {T}, input.device());
+    for (int64_t b = 0; b < input.size(0); ++b) {
+      const Tensor p = a.probabilities(input.slice(0, b, b + 1)).reshape({H, T * T});
+      for (float v : index_select(p, 1, index).to(DType::f32).cpu().to_vector<float>()) diagonal += v;
+      for (int64_t t = 0; t < T; ++t) uniform += double(H) / double(a.config().causal ? t + 1 : T);
+      queries += H * T;
+    }
+  }
 
   void add(const nn::Attention& a, const Tensor& input) {
     const nn::AttentionConfig& c = a.config();
@@ -75,6 +92,7 @@ struct LayerSums {
       for (int64_t t = 0; t < n; ++t)
         cos[size_t(pair)] += token_cosine(ya.data() + t * wa, wa, yb.data() + t * wb, wb, c.head_dim());
     }
+    if (input.dim() == 3) add_diagonal(a, input);
     const std::vector<float> xs = flat.to(DType::f32).cpu().to_vector<float>();
     const Matrix X = Eigen::Map<const RowMajorF>(xs.data(), n, d).cast<double>();
     if (tokens == 0) {
@@ -95,6 +113,8 @@ struct LayerSums {
       wc[size_t(r)] = w[size_t(r)] * cov;
     }
     LayerKv layer;
+    layer.diagonal = queries > 0 ? diagonal / double(queries) : NAN;
+    layer.diagonal_uniform = queries > 0 ? uniform / double(queries) : NAN;
     for (KvPair pair : kKvPairs) {
       const auto [ra, rb] = kPairRoles[size_t(pair)];
       const bool tied = p.ties(ra, rb);
@@ -176,6 +196,7 @@ LayerKv KvAnalysis::overall() const {
   LayerKv m;
   if (layers.empty()) return m;
   m = layers.front();
+  m.diagonal = m.diagonal_uniform = 0;
   for (size_t i = 0; i < 3; ++i) {
     m.cos[i].mean = m.cka[i].mean = m.weight_cos[i].mean = m.rank[i].erank = 0;
     for (const LayerKv& l : layers) {
@@ -184,6 +205,10 @@ LayerKv KvAnalysis::overall() const {
       m.weight_cos[i].mean += l.weight_cos[i].mean / double(layers.size());
       m.rank[i].erank += l.rank[i].erank / double(layers.size());
     }
+  }
+  for (const LayerKv& l : layers) {
+    m.diagonal += l.diagonal / double(layers.size());
+    m.diagonal_uniform += l.diagonal_uniform / double(layers.size());
   }
   return m;
 }
@@ -196,7 +221,7 @@ KvAnalysis analyze_attention(const std::function<void()>& feed) {
     nn::AttentionInputProbe probe([&](const nn::Attention& a, const Tensor& x) {
       check<ValueError>(!a.is_training(), "kv analysis: the model is in training mode (dropout on); call eval()");
       auto [it, fresh] = index.emplace(&a, layers.size());
-      if (fresh) layers.push_back({&a, {}, {}, {}, 0});
+      if (fresh) layers.push_back({&a, {}, {}, {}, 0, 0, 0, 0});
       layers[it->second].add(a, x);
     });
     feed();

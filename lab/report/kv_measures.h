@@ -12,6 +12,10 @@
 //                  averaged over the tokens (a zero vector counts as 0, as PyTorch's
 //                  cosine_similarity with eps 1e-8); with fewer KV heads than query heads, K and V
 //                  are repeated over their query heads' group before meeting Q
+//   diagonal mass  the attention probability a query gives its own position, P[t, t], averaged
+//                  over sequences, heads and positions, beside uniform attention's (1/T, or
+//                  1/(t+1) when causal): Q=K makes scores symmetric and attention lean on the
+//                  diagonal
 //   effective rank (Roy & Vetterli 2007) exp(H(p)), p_i = s_i / sum_j s_j over the singular
 //                  values s of each weight (square roots of its smaller Gram matrix's eigenvalues,
 //                  in float64); n for an orthogonal n x n matrix, 1 for rank one
@@ -54,10 +58,11 @@ struct ProjectionRank {
   std::string slot;      // the projection's module name: "q", "kv", ...
 };
 struct LayerKv {
-  std::array<PairCosine, 3> cos;         // token cosine, by KvPair
-  std::array<PairCosine, 3> cka;         // linear CKA of the outputs
-  std::array<PairCosine, 3> weight_cos;  // cosine of the flattened weights
-  std::array<ProjectionRank, 3> rank;    // by nn::Role
+  std::array<PairCosine, 3> cos;              // token cosine, by KvPair
+  std::array<PairCosine, 3> cka;              // linear CKA of the outputs
+  std::array<PairCosine, 3> weight_cos;       // cosine of the flattened weights
+  std::array<ProjectionRank, 3> rank;         // by nn::Role
+  double diagonal = 0, diagonal_uniform = 0;  // diagonal mass, and uniform attention's
 };
 
 struct KvAnalysis {

@@ -111,16 +111,24 @@ TEST_CASE("kv analysis: W_v = W_k gives cosine 1 and W_v = -W_k gives -1 (untied
   }
 }
 
-TEST_CASE("kv analysis: cos(Q K) of the first layer equals a direct computation") {
+TEST_CASE("kv analysis: cos(Q K) and the diagonal mass of the first layer equal a direct computation") {
   const auto m = tiny_gpt(nn::Sharing::qkv, 0, 11);
   const std::vector<Tensor> batches = token_batches();
-  double sum = 0;
-  int64_t n = 0;
+  double sum = 0, diagonal = 0, uniform = 0;
+  int64_t n = 0, queries = 0;
   {
     NoGradGuard no_grad;
     for (const Tensor& ids : batches) {
       const Tensor x = m->wte.forward(ids) + m->wpe.forward(arange(ids.size(1)));
       const Tensor a = m->blocks[0]->ln1.forward(x);
+      const int64_t B = ids.size(0), T = ids.size(1);
+      const auto p = m->blocks[0]->attn.probabilities(a).to_vector<double>();  // [B, 2 heads, T, T]
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t t = 0; t < T; ++t, ++queries) {
+            diagonal += p[size_t(((b * 2 + h) * T + t) * T + t)];
+            uniform += 1.0 / double(t + 1);  // causal
+          }
       const auto q = m->blocks[0]->attn.projection(Role::q).forward(a).to_vector<double>();
       const auto k = m->blocks[0]->attn.projection(Role::k).forward(a).to_vector<double>();
       for (int64_t t = 0; t < ids.numel(); ++t) {
@@ -136,6 +144,8 @@ TEST_CASE("kv analysis: cos(Q K) of the first layer equals a direct computation"
   }
   const KvAnalysis r = analyze_gpt(*m, batches);
   CHECK(r.layers[0].cos[size_t(KvPair::qk)].mean == doctest::Approx(sum / double(n)).epsilon(1e-5));
+  CHECK(r.layers[0].diagonal == doctest::Approx(diagonal / double(queries)).epsilon(1e-5));
+  CHECK(r.layers[0].diagonal_uniform == doctest::Approx(uniform / double(queries)).epsilon(1e-12));
   CHECK(r.layers[0].rank[size_t(Role::q)].max_rank == 16);
 }
 
@@ -257,7 +267,7 @@ TEST_CASE("kv analysis: a language-model run folder read end to end") {
   write_kv_csv({a}, out.path / "analysis.csv");
   const std::string csv = test::read_file(out.path / "analysis.csv");
   CHECK(csv.rfind("run,variant,family,checkpoint,tokens,layer,quantity,value,tied,max_rank\n", 0) == 0);
-  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 3 * 12);  // header; layers 0, 1 and the mean
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 3 * 14);  // header; layers 0, 1 and the mean
   for (const char* q : {",mean,cos_kv,1.000000,1,", ",mean,cka_kv,1.000000,1,", ",mean,wcos_kv,1.000000,1,"})
     CHECK(csv.find(q) != std::string::npos);
   const Figure fig = kv_figure({a});

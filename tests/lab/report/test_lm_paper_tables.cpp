@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "lab/report/context_ablation.h"
+#include "lab/report/lm_pareto.h"
 #include "lab/report/lm_table.h"
 #include "lab/report/table.h"
 #include "tests/support/error_checks.h"
@@ -216,4 +217,32 @@ TEST_CASE("context ablation: the Q-K=V gap per context from the runs, the paper'
   test::TempDir dir;
   const std::string bad = dir.write("a.yaml", "gap: {short: 0.05}\n");
   test::check_contains(test::error_of<IOError>([&] { report::load_paper_ablation(bad); }), {"a.yaml", "gap.short"});
+}
+
+TEST_CASE("lm pareto figure: each variant at its cache reduction and perplexity change, ours and the paper's") {
+  const auto papers = report::load_paper_tables(kPaper);
+  const report::PaperTable* t4 = report::paper_table_for(papers, k300m);
+  REQUIRE(t4 != nullptr);
+  const auto tables =
+      report::build_lm_tables({lm_run("gpt-300m", "QKV", 2.0, k300m), lm_run("gpt-300m", "MQA", 2.05, k300m)}, t4);
+  const report::Figure f = report::lm_pareto_figure(tables, t4);
+  REQUIRE(f.lines.size() == 2);
+  const report::LinePanel& ours = f.lines[0];
+  REQUIRE(ours.series.size() == 2);
+  CHECK(ours.series[0].label == "QKV");
+  CHECK(ours.series[0].x == std::vector<double>{0.0});
+  CHECK(ours.series[0].y == std::vector<double>{0.0});
+  CHECK(ours.series[1].label == "MQA");
+  CHECK(ours.series[1].x[0] == doctest::Approx(100 * tables[0].rows[1].cache_reduction));
+  CHECK(ours.series[1].y[0] == doctest::Approx(100 * (std::exp(2.05) / std::exp(2.0) - 1)));
+  // The paper's: every Table 4 row with a cache reduction, MQA at 93.8% and +1.5%.
+  const report::LinePanel& theirs = f.lines[1];
+  CHECK(theirs.series.size() == 8);
+  const auto mqa =
+      std::find_if(theirs.series.begin(), theirs.series.end(), [](const auto& s) { return s.label == "MQA"; });
+  REQUIRE(mqa != theirs.series.end());
+  CHECK(mqa->x[0] == doctest::Approx(93.8));
+  CHECK(mqa->y[0] == doctest::Approx(1.5));
+  // Without a QKV row there is nothing to compare against.
+  CHECK(report::lm_pareto_figure(report::build_lm_tables({lm_run("x", "MQA", 2.0, k300m)}, t4), t4).lines.empty());
 }
