@@ -220,7 +220,7 @@ std::vector<Tensor> call_op(OpId id, std::vector<Tensor> in, Attrs attrs) {
   for (const OutputSpec& s : specs) out.push_back(allocate(s, device));
 
   const kernels::Kernel kernel = device.is_cpu() ? info.cpu : info.cuda;
-  if (tracing_ops()) note_op_call(info.id, device);  // a preflight: shapes and devices only
+  if (tracing_ops()) note_op_call(info.id, device, in, attrs);  // a preflight: shapes and devices only
   else if (!kernel) throw DeviceError(cat(info.name, ": no kernel on ", device, " (`qkvlab ops` shows the table)"));
   else if (widens(info, device, in, out)) run_widened(info, kernel, device, in, out, attrs);
   else run_kernel(info, kernel, device, in, out, attrs);

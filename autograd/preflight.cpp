@@ -5,29 +5,46 @@
 namespace qkv::autograd {
 namespace {
 
-thread_local std::vector<OpCall>* active = nullptr;  // the trace being recorded
+thread_local std::vector<OpCall>* active = nullptr;           // the trace being recorded
+thread_local std::vector<OpShapes>* active_shapes = nullptr;  // the shape trace being recorded
+
+// Runs `work` with `slot` pointing at `record`, cleared again however it ends.
+template <class T> void traced(T*& slot, T& record, const std::function<void()>& work) {
+  check<ValueError>(active == nullptr && active_shapes == nullptr, "trace_ops: already tracing on this thread");
+  slot = &record;
+  try {
+    work();
+  } catch (...) {
+    slot = nullptr;
+    throw;
+  }
+  slot = nullptr;
+}
 
 }  // namespace
 
-bool tracing_ops() { return active != nullptr; }
+bool tracing_ops() { return active != nullptr || active_shapes != nullptr; }
 
-void note_op_call(OpId op, const Device& device) {
+void note_op_call(OpId op, const Device& device, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  if (active_shapes) {
+    OpShapes call{op, {}, attrs};
+    for (const Tensor& t : inputs) call.inputs.push_back(t.defined() ? t.shape() : Shape{});
+    active_shapes->push_back(std::move(call));
+  }
   if (!active) return;
   const OpCall c{op, device};
   if (std::find(active->begin(), active->end(), c) == active->end()) active->push_back(c);
 }
 
 std::vector<OpCall> trace_ops(const std::function<void()>& work) {
-  check<ValueError>(active == nullptr, "trace_ops: already tracing on this thread");
   std::vector<OpCall> calls;
-  active = &calls;
-  try {
-    work();
-  } catch (...) {
-    active = nullptr;
-    throw;
-  }
-  active = nullptr;
+  traced(active, calls, work);
+  return calls;
+}
+
+std::vector<OpShapes> trace_op_shapes(const std::function<void()>& work) {
+  std::vector<OpShapes> calls;
+  traced(active_shapes, calls, work);
   return calls;
 }
 

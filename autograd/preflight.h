@@ -22,10 +22,22 @@ struct OpCall {
 
 // The distinct (op, device) pairs `work` calls, in first-call order.
 std::vector<OpCall> trace_ops(const std::function<void()>& work);
-// Whether call_op is inside trace_ops on this thread (it then launches nothing), and how
-// call_op records a call there.
+
+// One call of traced work: the op, the shapes of its inputs (an undefined input's is empty) and
+// its attributes.
+struct OpShapes {
+  OpId op;
+  std::vector<Shape> inputs;
+  Attrs attrs;
+};
+// Every call `work` makes, in call order, launching nothing (as trace_ops): what op_macs.h
+// counts a model's multiply-accumulates from.
+std::vector<OpShapes> trace_op_shapes(const std::function<void()>& work);
+
+// Whether call_op is inside a trace on this thread (it then launches nothing), and how call_op
+// records a call there.
 bool tracing_ops();
-void note_op_call(OpId op, const Device& device);
+void note_op_call(OpId op, const Device& device, const std::vector<Tensor>& inputs, const Attrs& attrs);
 // The rows among `ops` with no kernel on `device`, or among `calls` with none on the device
 // each was called on (by name, table order, each once).
 std::vector<std::string> ops_without_kernel(const std::vector<OpId>& ops, const Device& device);

@@ -1,6 +1,8 @@
-// The language-model commands that read an experiment file without training:
-//   qkvlab params FILE                       parameter counts per variant
-//   qkvlab flops FILE --seq N                multiply-accumulates of a forward pass (the paper's table)
+// The commands that read an experiment file without training:
+//   qkvlab params FILE                       parameter counts per variant (any family)
+//   qkvlab flops FILE --seq N                multiply-accumulates of a forward pass (any family; a
+//                                            language model's closed forms, the paper's table, beside
+//                                            the count from its op calls)
 //   qkvlab cache FILE --context N [--batch B] [--cache-dtype bf16,int8] [--no-measure] [--device D]
 //                                            KV-cache bytes per variant and dtype, computed and measured
 //   qkvlab bench decode FILE [--batch B] [--context N] [--new-tokens K] [--cache-dtype LIST]
@@ -19,6 +21,7 @@
 #include "lab/experiment/overrides.h"
 #include "lab/infer/decode_bench.h"
 #include "lab/report/lm_reports.h"
+#include "lab/report/model_reports.h"
 #include "lab/studies/decode_study.h"
 #include "tensor/error.h"
 
@@ -32,8 +35,7 @@ struct FileOptions {
 };
 
 void add_file_options(CLI::App* cmd, FileOptions& o, bool required = true) {
-  cmd->add_option("args", o.args,
-                  "a language-model experiment file (e.g. experiments/lm/gpt-300m.yaml) and key=value overrides")
+  cmd->add_option("args", o.args, "an experiment file (e.g. experiments/lm/gpt-300m.yaml) and key=value overrides")
       ->required(required);
   cmd->add_option("--scale", o.scale, "a named scale of the file");
 }
@@ -45,11 +47,15 @@ void add_cache_dtype_option(CLI::App* cmd, std::string& list) {
                       std::string(infer::kDefaultCacheDTypes));
 }
 
-std::vector<report::LmVariantModel> models_of(const FileOptions& o) {
+experiment::Experiment experiment_of(const FileOptions& o) {
   std::vector<std::string> files, overrides;
   experiment::split_arguments(o.args, files, overrides);
   check<ValueError>(files.size() == 1, "expected one experiment file, got ", files.size());
-  return report::lm_variant_models(experiment::load_experiment(files[0], o.scale, overrides));
+  return experiment::load_experiment(files[0], o.scale, overrides);
+}
+
+std::vector<report::LmVariantModel> models_of(const FileOptions& o) {
+  return report::lm_variant_models(experiment_of(o));
 }
 
 }  // namespace
@@ -57,18 +63,28 @@ std::vector<report::LmVariantModel> models_of(const FileOptions& o) {
 void add_lm_report_commands(CLI::App& app) {
   {
     auto o = std::make_shared<FileOptions>();
-    auto* cmd =
-        app.add_subcommand("params", "Parameter counts of each attention variant of a language-model experiment");
+    auto* cmd = app.add_subcommand("params", "Parameter counts of each attention variant of an experiment file");
     add_file_options(cmd, *o);
-    cmd->callback([o] { std::cout << report::params_report(models_of(*o)); });
+    cmd->callback([o] {
+      const experiment::Experiment e = experiment_of(*o);
+      std::cout << (e.config.kind() == experiment::TaskKind::lm
+                        ? report::params_report(report::lm_variant_models(e))
+                        : report::family_params_report(report::family_models(e)));
+    });
   }
   {
     auto o = std::make_shared<FileOptions>();
     auto seq = std::make_shared<int64_t>(2048);
     auto* cmd = app.add_subcommand("flops", "Multiply-accumulates of one forward pass per variant (batch 1)");
     add_file_options(cmd, *o);
-    cmd->add_option("--seq", *seq, "sequence length (default 2048)")->check(CLI::PositiveNumber);
-    cmd->callback([o, seq] { std::cout << report::flops_report(models_of(*o), *seq); });
+    cmd->add_option("--seq", *seq, "language models: sequence length (default 2048); the others read one example")
+        ->check(CLI::PositiveNumber);
+    cmd->callback([o, seq] {
+      const experiment::Experiment e = experiment_of(*o);
+      std::cout << (e.config.kind() == experiment::TaskKind::lm
+                        ? report::flops_report(report::lm_variant_models(e), *seq)
+                        : report::family_macs_report(report::family_models(e)));
+    });
   }
   {
     auto o = std::make_shared<FileOptions>();

@@ -362,6 +362,18 @@ int64_t native_image_side(DatasetName d) {
   return 0;
 }
 
+int64_t native_image_channels(DatasetName d) {
+  return d == DatasetName::mnist || d == DatasetName::fashion_mnist ? 1 : 3;
+}
+
+int64_t dataset_classes(DatasetName d) {
+  switch (d) {
+    case DatasetName::cifar100: return 100;
+    case DatasetName::tinyimagenet: return 200;
+    default: return 10;
+  }
+}
+
 ImageGeometry vision_geometry(const VisionConfig& c, int64_t height, int64_t width, const Located* at) {
   auto fail = [&](const char* key, int value, const std::string& expected) {
     if (at) at->fail(key, value, expected);

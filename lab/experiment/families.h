@@ -234,6 +234,8 @@ struct VisionConfig {
 
 // The side of a dataset's images in its standard format (MNIST 28, CIFAR 32, TinyImageNet 64).
 int64_t native_image_side(DatasetName d);
+int64_t native_image_channels(DatasetName d);  // 1 for the MNISTs, 3 for the rest
+int64_t dataset_classes(DatasetName d);        // 10, 100 or 200
 // What the ViT of a vision config sees of images stored height x width: resized to
 // data.image_size, then zero-padded at the right and bottom to data.pad_to and, with
 // model.pad_to_patch, to the next multiple of model.patch.

@@ -21,7 +21,10 @@ struct LmVariantModel {
 std::vector<LmVariantModel> lm_variant_models(const experiment::Experiment& e);
 
 std::string params_report(const std::vector<LmVariantModel>& models);
+// The closed form per part and in total, beside the count from the forward's op calls.
 std::string flops_report(const std::vector<LmVariantModel>& models, int64_t seq);
+// One forward's multiply-accumulates (batch 1), counted from its op calls; no kernel runs.
+int64_t counted_gpt_macs(const nn::GPTConfig& config, int64_t seq);
 
 struct CacheRow {
   std::string variant;
