@@ -34,16 +34,16 @@ data::LmSampling sampling_of(experiment::LmSamplingName s) {
 
 std::string lm_protocol(const LmConfig& c) {
   const int64_t T = c.model.context;
-  std::string s;
+  std::string s = cat(c.train.steps, " steps of ", c.train.batch_size, " x ", c.train.grad_accum, " sequences; ");
   switch (c.lm.sampling) {
-    case experiment::LmSamplingName::packed: s = cat("packed windows of ", T + 1, " tokens, ", T, " targets"); break;
+    case experiment::LmSamplingName::packed: s += cat("packed windows of ", T + 1, " tokens, ", T, " targets"); break;
     case experiment::LmSamplingName::per_document:
-      s = cat("per_document: a document from its end-of-text, cut to ", T + 1, " tokens, padded; ", T,
-              " targets, padding ", c.lm.loss_on_padding ? "counted" : "masked");
+      s += cat("per_document: a document from its end-of-text, cut to ", T + 1, " tokens, padded; ", T,
+               " targets, padding ", c.lm.loss_on_padding ? "counted" : "masked");
       break;
     case experiment::LmSamplingName::official:
-      s = cat("official: a document without a leading separator, cut to ", T + 1, " tokens, padded with end-of-text; ",
-              T - 1, " targets per row, padding counted");
+      s += cat("official: a document without a leading separator, cut to ", T + 1, " tokens, padded with end-of-text; ",
+               T - 1, " targets per row, padding counted");
       break;
   }
   s += cat("; validation: ",

@@ -53,9 +53,10 @@ void check_sources(const std::string& path) {
 TEST_CASE("lm protocol: the paper's LM files follow the official code, every setting with its source") {
   struct Paper {
     const char* file;
-    int eval_every;
+    int eval_every, steps;
   };
-  for (const Paper& p : {Paper{"gpt-300m.yaml", 200}, Paper{"gpt-1.2b.yaml", 500}}) {
+  // 10B tokens over a step's batch x accumulation x 2048 tokens, rounded down (official code).
+  for (const Paper& p : {Paper{"gpt-300m.yaml", 200, 4238}, Paper{"gpt-1.2b.yaml", 500, 8477}}) {
     CAPTURE(p.file);
     const Experiment e = load_experiment(kLmDir + p.file, "paper");
     const LmConfig& c = e.config.as<LmConfig>();
@@ -65,6 +66,8 @@ TEST_CASE("lm protocol: the paper's LM files follow the official code, every set
     CHECK(c.train.skip_grad_norm == 100);
     CHECK(c.train.precision == loops::Precision::bf16);
     CHECK(c.train.eval_every == p.eval_every);
+    CHECK(c.train.steps == p.steps);
+    CHECK(c.train.steps == 10'000'000'000 / (int64_t(c.train.batch_size) * c.train.grad_accum * c.model.context));
     // The first 10M tokens of the val split, in whole batches of the micro-batch size.
     const int64_t batch_tokens = int64_t(c.train.eval_batch_size) * c.model.context;
     CHECK(c.train.eval_batch_size == c.train.batch_size);
@@ -72,7 +75,8 @@ TEST_CASE("lm protocol: the paper's LM files follow the official code, every set
     CHECK((c.train.eval_batches + 1) * batch_tokens > 10'000'000);
     const std::string protocol = tasks::lm_protocol(c);
     test::check_contains(protocol,
-                         {"official", cat(c.model.context - 1, " targets per row"), "padding counted",
+                         {cat(p.steps, " steps of "), "official", cat(c.model.context - 1, " targets per row"),
+                          "padding counted",
                           cat("first ", c.train.eval_batches, " batches of ", c.train.eval_batch_size),
                           cat("every ", p.eval_every, " steps"), "all parameters", "> 100", "bf16", "precision bf16"});
     check_sources(kLmDir + p.file);
