@@ -10,6 +10,7 @@ set(QKV_FUZZ_TARGETS
   token_shard:qkv_data
   dataset_json:qkv_data
   tokenizer:qkv_data
+  mc_tasks:qkv_data
   experiment_yaml:qkv_experiment
   result_json:qkv_experiment)
 

@@ -125,6 +125,24 @@ def experiment_seeds(run_config):
     put("experiment_yaml", "run-config.yaml", run_config.read_bytes())
 
 
+def mc_task_seeds():
+    # One byte picking the layout (fuzz/mc_tasks.cpp: 0 ARC-Challenge, 1 ARC-Easy, 2 HellaSwag,
+    # 3 PIQA, 4 WinoGrande), then a JSONL line of it.
+    lines = {
+        "arc_challenge-hf": (0, {"question": "Which is a gas?", "choices": {"text": ["ice", "steam"], "label": ["A", "B"]},
+                                 "answerKey": "B"}),
+        "arc_easy-ai2": (1, {"question": {"stem": "Q?", "choices": [{"text": "a", "label": "1"},
+                                                                  {"text": "b", "label": "2"}]}, "answerKey": "1"}),
+        "hellaswag": (2, {"activity_label": "Baking", "ctx_a": "A man mixes flour.", "ctx_b": "he then",
+                          "endings": ["bakes [header] it.", "eats it"], "label": 1}),
+        "piqa": (3, {"goal": "Open a jar", "sol1": "twist", "sol2": "eat", "label": 0}),
+        "winogrande": (4, {"sentence": "The cup did not fit in the box because _ was too big.", "option1": "the cup",
+                           "option2": "the box", "answer": "1"}),
+    }
+    for name, (layout, line) in lines.items():
+        put("mc_tasks", name, bytes([layout]) + json.dumps(line).encode() + b"\n")
+
+
 def dict_entry(value):
     """One libFuzzer dictionary line: the UTF-8 bytes quoted, escaping only as \\, \" and \\xAB."""
     out = ""
@@ -173,8 +191,9 @@ def main():
         sys.exit(f"fuzz-seeds: {data} is not the data folder (no MANIFEST.md): pass --data or set QKV_DATA")
 
     for target in ("idx", "cifar", "tinyimagenet", "safetensors", "token_shard", "dataset_json", "tokenizer",
-                   "experiment_yaml", "result_json"):
+                   "experiment_yaml", "result_json", "mc_tasks"):
         shutil.rmtree(CORPUS / target, ignore_errors=True)
+    mc_task_seeds()
     idx_seeds(data)
     cifar_seeds(data)
     tinyimagenet_seeds(data)

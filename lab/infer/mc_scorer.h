@@ -11,11 +11,14 @@
 #include <utility>
 #include <vector>
 
-#include "lab/infer/mc_tasks.h"
 #include "nn/models/gpt.h"
+#include "train/data/mc_tasks.h"
 #include "train/data/tokens/bpe.h"
 
 namespace qkv::infer {
+
+using data::McItem;
+using data::McTask;
 
 struct McScoreOptions {
   int64_t shots = 5;     // solved examples before each question

@@ -16,7 +16,7 @@ namespace qkv::studies {
 
 namespace fs = std::filesystem;
 using infer::McScore;
-using infer::McTask;
+using data::McTask;
 
 namespace {
 
@@ -26,7 +26,7 @@ struct TaskFiles {
   std::optional<fs::path> train;
 };
 TaskFiles task_files(const fs::path& dir, McTask task) {
-  const std::string name = infer::mc_task_name(task);
+  const std::string name = data::mc_task_name(task);
   for (const fs::path& test : {dir / name / "test.jsonl", dir / (name + ".jsonl")})
     if (fs::is_regular_file(test)) {
       const fs::path train = dir / name / "train.jsonl";
@@ -43,7 +43,7 @@ std::string percent(double x) { return report::fmt("%.2f", 100 * x); }
 EvalResult run_eval_study(const EvalOptions& o, std::FILE* out, std::FILE* log) {
   check<ValueError>(!o.tasks.empty(), "eval: no tasks given (--tasks)");
   std::vector<McTask> tasks;
-  for (const std::string& name : o.tasks) tasks.push_back(infer::parse_mc_task(name));
+  for (const std::string& name : o.tasks) tasks.push_back(data::parse_mc_task(name));
   check<ValueError>(!o.task_data.empty(), "eval: no task folder given (--task-data DIR)");
   const experiment::LmRunFiles f = experiment::open_lm_run(o.run, "eval");
   experiment::LmConfig c = f.config;
@@ -56,9 +56,9 @@ EvalResult run_eval_study(const EvalOptions& o, std::FILE* out, std::FILE* log) 
   EvalResult result;
   for (McTask task : tasks) {
     const TaskFiles files = task_files(o.task_data, task);
-    const std::vector<infer::McItem> items = infer::read_mc_items(task, files.test);
-    const std::vector<infer::McItem> pool = files.train ? infer::read_mc_items(task, *files.train) : items;
-    std::fprintf(log, "eval: %s: %zu questions from %s, shots from %s\n", infer::mc_task_name(task), items.size(),
+    const std::vector<data::McItem> items = data::read_mc_items(task, files.test);
+    const std::vector<data::McItem> pool = files.train ? data::read_mc_items(task, *files.train) : items;
+    std::fprintf(log, "eval: %s: %zu questions from %s, shots from %s\n", data::mc_task_name(task), items.size(),
                  files.test.c_str(), files.train ? files.train->c_str() : "the other questions");
     result.scores.push_back(infer::score_mc(*model, tokenizer, task, items, pool, !files.train, o.scoring));
     result.mean_acc += result.scores.back().acc / double(tasks.size());
@@ -69,7 +69,7 @@ EvalResult run_eval_study(const EvalOptions& o, std::FILE* out, std::FILE* log) 
       cat("# Downstream, ", o.scoring.shots, "-shot: ", o.run, " (", variant, ", ", f.checkpoint.filename().string(),
           ")\n\n| task | questions | acc | acc_norm |\n|---|---|---|---|\n");
   for (const McScore& s : result.scores)
-    md += cat("| ", infer::mc_task_name(s.task), " | ", s.items, " | ", percent(s.acc), " | ", percent(s.acc_norm),
+    md += cat("| ", data::mc_task_name(s.task), " | ", s.items, " | ", percent(s.acc), " | ", percent(s.acc_norm),
               " |\n");
   md += cat("| average | | ", percent(result.mean_acc), " | ", percent(result.mean_acc_norm), " |\n\n");
   const fs::path table11 = fs::path(o.paper_dir) / "table11.yaml";
@@ -100,7 +100,7 @@ EvalResult run_eval_study(const EvalOptions& o, std::FILE* out, std::FILE* log) 
                       {"tasks", nlohmann::json::array()}};
   for (const McScore& s : result.scores)
     j["tasks"].push_back(
-        {{"task", infer::mc_task_name(s.task)}, {"questions", s.items}, {"acc", s.acc}, {"acc_norm", s.acc_norm}});
+        {{"task", data::mc_task_name(s.task)}, {"questions", s.items}, {"acc", s.acc}, {"acc_norm", s.acc_norm}});
   write_file_atomically((dir / (stem + ".json")).string(), [&](std::ostream& os) { os << j.dump(2) << "\n"; });
   std::fprintf(log, "eval: wrote %s and %s\n", (dir / (stem + ".md")).c_str(), (dir / (stem + ".json")).c_str());
   return result;

@@ -1,4 +1,4 @@
-// The downstream multiple-choice tasks (lab/infer/mc_tasks.h, mc_scorer.h): each standard JSONL
+// The downstream multiple-choice tasks (train/data/mc_tasks.h, lab/infer/mc_scorer.h): each standard JSONL
 // layout becomes lm-evaluation-harness's prompts, bad lines are named by file, line and field,
 // few-shot prompts never show the question itself, and the batched, padded and truncated
 // log-likelihoods equal a direct computation on one sequence at a time.
@@ -15,6 +15,7 @@
 
 using namespace qkv;
 using namespace qkv::infer;
+using namespace qkv::data;
 
 namespace {
 
@@ -100,6 +101,11 @@ TEST_CASE("downstream tasks: a bad line names the file, the line and the field")
   test::write_file(file, "{\"goal\": \"g\", \"sol1\": \"a\", \"sol2\": \"b\", \"label\": 2}\n");
   test::check_contains(test::error_of<IOError>([&] { read_mc_items(McTask::piqa, file); }),
                        {file + ":1", "'label' is 2, expected 0 to 1"});
+  test::write_file(file, "{\"goal\": \"g\", \"sol1\": \"a\", \"sol2\": \"b\", \"label\": \"99999999999999999999\"}\n");
+  test::check_contains(test::error_of<IOError>([&] { read_mc_items(McTask::piqa, file); }),
+                       {file + ":1", "'label'", "expected 0 to 1"});
+  test::write_file(file, "{\"goal\": 1e999}\n");  // too large for a double
+  test::check_contains(test::error_of<IOError>([&] { read_mc_items(McTask::piqa, file); }), {file + ":1", "not JSON"});
   test::write_file(file, "not json\n");
   test::check_contains(test::error_of<IOError>([&] { read_mc_items(McTask::piqa, file); }), {file + ":1", "not JSON"});
   test::check_contains(test::error_of<IOError>([&] {

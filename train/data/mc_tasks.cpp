@@ -1,12 +1,13 @@
-#include "lab/infer/mc_tasks.h"
+#include "train/data/mc_tasks.h"
 
 #include <cctype>
+#include <charconv>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tensor/error.h"
 
-namespace qkv::infer {
+namespace qkv::data {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -38,9 +39,11 @@ std::vector<std::string> texts(const json& v, const std::string& key, const std:
 int64_t index_of(const json& v, const char* key, int64_t base, size_t n, const std::string& where) {
   int64_t i = -1;
   if (v.is_number_integer()) i = v.get<int64_t>();
-  else if (v.is_string() && !v.get<std::string>().empty() &&
-           v.get<std::string>().find_first_not_of("0123456789") == std::string::npos)
-    i = std::stoll(v.get<std::string>());
+  else if (v.is_string()) {
+    const std::string& digits = v.get_ref<const std::string&>();
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), i);
+    if (error != std::errc() || end != digits.data() + digits.size()) i = -1;  // not a whole number, or too large
+  }
   check<IOError>(i >= base && i < base + int64_t(n), where, ": field '", key, "' is ", v.dump(), ", expected ", base,
                  " to ", base + int64_t(n) - 1);
   return i - base;
@@ -168,7 +171,9 @@ McItem mc_item_from_json(McTask task, const std::string& line, const std::string
   json j;
   try {
     j = json::parse(line);
-  } catch (const json::parse_error& e) { throw IOError(cat(where, ": not JSON (", e.what(), ")")); }
+  } catch (const json::exception& e) {  // a syntax error, or a number too large for a double
+    throw IOError(cat(where, ": not JSON (", e.what(), ")"));
+  }
   check<IOError>(j.is_object(), where, ": expected a JSON object");
   switch (task) {
     case McTask::arc_challenge:
@@ -194,4 +199,4 @@ std::vector<McItem> read_mc_items(McTask task, const fs::path& file) {
   return items;
 }
 
-}  // namespace qkv::infer
+}  // namespace qkv::data

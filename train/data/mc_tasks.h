@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-namespace qkv::infer {
+namespace qkv::data {
 
 enum class McTask { arc_challenge, arc_easy, hellaswag, piqa, winogrande };
 inline constexpr McTask kMcTasks[] = {McTask::arc_challenge, McTask::arc_easy, McTask::hellaswag, McTask::piqa,
@@ -47,4 +47,4 @@ std::vector<McItem> read_mc_items(McTask task, const std::filesystem::path& file
 // One JSON object of `task`'s layout; `where` names it in errors ("file:line").
 McItem mc_item_from_json(McTask task, const std::string& line, const std::string& where);
 
-}  // namespace qkv::infer
+}  // namespace qkv::data
