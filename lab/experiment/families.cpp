@@ -293,6 +293,8 @@ const Schema<GptModel>& GptModel::schema() {
   using T = GptModel;
   static const Schema<T> s{
       fields<T>({model_kind_field<T>("gpt", "lm"),
+                 field("activation", &T::activation, Activation::gelu,
+                       "MLP activation: gelu (exact, the official code), gelu_tanh (GPT-2's gelu_new), relu"),
                  field("vocab", &T::vocab, 50304, in_range(2, 1 << 24),
                        "output vocabulary (GPT-2's 50257 padded to 50304)"),
                  field("context", &T::context, 1024, in_range(2, 1 << 20), "positions = training sequence length"),

@@ -16,7 +16,7 @@
 namespace qkv::experiment {
 
 enum class TaskKind { synthetic, vision, anomaly, lm };
-enum class Activation { relu, gelu };
+enum class Activation { relu, gelu, gelu_tanh };  // gelu_tanh: GPT-2's gelu_new
 enum class Norm { post, pre };
 enum class HeadKind { mlp, linear };
 enum class DatasetName { mnist, fashion_mnist, cifar10, cifar100, tinyimagenet };
@@ -38,8 +38,8 @@ template <> struct EnumNames<data::SyntheticTask> {
       {{"reverse", T::reverse}, {"sort", T::sort}, {"sub", T::sub}, {"swap", T::swap}, {"copy", T::copy}}};
 };
 template <> struct EnumNames<Activation> {
-  static constexpr std::array<std::pair<std::string_view, Activation>, 2> values{
-      {{"relu", Activation::relu}, {"gelu", Activation::gelu}}};
+  static constexpr std::array<std::pair<std::string_view, Activation>, 3> values{
+      {{"relu", Activation::relu}, {"gelu", Activation::gelu}, {"gelu_tanh", Activation::gelu_tanh}}};
 };
 template <> struct EnumNames<Norm> {
   static constexpr std::array<std::pair<std::string_view, Norm>, 2> values{{{"post", Norm::post}, {"pre", Norm::pre}}};
@@ -196,9 +196,10 @@ struct SetModel : ModelBase {
   static const Schema<SetModel>& schema();
 };
 struct GptModel : ModelBase {
-  int vocab = 0;          // output vocabulary (GPT-2's 50257 padded)
-  int context = 0;        // positions = the training sequence length
-  std::string init_from;  // start from these weights: a run folder (its newest checkpoint) or a .safetensors file
+  Activation activation{};  // the MLP's: exact GELU (the official code), or GPT-2's tanh form
+  int vocab = 0;            // output vocabulary (GPT-2's 50257 padded)
+  int context = 0;          // positions = the training sequence length
+  std::string init_from;    // start from these weights: a run folder (its newest checkpoint) or a .safetensors file
   bool operator==(const GptModel&) const = default;
   static const Schema<GptModel>& schema();
 };

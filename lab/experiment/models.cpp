@@ -18,7 +18,14 @@ nn::AttentionConfig attention_config(const ModelBase& m, const nn::Variant& vari
   return a;
 }
 
-nn::Activation activation(Activation a) { return a == Activation::gelu ? nn::Activation::gelu : nn::Activation::relu; }
+nn::Activation activation(Activation a) {
+  switch (a) {
+    case Activation::relu: return nn::Activation::relu;
+    case Activation::gelu: return nn::Activation::gelu;
+    case Activation::gelu_tanh: return nn::Activation::gelu_tanh;
+  }
+  return nn::Activation::gelu;
+}
 
 nn::EncoderConfig encoder_config(const SyntheticConfig& c, const nn::Variant& variant) {
   nn::EncoderConfig e;
@@ -71,6 +78,7 @@ nn::GPTConfig gpt_config(const LmConfig& c, const nn::Variant& variant) {
   g.layers = c.model.layers;
   g.ffn = ffn_width(c.model);
   g.dropout = c.model.dropout;
+  g.activation = activation(c.model.activation);
   g.attention = attention_config(c.model, variant, 0);
   g.attention.causal = true;
   return g;

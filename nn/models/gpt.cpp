@@ -74,7 +74,8 @@ GPTBlock::GPTBlock(const GPTConfig& c, Generator* gen)
       ln2(c.d_model()),
       fc(c.d_model(), c.ffn_width(), true, gen),
       proj(c.ffn_width(), c.d_model(), true, gen),
-      drop(c.dropout, gen) {
+      drop(c.dropout, gen),
+      activation_(c.activation) {
   register_module("ln1", &ln1);
   register_module("attn", &attn);
   register_module("ln2", &ln2);
@@ -83,7 +84,7 @@ GPTBlock::GPTBlock(const GPTConfig& c, Generator* gen)
   register_module("drop", &drop);
 }
 
-Tensor GPTBlock::mlp(const Tensor& x) const { return proj.forward(activate(fc.forward(x), Activation::gelu)); }
+Tensor GPTBlock::mlp(const Tensor& x) const { return proj.forward(activate(fc.forward(x), activation_)); }
 
 AddNorm GPTBlock::forward(const Tensor& x, const Tensor& n, const LayerNorm& next) const {
   const AddNorm h = drop.add_norm(x, attn.forward(n), ln2);  // h = x + drop(attn(ln1(x))), ln2(h)

@@ -20,7 +20,8 @@ struct GPTConfig {
   int64_t ffn = 0;       // MLP width; 0: 4 d_model
   double dropout = 0.1;  // residual dropout
   double init_std = 0.02;
-  AttentionConfig attention;  // d_model, heads, kv_heads, sharing (always causal, no 2D scores)
+  Activation activation = Activation::gelu;  // the MLP's; gelu_tanh is GPT-2's gelu_new
+  AttentionConfig attention;                 // d_model, heads, kv_heads, sharing (always causal, no 2D scores)
 
   int64_t d_model() const { return attention.d_model; }
   int64_t ffn_width() const { return ffn > 0 ? ffn : 4 * attention.d_model; }
@@ -57,6 +58,7 @@ class GPTBlock : public Module {
 
  private:
   Tensor mlp(const Tensor& x) const;
+  Activation activation_;
 };
 
 class GPT : public Module {

@@ -302,3 +302,30 @@ TEST_CASE("gpt: an int8 cache decodes close to the float32 forward pass for ever
     CHECK(worst < 3e-3);  // measured: at most 9.3e-4 over the variants
   }
 }
+
+TEST_CASE("gpt: model.activation gelu_tanh is GPT-2's gelu_new in every MLP, exact GELU the default") {
+  GPTConfig c = tiny(kVariants.front());  // QKV
+  c.dropout = 0;
+  Generator g1(7), g2(7);
+  GPT exact(c, &g1);
+  c.activation = Activation::gelu_tanh;
+  GPT tanh_form(c, &g2);  // the same weights: the same generator stream
+  exact.eval();
+  tanh_form.eval();
+  NoGradGuard no_grad;
+  const Tensor ids = from_vector(std::vector<int64_t>{1, 5, 2, 7, 3, 0}, {1, 6});
+  const std::vector<float> a = exact.forward(ids).to_vector<float>(), b = tanh_form.forward(ids).to_vector<float>();
+  double most = 0;
+  for (size_t i = 0; i < a.size(); ++i) most = std::max(most, double(std::abs(a[i] - b[i])));
+  CHECK(most > 1e-6);  // the forms differ (by about 1e-3 of an activation at most)
+  // The first block: x + attention, then + proj(gelu_tanh(fc(ln2(that)))).
+  const GPTBlock& block = *tanh_form.blocks[0];
+  const Tensor x = randn({1, 6, c.d_model()}, {}, &g1);
+  const Tensor h = block.forward(x);
+  const Tensor after_attention = x + block.attn.forward(block.ln1.forward(x));
+  const std::vector<float> want =
+      (after_attention + block.proj.forward(gelu(block.fc.forward(block.ln2.forward(after_attention)), true)))
+          .to_vector<float>();
+  const std::vector<float> got = h.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
+}

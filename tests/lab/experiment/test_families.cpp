@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "lab/experiment/experiment.h"
+#include "lab/experiment/models.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
 
@@ -89,8 +90,8 @@ TEST_CASE("families: a key of another family is refused, naming the families it 
   expect("vis_sets.yaml", kVision + "  set_size: 5\n", {":5:3", "data.set_size", "belongs to anomaly experiments"});
   expect("ano_workers.yaml", kAnomaly + "  workers: 4\n", {":5:3", "data.workers", "belongs to vision experiments"});
   expect("ano_limit.yaml", kAnomaly + "  train_limit: 100\n", {"data.train_limit", "belongs to vision experiments"});
-  expect("lm_activation.yaml", kLm + "model:\n  activation: relu\n",
-         {"model.activation is not a setting of lm experiments", "synthetic, vision, anomaly"});
+  expect("lm_head.yaml", kLm + "model:\n  head: mlp\n",
+         {"model.head is not a setting of lm experiments", "belongs to synthetic experiments"});
 
   // The same in a scale (chosen or not), an override and a grid.
   const std::string lm = kExperiments + "lm/shakespeare.yaml";
@@ -177,4 +178,15 @@ TEST_CASE("families: model.init_from and the convert section of lm experiments, 
   check_contains(error_of([&] { load_experiment(dir.write("s.yaml", "name: s\nmodel:\n  init_from: x\n")); }),
                  {"model.init_from", "lm"});
   check_contains(describe_schema(TaskKind::lm), {"model.init_from", "convert.methods", "convert.finetune_steps"});
+}
+
+TEST_CASE("families: model.activation of a GPT is exact GELU by default, gelu_tanh (GPT-2's gelu_new) on request") {
+  const auto plain = load_experiment(kExperiments + "lm/shakespeare.yaml");
+  CHECK(plain.config.as<LmConfig>().model.activation == Activation::gelu);
+  CHECK(gpt_config(plain.config.as<LmConfig>(), plain.runs[0].variant).activation == nn::Activation::gelu);
+  const auto tanh_form = load_experiment(kExperiments + "lm/shakespeare.yaml", "", {"model.activation=gelu_tanh"});
+  CHECK(gpt_config(tanh_form.config.as<LmConfig>(), tanh_form.runs[0].variant).activation == nn::Activation::gelu_tanh);
+  check_contains(error_of(
+                     [&] { load_experiment(kExperiments + "lm/shakespeare.yaml", "", {"model.activation=swish"}); }),
+                 {"model.activation", "swish", "gelu_tanh"});
 }
