@@ -4,13 +4,12 @@
 #include "lab/cli/commands.h"
 #include "lab/cli/device_option.h"
 #include "lab/studies/eval_study.h"
-#include "tensor/error.h"
 
 namespace qkv::cli {
 
 void add_eval_command(CLI::App& app) {
   auto o = std::make_shared<studies::EvalOptions>();
-  auto tasks = std::make_shared<std::string>("arc_challenge,arc_easy,hellaswag,piqa,winogrande");
+  o->tasks = {"arc_challenge", "arc_easy", "hellaswag", "piqa", "winogrande"};
   auto* cmd = app.add_subcommand(
       "eval", "A trained language model on the paper's downstream multiple-choice tasks (Table 11), by log-likelihood");
   cmd->footer(
@@ -19,8 +18,9 @@ void add_eval_command(CLI::App& app) {
       "gives the few-shot examples. Each choice is scored by sum log p(continuation | shots + context), as\n"
       "lm-evaluation-harness does; acc takes the most likely choice, acc_norm the most likely per byte.");
   cmd->add_option("run", o->run, "a language-model run folder of `qkvlab run`")->required();
-  cmd->add_option("--tasks", *tasks,
-                  "comma-separated: arc_challenge, arc_easy, hellaswag, piqa, winogrande (default: all five)");
+  cmd->add_option("--tasks", o->tasks,
+                  "comma-separated: arc_challenge, arc_easy, hellaswag, piqa, winogrande (default: all five)")
+      ->delimiter(',');
   cmd->add_option("--task-data", o->task_data, "folder holding the task files")->required();
   cmd->add_option("--shots", o->scoring.shots, "solved examples before each question (default 5, as Table 11)")
       ->check(CLI::NonNegativeNumber);
@@ -34,15 +34,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--paper", o->paper_dir, "folder of the paper's tables (default: this tree's experiments/paper)");
   cmd->add_option("--out", o->out, "folder for downstream_<k>shot.md and .json (default: <run>/eval)");
   add_device_option(cmd, o->device, "eval");
-  cmd->callback([o, tasks] {
-    o->tasks.clear();
-    std::string name;
-    for (char ch : *tasks + ",") {
-      if (ch != ',') name += ch;
-      else if (!name.empty()) o->tasks.push_back(std::exchange(name, std::string()));
-    }
-    studies::run_eval_study(*o);
-  });
+  cmd->callback([o] { studies::run_eval_study(*o); });
 }
 
 }  // namespace qkv::cli

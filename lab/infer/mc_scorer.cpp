@@ -15,7 +15,7 @@ std::string fewshot_prefix(const std::vector<McItem>& pool, bool pool_is_items, 
   if (shots == 0) return "";
   const int64_t available = int64_t(pool.size()) - (pool_is_items ? 1 : 0);
   check<ValueError>(available >= shots, "downstream: ", shots, " shots need as many solved examples, the pool has ",
-                    available);
+                    available, ": lower --shots, or give the task a train.jsonl of examples");
   std::string prefix;
   int64_t taken = 0;
   for (int64_t i :

@@ -65,8 +65,7 @@ int write_curves(const std::vector<experiment::ResultRow>& results, const std::v
     bool validated = false;
     for (const auto& [key, rows] : runs)
       for (const experiment::ResultRow* r : rows)
-        for (const loops::EpochRecord& e : r->classification()->epochs)
-          validated = validated || (key.first == t && val_accuracy(e));
+        validated = validated || (key.first == t && r->classification()->protocol != experiment::Protocol::all_last);
     const std::string accuracy = validated ? "validation accuracy" : "test accuracy (monitor)";
     LinePanel loss{t + ": training loss", {"epoch"}, {"training loss"}, {}};
     LinePanel acc{t + ": " + accuracy, {"epoch"}, {accuracy}, {}};

@@ -22,12 +22,9 @@ Figure lm_pareto_figure(const std::vector<LmTable>& tables, const PaperTable* pa
   }
   if (paper && !f.lines.empty()) {
     LinePanel theirs{cat("paper: ", paper->title), x, y, {}};
-    const auto ppl = [&](const std::string& v) { return paper->at(v, "val_ppl"); };
     for (const std::string& v : paper->variants) {
       const auto reduction = paper->at(v, "cache_reduction");
-      const auto change = paper->at(v, "dppl");
-      const auto p = ppl(v), q = ppl("QKV");
-      const std::optional<double> dppl = change ? change : (p && q ? std::optional<double>(*p / *q - 1) : std::nullopt);
+      const auto dppl = paper_delta(*paper, v);
       if (reduction && dppl) theirs.series.push_back({v, {100 * *reduction}, {100 * *dppl}});
     }
     if (!theirs.series.empty()) f.lines.push_back(std::move(theirs));

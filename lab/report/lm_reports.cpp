@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/op_macs.h"
 #include "lab/experiment/models.h"
+#include "lab/report/number_text.h"
 #include "tensor/allocator.h"
 
 namespace qkv::report {
@@ -27,18 +28,9 @@ std::vector<LmVariantModel> lm_variant_models(const experiment::Experiment& e) {
 }
 
 namespace {
-std::string percent_2dp(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f%%", 100 * x);
-  return buf;
-}
-
 // The op count beside the closed form: "=" when they agree, else the count.
 std::string counted_text(int64_t closed_form, int64_t counted) {
-  if (counted == closed_form) return "=";
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.2f (differs)", double(counted) / 1e9);
-  return buf;
+  return counted == closed_form ? "=" : fmt("%.2f (differs)", double(counted) / 1e9);
 }
 }  // namespace
 

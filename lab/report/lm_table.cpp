@@ -169,14 +169,14 @@ std::string ranking(std::vector<std::pair<double, std::string>> xs) {
   return s;
 }
 
-// The paper's change vs QKV: as printed (dppl), else from its perplexities.
+}  // namespace
+
 std::optional<double> paper_delta(const PaperTable& p, const std::string& variant) {
   if (auto d = p.at(variant, "dppl")) return d;
   auto ppl = p.at(variant, "val_ppl"), base = p.at("QKV", "val_ppl");
   if (ppl && base && *base > 0) return *ppl / *base - 1;
   return std::nullopt;
 }
-}  // namespace
 
 std::string lm_markdown(const LmTable& t, const PaperTable* paper, const std::string& note) {
   std::ostringstream s;

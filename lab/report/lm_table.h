@@ -48,6 +48,8 @@ struct LmTable {
 // whose grid changes the shape, such as the context ablation, gets one per shape); `paper`
 // orders the variants.
 std::vector<LmTable> build_lm_tables(const std::vector<ResultRow>& results, const PaperTable* paper);
+// The paper's perplexity change vs QKV of `variant`: as printed (dppl), else from its perplexities.
+std::optional<double> paper_delta(const PaperTable& p, const std::string& variant);
 // `note`, when given, goes under the caption (no_paper_note).
 std::string lm_markdown(const LmTable& t, const PaperTable* paper, const std::string& note = "");
 std::string lm_csv(const std::vector<LmTable>& tables, const PaperTable* paper);

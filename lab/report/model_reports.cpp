@@ -66,8 +66,6 @@ FamilyModel family_model(const Config& config, const nn::Variant& variant) {
   return f;
 }
 
-std::string change_percent(double x) { return fmt("%.2f%%", 100 * x); }
-
 }  // namespace
 
 std::vector<FamilyModel> family_models(const Experiment& e) {
@@ -96,7 +94,7 @@ std::string family_params_report(const std::vector<FamilyModel>& models) {
     autograd::trace_op_shapes([&] { b = m.build(); });
     const int64_t n = b.module->num_parameters();
     if (base == 0) base = double(n);
-    s << "| " << m.variant << " | " << with_commas(n) << " | " << change_percent(double(n) / base - 1) << " |\n";
+    s << "| " << m.variant << " | " << with_commas(n) << " | " << percent_2dp(double(n) / base - 1) << " |\n";
   }
   return s.str();
 }
@@ -116,7 +114,7 @@ std::string family_macs_report(const std::vector<FamilyModel>& models) {
     };
     if (base == 0) base = double(c.total());
     s << "| " << m.variant << " | " << op("linear") << " | " << op("matmul") << " | " << op("attention") << " | "
-      << fmt("%.3f", double(c.total()) / 1e6) << " | " << change_percent(double(c.total()) / base - 1) << " |\n";
+      << fmt("%.3f", double(c.total()) / 1e6) << " | " << percent_2dp(double(c.total()) / base - 1) << " |\n";
   }
   return s.str();
 }

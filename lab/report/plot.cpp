@@ -467,4 +467,14 @@ FigureFiles write_figure(const Figure& f, const fs::path& stem_in) {
   return files;
 }
 
+void write_study_figure(const Figure& f, const fs::path& stem, std::FILE* log, const std::string& who) {
+  try {
+    const FigureFiles files = write_figure(f, stem);
+    std::fprintf(log, "%s: figure %s (.svg, .pdf; data in %s)\n", who.c_str(), files.png.string().c_str(),
+                 files.csv.string().c_str());
+  } catch (const IOError& e) {  // no gnuplot: the tables stand without the figure
+    std::fprintf(log, "%s: no figure: %s\n", who.c_str(), e.what());
+  }
+}
+
 }  // namespace qkv::report

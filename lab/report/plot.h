@@ -4,6 +4,7 @@
 // in PATH; it runs without a shell on a script file in a private temporary folder.
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -67,6 +68,11 @@ struct FigureFiles {
 // install Debian's gnuplot-nox, when gnuplot fails or runs past its time limit, GnuplotMissing
 // when there is none.
 FigureFiles write_figure(const Figure& f, const std::filesystem::path& stem);
+
+// A study's figure beside its tables: write_figure, then a line on `log` ("<who>: figure
+// stem.png (.svg, .pdf; data in stem.csv)"), or, when gnuplot is missing or fails, a line saying
+// why (the tables stand without the figure).
+void write_study_figure(const Figure& f, const std::filesystem::path& stem, std::FILE* log, const std::string& who);
 
 // Whether the gnuplot executable write_figure would run exists and is executable.
 bool gnuplot_available();

@@ -179,14 +179,8 @@ report::ConvertStudy run_convert_study(const experiment::Experiment& e, const fs
   report::write_convert_study_csv(s, report_dir / "convert_study.csv");
   std::fprintf(log, "convert-study: wrote %s and convert_study.csv\n",
                (report_dir / "convert_study.md").string().c_str());
-  try {
-    const report::FigureFiles f =
-        report::write_figure(report::convert_study_figure(s), report_dir / "convert_study_curves");
-    std::fprintf(log, "convert-study: figure %s (.svg, .pdf; data in %s)\n", f.png.string().c_str(),
-                 f.csv.string().c_str());
-  } catch (const IOError& err) {  // no gnuplot: the table stands without the figure
-    std::fprintf(log, "convert-study: no figure: %s\n", err.what());
-  }
+  report::write_study_figure(report::convert_study_figure(s), report_dir / "convert_study_curves", log,
+                             "convert-study");
   return s;
 }
 

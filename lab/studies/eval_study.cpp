@@ -43,7 +43,9 @@ std::string percent(double x) { return report::fmt("%.2f", 100 * x); }
 EvalResult run_eval_study(const EvalOptions& o, std::FILE* out, std::FILE* log) {
   check<ValueError>(!o.tasks.empty(), "eval: no tasks given (--tasks)");
   std::vector<McTask> tasks;
-  for (const std::string& name : o.tasks) tasks.push_back(data::parse_mc_task(name));
+  for (const std::string& name : o.tasks) try {
+      tasks.push_back(data::parse_mc_task(name));
+    } catch (const ValueError& e) { throw ValueError(cat("eval --tasks: ", e.what())); }
   check<ValueError>(!o.task_data.empty(), "eval: no task folder given (--task-data DIR)");
   const experiment::LmRunFiles f = experiment::open_lm_run(o.run, "eval");
   experiment::LmConfig c = f.config;
@@ -87,7 +89,9 @@ EvalResult run_eval_study(const EvalOptions& o, std::FILE* out, std::FILE* log) 
   const fs::path dir = o.out.empty() ? fs::path(o.run) / "eval" : fs::path(o.out);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  check<IOError>(fs::is_directory(dir), "eval: cannot create the output folder ", dir.string());
+  check<IOError>(fs::is_directory(dir), "eval: cannot create the output folder ", dir.string(),
+                 ec ? cat(" (", ec.message(), "); choose another with --out")
+                    : std::string("; choose another with --out"));
   const std::string stem = cat("downstream_", o.scoring.shots, "shot");
   write_file_atomically((dir / (stem + ".md")).string(), [&](std::ostream& os) { os << md; });
   nlohmann::json j = {{"run", o.run},

@@ -39,13 +39,17 @@ report::KvAnalysis analyze_lm(const fs::path& folder, const KvStudyOptions& o) {
   return a;
 }
 
-// The weights a classification run tested: <folder>/checkpoint.safetensors.
-void load_tested(nn::Module& model, const fs::path& folder) {
+// The model of a classification run with the weights it tested (<folder>/checkpoint.safetensors),
+// on `device`, measured over what `feed` runs through it.
+report::KvAnalysis measure_tested(nn::Module& model, const fs::path& folder, const Device& device,
+                                  const std::function<void()>& feed) {
   const fs::path file = folder / "checkpoint.safetensors";
   check<IOError>(fs::is_regular_file(file), "analyze: ", folder.string(),
                  " has no checkpoint.safetensors (written when a run of the epoch loop tests its weights)");
+  model.to(device);
   model.load(file.string());
   model.eval();
+  return report::analyze_attention(feed);
 }
 
 // Runs `forward` over batches of `inputs`' rows on `device` until `budget` attention inputs
@@ -60,7 +64,8 @@ void feed_rows(const Tensor& inputs, int64_t per_row, int64_t batch, int64_t bud
 fs::path output_root(const fs::path& folder, const Run& run, const std::string& experiment) {
   const std::optional<fs::path> root = run_output_root(folder, experiment, run.id);
   check<IOError>(root.has_value(), "analyze: ", folder.string(), " is not <out>/", experiment, "/", run.id,
-                 " (a moved run): its anomaly features are looked for under <out>/features");
+                 " (a moved run): a set-anomaly run reads its features from the cache <out>/features that "
+                 "`qkvlab run` wrote, so analyze it where it was written");
   return *root;
 }
 
@@ -74,9 +79,7 @@ report::KvAnalysis analyze_classifier(const fs::path& folder, const Config& conf
           data::make_synthetic_splits(c.task.name, c.task.length, c.task.vocab, c.task.train_size, c.task.val_size,
                                       c.task.test_size, uint64_t(c.task.data_seed));
       nn::Encoder model(encoder_config(c, run.variant));
-      model.to(o.device);
-      load_tested(model, folder);
-      a = report::analyze_attention([&] {
+      a = measure_tested(model, folder, o.device, [&] {
         feed_rows(splits.test.inputs, c.task.length, c.train.eval_batch_size, o.tokens, o.device,
                   [&](const Tensor& x) { model.forward(x); });
       });
@@ -90,12 +93,9 @@ report::KvAnalysis analyze_classifier(const fs::path& folder, const Config& conf
       const tasks::VisionSplits data = tasks::load_vision_splits(c);
       const tasks::VisionInputs in = tasks::vision_inputs(c, *data.train);
       nn::ViT model(tasks::vit_of(c, run.variant, in, *data.train));
-      model.to(o.device);
-      load_tested(model, folder);
-      const int64_t per_image =
-          (in.geometry.padded_height / c.model.patch) * (in.geometry.padded_width / c.model.patch) + 1;
+      const int64_t per_image = model.config().patches() + 1;  // and the class token
       data::LoaderBatches test(data.test, in.eval, o.device);
-      a = report::analyze_attention([&] {
+      a = measure_tested(model, folder, o.device, [&] {
         test.start_epoch(0);
         Tensor x, y;
         for (int64_t fed = 0; fed < o.tokens && test.next(x, y); fed += x.size(0) * per_image) model.forward(x);
@@ -110,9 +110,7 @@ report::KvAnalysis analyze_classifier(const fs::path& folder, const Config& conf
       const tasks::AnomalySets data =
           tasks::anomaly_sets(c, output_root(folder, run, c.name) / "features", o.device, /*write_cache=*/false);
       nn::SetTransformer model(set_transformer_config(c, run.variant, data.train_features.features.size(1)));
-      model.to(o.device);
-      load_tested(model, folder);
-      a = report::analyze_attention([&] {
+      a = measure_tested(model, folder, o.device, [&] {
         feed_rows(data.test.features, c.data.set_size, c.train.eval_batch_size, o.tokens, o.device,
                   [&](const Tensor& x) { model.forward(x); });
       });
@@ -165,13 +163,7 @@ std::vector<report::KvAnalysis> run_kv_study(const KvStudyOptions& o, std::FILE*
   report::write_kv_csv(results, dir / "analysis.csv");
   std::fprintf(log, "analyze: wrote %s and %s\n", (dir / "analysis.md").string().c_str(),
                (dir / "analysis.csv").string().c_str());
-  try {
-    const report::FigureFiles files = report::write_figure(report::kv_figure(results), dir / "analysis_layers");
-    std::fprintf(log, "analyze: figure %s (.svg, .pdf; data in %s)\n", files.png.string().c_str(),
-                 files.csv.string().c_str());
-  } catch (const IOError& e) {  // no gnuplot: the tables stand without the figure
-    std::fprintf(log, "analyze: no figure: %s\n", e.what());
-  }
+  report::write_study_figure(report::kv_figure(results), dir / "analysis_layers", log, "analyze");
   return results;
 }
 

@@ -32,7 +32,7 @@ StepLoop::StepLoop(optim::Optimizer& optimizer, optim::NamedTensors params, cons
       device_(device_of(params)) {}
 
 Tensor StepLoop::forward_backward(TrainingRun& run, const std::vector<MicroBatch>& batches) {
-  DeviceSum loss_sum(device_);
+  std::vector<Tensor> losses;
   for (size_t i = 0; i < batches.size(); ++i) {
     if (i + 1 == batches.size()) step_.arm_reduce();  // the last micro-batch's backward all-reduces
     const MicroBatch& b = batches[i];
@@ -40,8 +40,12 @@ Tensor StepLoop::forward_backward(TrainingRun& run, const std::vector<MicroBatch
     Tensor loss = run.loss(b);
     if (b.weight != 1) loss = loss * b.weight;
     step_.backward(loss);
-    loss_sum.add(loss);
+    losses.push_back(loss);
   }
+  // One micro-batch (the epoch loop's every step) is its own loss: no summing ops on the step.
+  if (losses.size() == 1) return losses.front();
+  DeviceSum loss_sum(device_);
+  for (const Tensor& loss : losses) loss_sum.add(loss);
   return loss_sum.tensor();
 }
 

@@ -37,6 +37,16 @@ std::vector<int64_t> official_inputs(const std::vector<int64_t>& doc, int64_t T,
   return {s.begin(), s.begin() + T};
 }
 
+// Every token of a prepared split, its shards in order.
+std::vector<int32_t> tokens_of(const PreparedSplit& split) {
+  std::vector<int32_t> out;
+  for (const ShardFile& f : split.shards) {
+    const TokenShard shard = read_token_shard(f.path);
+    out.insert(out.end(), shard.data(), shard.data() + shard.size());
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("official sampling: documents without a separator, cut to context+1, padded, context-1 targets counted") {
@@ -110,14 +120,6 @@ TEST_CASE("data prepare: --val files are the whole val split, recorded so prepar
   o.progress = false;
   const PrepareResult r = prepare_dataset(o, nullptr);
   const int32_t E = test::kByteEot;
-  auto tokens_of = [](const PreparedSplit& s) {
-    std::vector<int32_t> out;
-    for (const ShardFile& f : s.shards) {
-      const TokenShard shard = read_token_shard(f.path);
-      out.insert(out.end(), shard.data(), shard.data() + shard.size());
-    }
-    return out;
-  };
   CHECK(tokens_of(r.train) == std::vector<int32_t>{E, 'a', 'b', 'c', E, 'd', 'e', E, 'f'});
   CHECK(tokens_of(r.val) == std::vector<int32_t>{E, 'x', 'y', E, 'z'});
   const nlohmann::json info = nlohmann::json::parse(test::read_file(o.out / "dataset.json"));
@@ -181,14 +183,6 @@ TEST_CASE("data prepare: token budgets keep the first tokens of each split and s
   o.val_max_tokens = 4;
   const PrepareResult r = prepare_dataset(o, nullptr);
   const int32_t E = test::kByteEot;
-  auto tokens_of = [](const PreparedSplit& s) {
-    std::vector<int32_t> out;
-    for (const ShardFile& f : s.shards) {
-      const TokenShard shard = read_token_shard(f.path);
-      out.insert(out.end(), shard.data(), shard.data() + shard.size());
-    }
-    return out;
-  };
   CHECK(tokens_of(r.train) == std::vector<int32_t>{E, 'a', 'b', 'c', E, 'd'});
   CHECK(tokens_of(r.val) == std::vector<int32_t>{E, 'x', 'y', E});
   const nlohmann::json info = nlohmann::json::parse(test::read_file(o.out / "dataset.json"));
