@@ -18,6 +18,7 @@ void add_analyze_command(CLI::App& app);        // qkvlab analyze: why K=V works
 void add_eval_command(CLI::App& app);           // qkvlab eval: downstream multiple-choice tasks
 void add_convert_command(CLI::App& app);        // qkvlab convert: a trained QKV/GQA run to its K=V form
 void add_convert_study_command(CLI::App& app);  // qkvlab convert-study: conversions vs K=V from scratch
+void add_hf_commands(CLI::App& app);            // qkvlab import / export: Hugging Face GPT-2 folders
 void add_reference_commands(CLI::App& app);     // qkvlab keys / variants: what the files and names accept
 void print_variant_table(std::ostream& os);
 // This source tree's experiments/paper: where the paper's numbers are found by default.

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   qkv::cli::add_analyze_command(app);
   qkv::cli::add_eval_command(app);
   qkv::cli::add_convert_command(app);
+  qkv::cli::add_hf_commands(app);
   qkv::cli::add_convert_study_command(app);
   qkv::cli::add_reference_commands(app);
   try {

@@ -161,9 +161,12 @@ const Schema<LmData>& LmData::schema() {
                 "text or JSONL files (plain, .gz, .zst) under data.root, tokenized once and cached"),
           field("val_text", &T::val_text, {},
                 "lm.text: validation files, the whole validation split (no fraction cut); [] = cut lm.text"),
-          field("tokens", &T::tokens, "", "or a folder made by `qkvlab data prepare` (absolute or under data.root)"),
+          field("tokens", &T::tokens, "",
+                "or a folder made by `qkvlab data prepare` (absolute or under data.root); neither: no data of its "
+                "own (an imported model: `qkvlab run` refuses it, other commands take --token-data)"),
           field("tokenizer", &T::tokenizer, "gpt2-tokenizer",
-                "GPT-2 encoder.json + vocab.bpe (absolute or under data.root)"),
+                "GPT-2's encoder.json + vocab.bpe, or Hugging Face's vocab.json + merges.txt or tokenizer.json "
+                "(absolute or under data.root)"),
           field("val_fraction", &T::val_fraction, 0.1, in_half_open(0.0, 1.0),
                 "lm.text without lm.val_text: the last fraction of tokens validates"),
           field("sampling", &T::sampling, LmSamplingName::packed,
@@ -176,8 +179,6 @@ const Schema<LmData>& LmData::schema() {
       [](const T& l, const Located& at) {
         if (!l.text.empty() && !l.tokens.empty())
           at.fail("tokens", l.tokens, "empty when lm.text lists files (give one source of tokens)");
-        if (l.text.empty() && l.tokens.empty())
-          at.fail("text", "[]", "a list of text files, or lm.tokens naming a prepared token folder");
         if (!l.val_text.empty() && l.text.empty())
           at.fail("val_text", cat("[", l.val_text.front(), ", ...]"),
                   "[] with lm.tokens (a prepared folder has its own val split), or lm.text beside it");

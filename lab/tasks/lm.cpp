@@ -6,6 +6,7 @@
 #include "lab/experiment/models.h"
 #include "lab/tasks/common.h"
 #include "train/data/tokens/token_dataset.h"
+#include "train/data/tokens/tokenizer_files.h"
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/lm_loop.h"
 #include "train/loops/mfu.h"
@@ -84,14 +85,19 @@ void check_lm_inputs(const LmConfig& c) {
                    " (make one with `qkvlab data prepare`, or set data.root=PATH)");
     return;
   }
+  check<IOError>(!c.lm.text.empty(), "lm.text and lm.tokens are both empty: experiment '", c.name,
+                 "' has no data of its own (an imported model?); give lm.text (text files) or lm.tokens (a folder ",
+                 "made by `qkvlab data prepare`)");
   for (const auto* list : {&c.lm.text, &c.lm.val_text})
     for (const auto& t : *list)
       check<IOError>(fs::is_regular_file(under_root(c, t)), list == &c.lm.text ? "lm.text '" : "lm.val_text '", t,
                      "': no file ", under_root(c, t).string(), "; set data.root=PATH to the folder holding it");
   const fs::path tok = under_root(c, c.lm.tokenizer);
-  for (const char* name : {"encoder.json", "vocab.bpe"})
-    check<IOError>(fs::is_regular_file(tok / name), "lm.tokenizer '", c.lm.tokenizer, "': no ", (tok / name).string(),
-                   " (GPT-2's encoder.json and vocab.bpe; set data.root=PATH or lm.tokenizer)");
+  try {
+    (void)data::read_tokenizer_files(tok);
+  } catch (const IOError& e) {
+    throw IOError(cat("lm.tokenizer '", c.lm.tokenizer, "': ", e.what(), " (set data.root=PATH or lm.tokenizer)"));
+  }
 }
 
 fs::path lm_token_folder(const LmConfig& c, const fs::path& out) {
@@ -110,6 +116,9 @@ fs::path run_token_folder(const experiment::LmRunFiles& f, const LmConfig& c, co
                           const std::string& command) {
   if (!token_data.empty()) return token_data;
   if (!c.lm.tokens.empty()) return lm_token_folder(c, {});  // lm.tokens under data.root
+  check<IOError>(!c.lm.text.empty(), command, ": ", f.folder.string(),
+                 " has no token data of its own (an imported model?); give --token-data DIR, a folder made by ",
+                 "`qkvlab data prepare --tokenizer ", c.lm.tokenizer, " FILES --out DIR`");
   const auto root = experiment::run_output_root(f);
   check<IOError>(root.has_value(), command, ": ", f.folder.string(),
                  " does not end in <experiment>/<run id> = ", c.name, "/", f.run.id,

@@ -1,4 +1,4 @@
-// Gpt2Tokenizer: loading encoder.json / vocab.bpe, GPT-2's pre-tokenization regex through
+// Gpt2Tokenizer: building the tables from the files (tokenizer_files.h), GPT-2's pre-tokenization regex through
 // PCRE2, rank-ordered merges with a per-word cache, and decoding.
 //
 // Merges run on token ids: the pair (left id, right id) maps to its rank and the merged id.
@@ -8,6 +8,7 @@
 // that applies the same passes in O(n log n).
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "train/data/tokens/bpe.h"
+#include "train/data/tokens/tokenizer_files.h"
 #include "train/data/tokens/utf8.h"
 
 #include <pcre2.h>
@@ -94,10 +95,6 @@ std::string token_to_bytes(std::string_view token, std::string& why) {
   }
   if (bytes.empty()) why = "is empty";
   return bytes;
-}
-
-std::string quoted(std::string_view s) {
-  return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 struct SvHash {
@@ -312,10 +309,10 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const fs::path& dir) {
   auto impl = std::make_unique<Impl>();
   Impl& t = *impl;
 
-  // encoder.json: {"token": id, ...}, ids 0..N-1 each once.
-  const fs::path enc_path = dir / "encoder.json";
-  const std::string enc = enc_path.string();
-  const nlohmann::json j = read_json_file(enc_path, "a tokenizer's encoder.json");
+  // The vocabulary: {"token": id, ...}, ids 0..N-1 each once.
+  const TokenizerFiles files = read_tokenizer_files(dir);
+  const nlohmann::json& j = files.vocab;
+  const std::string& enc = files.vocab_source;
   check<IOError>(j.is_object(), enc, ": expected a JSON object mapping token strings to ids, got ", j.type_name());
   check<IOError>(!j.empty(), enc, ": the token table is empty");
   check<IOError>(j.size() < size_t(INT32_MAX), enc, ": too many tokens (", j.size(), ")");
@@ -351,43 +348,25 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const fs::path& dir) {
     t.byte_id[size_t(b)] = it->second;
   }
 
-  // vocab.bpe: an optional "#version" line, then one merge "left right" per line, by rank.
-  const fs::path bpe_path = dir / "vocab.bpe";
-  const std::string bpe = bpe_path.string();
-  require_regular_file(bpe_path, "a tokenizer's vocab.bpe");
-  std::ifstream in(bpe_path, std::ios::binary);
-  check<IOError>(bool(in), bpe, ": cannot open (missing or unreadable)");
-  std::string line;
-  int64_t line_no = 0;
+  // The merges, by rank.
   int32_t rank = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty() || (line_no == 1 && line[0] == '#')) continue;
-    const size_t sp = line.find(' ');
-    const bool two = sp != std::string::npos && sp > 0 && sp + 1 < line.size() &&
-                     line.find_first_of(" \t", sp + 1) == std::string::npos && line.find('\t') == std::string::npos;
-    check<IOError>(two, bpe, ":", line_no, ": expected a merge of two tokens separated by one space, got ",
-                   quoted(line));
-    const std::string_view left_s = std::string_view(line).substr(0, sp),
-                           right_s = std::string_view(line).substr(sp + 1);
+  for (const TokenizerMerge& merge : files.merges) {
     std::string why;
-    const std::string left = token_to_bytes(left_s, why);
-    check<IOError>(why.empty(), bpe, ":", line_no, ": token ", quoted(left_s), " ", why);
-    const std::string right = token_to_bytes(right_s, why);
-    check<IOError>(why.empty(), bpe, ":", line_no, ": token ", quoted(right_s), " ", why);
-    auto id_of = [&](const std::string& bytes, std::string_view spelled, const char* role) {
+    const std::string left = token_to_bytes(merge.left, why);
+    check<IOError>(why.empty(), merge.where, ": token ", quoted(merge.left), " ", why);
+    const std::string right = token_to_bytes(merge.right, why);
+    check<IOError>(why.empty(), merge.where, ": token ", quoted(merge.right), " ", why);
+    auto id_of = [&](const std::string& bytes, const std::string& spelled, const char* role) {
       const auto it = t.bytes_to_id.find(bytes);
-      check<IOError>(it != t.bytes_to_id.end(), bpe, ":", line_no, ": the merge's ", role, " ", quoted(spelled),
+      check<IOError>(it != t.bytes_to_id.end(), merge.where, ": the merge's ", role, " ", quoted(spelled),
                      " is not a token of ", enc);
       return it->second;
     };
-    const int32_t a = id_of(left, left_s, "left part"), b = id_of(right, right_s, "right part");
-    const int32_t m = id_of(left + right, std::string(left_s) + std::string(right_s), "result");
-    check<IOError>(rank < INT32_MAX, bpe, ":", line_no, ": too many merges");
+    const int32_t a = id_of(left, merge.left, "left part"), b = id_of(right, merge.right, "right part");
+    const int32_t m = id_of(left + right, merge.left + merge.right, "result");
+    check<IOError>(rank < INT32_MAX, merge.where, ": too many merges");
     t.merges[pair_key(a, b)] = Merge{rank++, m};  // a repeated pair keeps its last rank, as a dict would
   }
-  check<IOError>(!in.bad(), bpe, ": read failed");
   t.compile_regex();
   return Gpt2Tokenizer(std::move(impl));
 }

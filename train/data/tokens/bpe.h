@@ -1,4 +1,5 @@
-// GPT-2's byte-level BPE tokenizer, read from the released encoder.json and vocab.bpe.
+// GPT-2's byte-level BPE tokenizer, read from the released encoder.json and vocab.bpe, or from
+// Hugging Face's files for it.
 //
 // Text is cut into pre-tokens by GPT-2's regex (contractions, letter runs, number runs,
 // punctuation runs, whitespace), run through PCRE2 in UTF + UCP mode, JIT-compiled when the
@@ -25,11 +26,12 @@ namespace qkv::data {
 
 class Gpt2Tokenizer {
  public:
-  // Reads <dir>/encoder.json and <dir>/vocab.bpe. Throws IOError naming the file (and the line,
-  // for vocab.bpe) when one is missing or malformed: not a JSON object of token -> id, ids not
-  // 0..N-1 each once, a character outside GPT-2's byte alphabet, a byte with no token of its
-  // own, no "<|endoftext|>" entry, a merge line that is not two tokens, or a merge whose parts or
-  // result encoder.json does not contain.
+  // Reads the tokenizer in `dir`: encoder.json + vocab.bpe, vocab.json + merges.txt or
+  // tokenizer.json (tokenizer_files.h). Throws IOError naming the file (and the line or key) when
+  // one is missing or malformed: not a JSON object of token -> id, ids not 0..N-1 each once, a
+  // character outside GPT-2's byte alphabet, a byte with no token of its own, no "<|endoftext|>"
+  // entry, a merge that is not two tokens, or a merge whose parts or result the vocabulary does
+  // not contain.
   static Gpt2Tokenizer load(const std::filesystem::path& dir);
 
   // "<|endoftext|>" in the text becomes eot(); everything else as encode_ordinary.

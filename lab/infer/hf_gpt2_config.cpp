@@ -1,0 +1,228 @@
+#include "lab/infer/hf_gpt2_config.h"
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "io/json_read.h"
+#include "tensor/error.h"
+
+namespace qkv::infer {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Keys that do not change the logits of GPT2LMHeadModel: names and ids, generation defaults,
+// the sequence-summary head (GPT2DoubleHeadsModel), training-only dropouts and init, storage.
+const std::set<std::string, std::less<>>& ignored_keys() {
+  static const std::set<std::string, std::less<>> keys{"_name_or_path",
+                                                       "_commit_hash",
+                                                       "_num_labels",
+                                                       "transformers_version",
+                                                       "architectures",
+                                                       "model_type",
+                                                       "torch_dtype",
+                                                       "use_bfloat16",
+                                                       "initializer_range",
+                                                       "embd_pdrop",
+                                                       "attn_pdrop",
+                                                       "summary_type",
+                                                       "summary_use_proj",
+                                                       "summary_activation",
+                                                       "summary_proj_to_labels",
+                                                       "summary_first_dropout",
+                                                       "use_cache",
+                                                       "output_past",
+                                                       "gradient_checkpointing",
+                                                       "reorder_and_upcast_attn",
+                                                       "bos_token_id",
+                                                       "eos_token_id",
+                                                       "pad_token_id",
+                                                       "sep_token_id",
+                                                       "decoder_start_token_id",
+                                                       "task_specific_params",
+                                                       "id2label",
+                                                       "label2id",
+                                                       "num_labels",
+                                                       "finetuning_task",
+                                                       "problem_type",
+                                                       "tokenizer_class",
+                                                       "prefix",
+                                                       "return_dict",
+                                                       "output_hidden_states",
+                                                       "output_attentions",
+                                                       "torchscript",
+                                                       "tf_legacy_loss",
+                                                       "chunk_size_feed_forward",
+                                                       "is_decoder",
+                                                       "is_encoder_decoder",
+                                                       "tie_encoder_decoder",
+                                                       "cross_attention_hidden_size",
+                                                       "max_length",
+                                                       "min_length",
+                                                       "do_sample",
+                                                       "early_stopping",
+                                                       "num_beams",
+                                                       "num_beam_groups",
+                                                       "diversity_penalty",
+                                                       "temperature",
+                                                       "top_k",
+                                                       "top_p",
+                                                       "typical_p",
+                                                       "repetition_penalty",
+                                                       "length_penalty",
+                                                       "no_repeat_ngram_size",
+                                                       "encoder_no_repeat_ngram_size",
+                                                       "bad_words_ids",
+                                                       "num_return_sequences",
+                                                       "output_scores",
+                                                       "return_dict_in_generate",
+                                                       "forced_bos_token_id",
+                                                       "forced_eos_token_id",
+                                                       "remove_invalid_values",
+                                                       "exponential_decay_length_penalty",
+                                                       "suppress_tokens",
+                                                       "begin_suppress_tokens",
+                                                       "n_ctx"};
+  return keys;
+}
+const std::set<std::string, std::less<>> kReadKeys{"vocab_size",
+                                                   "n_positions",
+                                                   "n_embd",
+                                                   "n_layer",
+                                                   "n_head",
+                                                   "n_inner",
+                                                   "activation_function",
+                                                   "layer_norm_epsilon",
+                                                   "resid_pdrop",
+                                                   "scale_attn_weights",
+                                                   "scale_attn_by_inverse_layer_idx",
+                                                   "add_cross_attention",
+                                                   "pruned_heads",
+                                                   "tie_word_embeddings"};
+
+struct Reader {
+  const json& j;
+  std::string file;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw IOError(cat(file, ": key '", key, "': ", what));
+  }
+  int64_t positive(const std::string& key, const json* fallback = nullptr) const {
+    const json* v = j.contains(key) ? &j[key] : fallback;
+    if (!v) fail(key, "missing; expected a positive integer");
+    if (!v->is_number_integer() || v->get<int64_t>() <= 0)
+      fail(key, cat("expected a positive integer, got ", v->dump()));
+    return v->get<int64_t>();
+  }
+  bool flag(const std::string& key, bool fallback) const {
+    if (!j.contains(key)) return fallback;
+    if (!j[key].is_boolean()) fail(key, cat("expected true or false, got ", j[key].dump()));
+    return j[key].get<bool>();
+  }
+  double number(const std::string& key, double fallback) const {
+    if (!j.contains(key)) return fallback;
+    if (!j[key].is_number()) fail(key, cat("expected a number, got ", j[key].dump()));
+    return j[key].get<double>();
+  }
+  void require(const std::string& key, bool value, bool fallback, const char* why) const {
+    if (flag(key, fallback) != value) fail(key, cat(j[key].dump(), " is not supported: ", why));
+  }
+};
+
+nn::Activation activation_of(const Reader& r) {
+  const std::string key = "activation_function";
+  if (!r.j.contains(key)) return nn::Activation::gelu_tanh;  // GPT2Config's default, gelu_new
+  if (!r.j[key].is_string()) r.fail(key, cat("expected a string, got ", r.j[key].dump()));
+  const std::string a = r.j[key].get<std::string>();
+  if (a == "gelu_new" || a == "gelu_pytorch_tanh") return nn::Activation::gelu_tanh;
+  if (a == "gelu") return nn::Activation::gelu;
+  if (a == "relu") return nn::Activation::relu;
+  r.fail(key, cat(json(a).dump(), " is not supported: expected gelu_new, gelu_pytorch_tanh, gelu or relu"));
+}
+
+}  // namespace
+
+const char* hf_activation_name(nn::Activation a) {
+  switch (a) {
+    case nn::Activation::gelu_tanh: return "gelu_new";
+    case nn::Activation::gelu: return "gelu";
+    case nn::Activation::relu: return "relu";
+  }
+  return "gelu_new";
+}
+
+HfGpt2Config read_hf_gpt2_config(const fs::path& file) {
+  const json j = read_json_file(file, "a Hugging Face config.json", uint64_t(16) << 20);
+  const Reader r{j, file.string()};
+  if (!j.is_object()) throw IOError(cat(r.file, ": expected a JSON object, got ", j.type_name()));
+  for (const auto& [key, value] : j.items())
+    if (!kReadKeys.contains(key) && !ignored_keys().contains(key))
+      r.fail(key, "unknown to qkvlab's GPT-2 import, which cannot tell what it changes in the model");
+  if (j.contains("model_type") && j["model_type"] != "gpt2")
+    r.fail("model_type", cat(j["model_type"].dump(), " is not \"gpt2\""));
+  for (const char* key : {"is_encoder_decoder", "add_cross_attention"})
+    r.require(key, false, false, "GPT-2 without cross-attention only");
+
+  HfGpt2Config c;
+  nn::GPTConfig& g = c.gpt;
+  g.vocab = r.positive("vocab_size");
+  g.context = r.positive("n_positions", j.contains("n_ctx") ? &j["n_ctx"] : nullptr);
+  g.layers = r.positive("n_layer");
+  g.attention.d_model = r.positive("n_embd");
+  g.attention.heads = r.positive("n_head");
+  g.attention.kv_heads = 0;
+  g.attention.sharing = nn::Sharing::qkv;
+  g.attention.causal = true;
+  g.ffn = j.contains("n_inner") && !j["n_inner"].is_null() ? r.positive("n_inner") : 0;
+  g.activation = activation_of(r);
+  g.dropout = r.number("resid_pdrop", 0.1);
+  if (!(g.dropout >= 0 && g.dropout < 1)) r.fail("resid_pdrop", cat(g.dropout, " is not in [0, 1)"));
+  const double eps = r.number("layer_norm_epsilon", 1e-5);
+  if (std::abs(eps - 1e-5) > 1e-12) r.fail("layer_norm_epsilon", cat(eps, " is not supported: the GPT's is 1e-05"));
+  r.require("scale_attn_weights", true, true, "scores are scaled by 1/sqrt(head dim)");
+  r.require("scale_attn_by_inverse_layer_idx", false, false, "scores are not scaled by the layer index");
+  if (j.contains("pruned_heads") && !(j["pruned_heads"].is_object() && j["pruned_heads"].empty()))
+    r.fail("pruned_heads", "pruned heads are not supported (every layer has n_head heads)");
+  c.tied_head = r.flag("tie_word_embeddings", true);
+  if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer())
+    c.eos_token_id = j["eos_token_id"].get<int64_t>();
+  if (g.attention.d_model % g.attention.heads != 0)
+    r.fail("n_head", cat(g.attention.heads, " does not divide n_embd ", g.attention.d_model));
+  return c;
+}
+
+json hf_gpt2_config_json(const nn::GPTConfig& c, std::optional<int64_t> eos_token_id) {
+  const nn::AttentionConfig& a = c.attention;
+  check<ValueError>(a.pos2d == 0 && !a.linear, "export: GPT-2 has softmax attention without 2D positional scores");
+  json j{{"architectures", {"GPT2LMHeadModel"}},
+         {"model_type", "gpt2"},
+         {"vocab_size", c.vocab},
+         {"n_positions", c.context},
+         {"n_ctx", c.context},
+         {"n_embd", a.d_model},
+         {"n_layer", c.layers},
+         {"n_head", a.heads},
+         {"n_inner", c.ffn_width() == 4 * a.d_model ? json() : json(c.ffn_width())},
+         {"activation_function", hf_activation_name(c.activation)},
+         {"resid_pdrop", c.dropout},
+         {"embd_pdrop", c.dropout},
+         {"attn_pdrop", 0.0},
+         {"layer_norm_epsilon", 1e-5},
+         {"initializer_range", c.init_std},
+         {"scale_attn_weights", true},
+         {"scale_attn_by_inverse_layer_idx", false},
+         {"reorder_and_upcast_attn", false},
+         {"tie_word_embeddings", true},
+         {"use_cache", true},
+         {"torch_dtype", "float32"}};
+  if (eos_token_id) {
+    j["bos_token_id"] = *eos_token_id;
+    j["eos_token_id"] = *eos_token_id;
+  }
+  return j;
+}
+
+}  // namespace qkv::infer

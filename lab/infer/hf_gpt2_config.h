@@ -1,0 +1,37 @@
+// A Hugging Face GPT-2's config.json (transformers' GPT2Config) read into the GPT's config, and
+// written from it.
+//
+// Every key that changes what the model computes is read or checked: vocab_size, n_positions
+// (n_ctx when it is absent), n_embd, n_layer, n_head, n_inner, activation_function (gelu_new and
+// gelu_pytorch_tanh are GELU's tanh form, gelu the exact one, relu), layer_norm_epsilon (1e-5,
+// the GPT's), scale_attn_weights (true), scale_attn_by_inverse_layer_idx (false),
+// add_cross_attention (false), pruned_heads (none). resid_pdrop becomes the residual dropout.
+// Keys known not to change the logits (ids, names, generation and summary-head settings,
+// dropouts of the embedding and attention, initializer_range, torch_dtype, ...) are ignored. Any
+// other key is an error naming it: the import cannot tell what it would change.
+#pragma once
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "nn/models/gpt.h"
+
+namespace qkv::infer {
+
+struct HfGpt2Config {
+  nn::GPTConfig gpt;                    // QKV, as many KV heads as heads
+  bool tied_head = true;                // tie_word_embeddings
+  std::optional<int64_t> eos_token_id;  // when the file gives one
+};
+
+// IOError naming the file and key for a missing, malformed, unsupported or unknown key.
+HfGpt2Config read_hf_gpt2_config(const std::filesystem::path& file);
+
+// The config.json of a GPT-2 computing what `c` computes (its attention written out as QKV with
+// all heads), for transformers' GPT2LMHeadModel. ValueError for a GPT that GPT-2 cannot express.
+nlohmann::json hf_gpt2_config_json(const nn::GPTConfig& c, std::optional<int64_t> eos_token_id);
+
+// transformers' name of the activation ("gelu_new" for gelu_tanh).
+const char* hf_activation_name(nn::Activation a);
+
+}  // namespace qkv::infer

@@ -1,0 +1,39 @@
+// `qkvlab import`: a Hugging Face GPT-2 folder (config.json and model.safetensors, or a sharded
+// model.safetensors.index.json; its tokenizer files when present) made into a language-model run
+// folder that generate, analyze, convert, eval and bench decode open like a trained one:
+//
+//   <out>/config.yaml      a QKV GPT of the checkpoint's shape (GELU's tanh form for gelu_new),
+//                          lm.tokenizer the copied tokenizer, lm.tokens the --tokens folder or
+//                          empty (no data of its own: commands that read data take --token-data)
+//   <out>/meta.json        as a run's
+//   <out>/tokenizer/       the source's tokenizer files, as they were (absent without them)
+//   <out>/checkpoints/     step_0.safetensors in the GPT's names and layout, and its .state file
+//   <out>/import.json      where it came from: folder, files with sizes, config.json's values;
+//                          written last, so a folder without it is an interrupted import
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include "nn/models/gpt.h"
+
+namespace qkv::infer {
+
+struct ImportRequest {
+  std::filesystem::path source;  // the Hugging Face folder
+  std::filesystem::path out;     // the run folder to write: new, or empty
+  std::string name;              // the experiment name ("": the source folder's name)
+  std::string tokens;            // a prepared token folder to record as lm.tokens ("": none)
+};
+
+struct ImportedRun {
+  std::filesystem::path folder, checkpoint;
+  nn::GPTConfig gpt;
+  bool has_tokenizer = false;  // the source came with tokenizer files
+  int64_t parameters = 0;
+};
+
+// Errors name the file and key or tensor (hf_gpt2_config.h, hf_gpt2_tensors.h); a tokenizer
+// whose vocabulary is larger than the model's, non-finite weights, an --out that holds files.
+ImportedRun import_hf_gpt2(const ImportRequest& r);
+
+}  // namespace qkv::infer
