@@ -36,7 +36,7 @@ void prepare(const PrepareArgs& a) {
   else if (!a.data_root.empty()) o.tokenizer = fs::path(a.data_root) / "gpt2-tokenizer";
   else
     throw ValueError(
-        "data prepare: no tokenizer: pass --tokenizer DIR (holding encoder.json and vocab.bpe) or "
+        "data prepare: no tokenizer: pass --tokenizer DIR (holding encoder.json + vocab.bpe, vocab.json + merges.txt or tokenizer.json) or "
         "--data-root DIR (holding gpt2-tokenizer/)");
   o.val_fraction = a.val.empty() ? a.val_fraction : 0.0;  // --val excludes --val-fraction (CLI11)
   o.shard_tokens = a.shard_tokens;
@@ -57,7 +57,8 @@ void add_data_command(CLI::App& app) {
   cmd->add_option("inputs", a->inputs, "input files: text (one document each) or .jsonl (a \"text\" per line)")
       ->required();
   cmd->add_option("--out", a->out, "output folder for the shards and dataset.json")->required();
-  cmd->add_option("--tokenizer", a->tokenizer, "folder with GPT-2's encoder.json and vocab.bpe");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "GPT-2 tokenizer folder: encoder.json + vocab.bpe, vocab.json + merges.txt or tokenizer.json");
   cmd->add_option("--data-root", a->data_root, "data folder; the tokenizer is its gpt2-tokenizer/ unless --tokenizer");
   auto* fraction = cmd->add_option("--val-fraction", a->val_fraction,
                                    "without --val: share of the token stream's end that goes to val (default 0.1)");

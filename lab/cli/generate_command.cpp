@@ -81,7 +81,9 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->sampling.seed, "sampling seed (default 0)");
   cmd->add_option("--data-root", o->data_root, "data.root for the tokenizer, if the run's is not valid here");
-  cmd->add_option("--tokenizer", o->tokenizer, "folder with encoder.json and vocab.bpe (overrides the run's)");
+  cmd->add_option(
+      "--tokenizer", o->tokenizer,
+      "GPT-2 tokenizer folder (overrides the run's): encoder.json + vocab.bpe, vocab.json + merges.txt or tokenizer.json");
   add_device_option(cmd, o->device, "generate");
   cmd->callback([o] { generate_text(*o); });
 }

@@ -150,7 +150,7 @@ struct LmData {
   std::vector<std::string> text;      // text / JSONL files (plain, .gz, .zst) under data.root
   std::vector<std::string> val_text;  // the validation split's files, apart from `text`
   std::string tokens;                 // or a folder from `qkvlab data prepare` (absolute or under data.root)
-  std::string tokenizer;              // GPT-2 encoder.json + vocab.bpe (absolute or under data.root)
+  std::string tokenizer;              // GPT-2's tokenizer files (tokenizer_files.h), absolute or under data.root
   double val_fraction = 0;            // without val_text: the last fraction of the token stream validates
   LmSamplingName sampling{};          // packed windows, one padded document per sample, or the official code's
   bool loss_on_padding = false;       // per_document: count the end-of-text padding in the loss

@@ -26,7 +26,7 @@ struct PrepareOptions {
   std::vector<std::filesystem::path> inputs;      // text / JSONL files, plain, .gz or .zst
   std::vector<std::filesystem::path> val_inputs;  // the val split's files; then val_fraction must be 0
   std::filesystem::path out;                      // created when missing
-  std::filesystem::path tokenizer;                // folder with encoder.json and vocab.bpe
+  std::filesystem::path tokenizer;                // a GPT-2 tokenizer folder (tokenizer_files.h)
   double val_fraction = 0.1;                      // in [0, 1); used without val_inputs
   int64_t shard_tokens = 100'000'000;
   // Token budgets, with val_inputs (0: all): the train split is the first max_tokens tokens of

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Parity of qkvlab's Hugging Face GPT-2 export and import with transformers itself.
+
+1. hf_export_dump writes a GPT of every exportable variant with random weights and exports it;
+   transformers' GPT2LMHeadModel.from_pretrained loads each export and its logits must equal
+   qkvlab's to 1e-5.
+2. transformers makes and saves a GPT-2 of another shape (exact GELU, an MLP width of its own,
+   sharded into several safetensors files); qkvlab imports it and its logits must equal
+   transformers' to 1e-5.
+
+Needs torch and transformers (the peers' environment, bench/peers/setup.sh). When the interpreter
+running this script lacks them, it runs itself again with $QKV_PEERS_PYTHON or
+build/peers-venv/bin/python when one exists; otherwise exit 77 (CTest: skipped).
+
+  check_hf_export.py --dump PATH_TO_hf_export_dump --workdir DIR
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+TOL = 1e-5
+
+
+def peers_python():
+    here = os.path.dirname(os.path.abspath(__file__))
+    for p in (os.environ.get("QKV_PEERS_PYTHON"), os.path.join(here, "..", "..", "build", "peers-venv", "bin", "python")):
+        if p and os.path.exists(p) and os.path.realpath(p) != os.path.realpath(sys.executable):
+            return p
+    return None
+
+
+try:
+    import torch
+    import transformers
+    from safetensors.torch import load_file, save_file
+except ImportError:
+    other = peers_python()
+    if other and not os.environ.get("QKV_HF_PARITY_REEXEC"):
+        os.environ["QKV_HF_PARITY_REEXEC"] = "1"
+        os.execv(other, [other] + sys.argv)
+    print("parity: skipped (needs torch and transformers: bench/peers/setup.sh, or set QKV_PEERS_PYTHON)")
+    sys.exit(77)
+
+
+def logits_of(folder, ids):
+    model = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
+    with torch.no_grad():
+        return model(ids).logits
+
+
+def check_exports(dump, work):
+    out = os.path.join(work, "export")
+    os.makedirs(out, exist_ok=True)
+    subprocess.run([dump, "export", out], check=True)
+    failed = 0
+    for variant in open(os.path.join(out, "variants.txt")).read().split():
+        ref = load_file(os.path.join(out, variant, "logits.safetensors"))
+        diff = (logits_of(os.path.join(out, variant, "hf"), ref["ids"]) - ref["logits"]).abs().max().item()
+        ok = diff < TOL
+        failed += not ok
+        print(f"export {variant:10s} max |transformers - qkvlab| {diff:.2e} {'ok' if ok else 'FAILED'}")
+    return failed
+
+
+def check_import(dump, work):
+    src = os.path.join(work, "transformers-gpt2")
+    config = transformers.GPT2Config(vocab_size=211, n_positions=24, n_embd=48, n_layer=3, n_head=6, n_inner=80,
+                                     activation_function="gelu")
+    torch.manual_seed(3)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    model.save_pretrained(src, safe_serialization=True, max_shard_size="100KB")
+    assert os.path.exists(os.path.join(src, "model.safetensors.index.json")), "expected a sharded save"
+    ids = torch.randint(0, 211, (2, 16), generator=torch.Generator().manual_seed(4))
+    save_file({"ids": ids}, os.path.join(src, "ids.safetensors"))
+    out = os.path.join(work, "import")
+    subprocess.run([dump, "import", src, out], check=True)
+    got = load_file(os.path.join(out, "logits.safetensors"))["logits"]
+    with torch.no_grad():
+        diff = (model(ids).logits - got).abs().max().item()
+    ok = diff < TOL
+    print(f"import of a sharded transformers save: max |qkvlab - transformers| {diff:.2e} {'ok' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dump", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    failed = check_exports(a.dump, a.workdir) + check_import(a.dump, a.workdir)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
