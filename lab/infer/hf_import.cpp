@@ -91,7 +91,8 @@ ImportedRun import_hf_gpt2(const ImportRequest& r) {
   Generator gen(0);
   nn::GPT model(hf.gpt, &gen);
   model.load_state_dict(state);
-  check_finite_weights(model, (r.source / "model.safetensors").string());
+  const fs::path single = r.source / "model.safetensors";
+  check_finite_weights(model, (fs::exists(single) ? single : r.source / "model.safetensors.index.json").string());
 
   ImportedRun out;
   out.gpt = hf.gpt;
@@ -103,17 +104,19 @@ ImportedRun import_hf_gpt2(const ImportRequest& r) {
                       tok.vocab_size(), " tokens but config.json's vocab_size is ", hf.gpt.vocab);
   }
 
-  const FolderLock lock(r.out, "imported model folder");
+  // The config is checked before anything is written.
   const fs::path tokenizer = fs::absolute(r.out / "tokenizer").lexically_normal();
+  // Without tokenizer files, GPT-2's own (gpt2-tokenizer under data.root) is the config's default.
+  const std::string yaml_text = config_yaml(r, hf.gpt, out.has_tokenizer ? tokenizer : fs::path("gpt2-tokenizer"));
+  const experiment::Config config = experiment::config_from_yaml(yaml_text, (r.out / "config.yaml").string());
+
+  const FolderLock lock(r.out, "imported model folder");
   if (out.has_tokenizer) {
     fs::create_directories(tokenizer);
     for (const char* f : kTokenizerFiles)
       if (fs::is_regular_file(r.source / f))
         fs::copy_file(r.source / f, tokenizer / f, fs::copy_options::overwrite_existing);
   }
-  // Without tokenizer files, GPT-2's own (gpt2-tokenizer under data.root) is the config's default.
-  const std::string yaml_text = config_yaml(r, hf.gpt, out.has_tokenizer ? tokenizer : fs::path("gpt2-tokenizer"));
-  const experiment::Config config = experiment::config_from_yaml(yaml_text, (r.out / "config.yaml").string());
   loops::save_lm_checkpoint(model, {}, loops::LmLoopState{}, r.out, 1);
   out.folder = r.out;
   out.checkpoint = *loops::latest_checkpoint(r.out);
