@@ -42,11 +42,25 @@ const std::optional<KillAt>& kill_at() {
 
 thread_local const FaultWriteScope* innermost = nullptr;
 
+// QKV_FAULT_RANK=r: only the process of rank r of a data-parallel job (its launcher's variable;
+// 0 without one) reaches the fault points.
+bool this_rank_faults() {
+  static const bool yes = [] {
+    const char* want = std::getenv("QKV_FAULT_RANK");
+    if (!want || !*want) return true;
+    const char* rank = nullptr;
+    for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+      if ((rank = std::getenv(var))) break;
+    return std::string(want) == (rank ? rank : "0");
+  }();
+  return yes;
+}
+
 }  // namespace
 
 void fault_point(const std::string& phase, int64_t step) {
   const auto& k = kill_at();
-  if (!k || k->phase != phase || (k->step && *k->step != step)) return;
+  if (!k || k->phase != phase || (k->step && *k->step != step) || !this_rank_faults()) return;
   // QKV_FAULT_SIGNAL=SIGSTOP stops the process there instead (it continues on SIGCONT), so a test
   // can act while it holds its locks.
   static const bool stop = [] {

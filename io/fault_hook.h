@@ -1,8 +1,9 @@
 // A testing hook for the fault-injection suite (tests/fault/): with QKV_FAULT_KILL_AT=<step>:<phase>
 // in the environment, the process sends itself SIGKILL when it reaches fault_point(phase, step),
 // as if killed from outside at exactly that point ("*" as the step matches every step); with
-// QKV_FAULT_SIGNAL=SIGSTOP it stops there instead. Without the variable a fault point costs one
-// branch. docs/TESTING.md lists the phases.
+// QKV_FAULT_SIGNAL=SIGSTOP it stops there instead; with QKV_FAULT_RANK=r only rank r of a
+// data-parallel job does. Without the variable a fault point costs one branch. docs/TESTING.md
+// lists the phases.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -23,6 +23,18 @@ constexpr auto kMaxPause = std::chrono::microseconds(1000);
 // MPI may be initialized once per process, and never again after MPI_Finalize.
 std::atomic<bool> mpi_started{false};
 
+// MPI_Abort asks the launcher to end the job; with a host unreachable (its link down) that
+// request can block for as long as TCP takes to give up. The rank ends a few seconds later
+// regardless.
+[[noreturn]] void abort_job() {
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    ::_exit(1);
+  }).detach();
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  ::_exit(1);
+}
+
 }  // namespace
 
 std::unique_ptr<MpiEngine> MpiEngine::start(double timeout_seconds, std::string& error) {
@@ -108,8 +120,7 @@ void MpiEngine::main() {
       else if (waiters_ == 0) wake_.wait_for(lock, pause, ready);
       if (abort_) {
         lock.unlock();
-        MPI_Abort(MPI_COMM_WORLD, 1);
-        ::_exit(1);
+        abort_job();
       }
       fresh.swap(queue_);
       stopping = stop_;
@@ -240,8 +251,7 @@ void MpiEngine::finish(MpiTask& t, std::string error) {
 
 void MpiEngine::timed_out(const MpiTask& t) {
   print_line(info_.rank, timeout_message(t.what, timeout_seconds_));
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  ::_exit(1);
+  abort_job();
 }
 
 void MpiEngine::post(const std::shared_ptr<MpiTask>& task) {
@@ -276,10 +286,7 @@ std::string MpiEngine::run(const std::shared_ptr<MpiTask>& task) {
 
 void MpiEngine::abort(const char* message) {
   if (message && *message) print_line(info_.rank, message);
-  if (std::this_thread::get_id() == thread_.get_id()) {
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    ::_exit(1);
-  }
+  if (std::this_thread::get_id() == thread_.get_id()) abort_job();
   bool running = false;
   {
     std::lock_guard lock(mu_);

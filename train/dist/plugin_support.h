@@ -2,6 +2,8 @@
 // of plugin_abi.h. Header-only and free of qkvlab types, since the plugins link no qkvlab library.
 #pragma once
 #include <algorithm>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -25,15 +27,24 @@ inline std::string seconds_text(double s) {
   return buf;
 }
 
-// The watchdog's line, without the "qkvlab: rank R: " that abort adds.
+// The watchdog's line, without the "qkvlab: rank R (host H): " that abort adds.
 inline std::string timeout_message(const std::string& what, double timeout_seconds) {
   return text(what, " did not finish within ", seconds_text(timeout_seconds),
               " s: another rank died, stalled or never reached it (qkvlab run --dist-timeout)");
 }
 
-inline std::string rank_prefix(int rank) { return text("qkvlab: rank ", rank, ": "); }
+// This machine's name, read once: a job's lines say where each rank ran.
+inline const std::string& host_name() {
+  static const std::string name = [] {
+    char buf[256] = {};
+    return ::gethostname(buf, sizeof buf - 1) == 0 && buf[0] ? std::string(buf) : std::string("unknown host");
+  }();
+  return name;
+}
 
-// Prints "qkvlab: rank R: <message>" as one write, so lines of several ranks do not interleave.
+inline std::string rank_prefix(int rank) { return text("qkvlab: rank ", rank, " (host ", host_name(), "): "); }
+
+// Prints "qkvlab: rank R (host H): <message>" as one write, so lines of several ranks do not interleave.
 inline void print_line(int rank, const std::string& message) {
   std::string line = rank_prefix(rank);
   line += message;

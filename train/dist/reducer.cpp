@@ -1,5 +1,7 @@
 #include "train/dist/reducer.h"
 
+#include "io/fault_hook.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -68,6 +70,7 @@ void GradReducer::launch(size_t index) {
     if (g.defined()) slot.copy_(g.reshape({-1}));
     else slot.copy_(zeros({1}, TensorOptions(DType::f32, slot.device())));  // broadcast: no gradient here
   }
+  fault_point("all-reduce", step_ + 1);  // testing hook (io/fault_hook.h): a rank killed as it starts one
   b.work = comm_.all_reduce_async(b.flat, ReduceOp::sum,
                                   cat("gradient bucket ", index + 1, " of ", buckets_.size(), " at step ", step_ + 1));
 }

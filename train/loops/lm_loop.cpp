@@ -12,6 +12,7 @@
 #include "train/loops/lm_checkpoint.h"
 #include "train/loops/mfu.h"
 #include "train/loops/run_log.h"
+#include "train/loops/shared_checkpoint.h"
 #include "train/loops/step_loop.h"
 
 namespace qkv::loops {
@@ -177,7 +178,8 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, optim::Optimizer& opt, da
   if (comm) dist::check_identical(*comm, dist::digest(model.state_dict()), "initial weights");
   LmLoopState s;
   LmTrainResult result;
-  std::optional<LmCheckpoint> resumed = o.resume ? load_latest_lm_checkpoint(o.dir, device) : std::nullopt;
+  const ResumedCheckpoint shared = o.resume ? resume_lm_checkpoint(o.dir, device, comm) : ResumedCheckpoint{};
+  const std::optional<LmCheckpoint>& resumed = shared.checkpoint;
   if (resumed) {
     s = resumed->state;
     model.load(resumed->model_file.string());
@@ -201,7 +203,11 @@ LmTrainResult train_lm(nn::GPT& model, Generator& gen, optim::Optimizer& opt, da
   if (o.peak_flops > 0)
     progress.message(cat("MFU against a peak of ", int64_t(o.peak_flops / 1e9), " GFLOP/s",
                          o.peak_source.empty() ? "" : cat(" (", o.peak_source, ")")));
-  if (result.resumed_from > 0) progress.message(cat("resumed from step ", result.resumed_from));
+  if (result.resumed_from > 0)
+    progress.message(cat("resumed from step ", result.resumed_from,
+                         shared.sent_to > 0 ? cat(" (rank 0 sent the checkpoint to ", shared.sent_to,
+                                                  " rank(s) whose host does not see the run folder)")
+                                            : std::string()));
 
   LmRun run(model, gen, opt, train, val, o, log, result);
   // The gradient norm sums the model's parameters in the model's order.
