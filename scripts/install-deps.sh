@@ -28,6 +28,7 @@ checks=(
   python3-regex zstd                     # BPE reference test, .zst test corpora
   clang libclang-rt-14-dev libomp-dev llvm  # fuzzing (scripts/fuzz.sh): libFuzzer + ASan, OpenMP, llvm-symbolizer
   patchelf                               # the GPU check's bundle: $ORIGIN rpaths (scripts/gpu-check.sh build)
+  iproute2                               # the multinode tests' hosts: network namespaces, veth, tc
 )
 
 packages=("${app[@]}")

@@ -1,10 +1,14 @@
 // `data prepare` against interruptions: the temporary files a killed prepare left in its output
 // folder are removed by the next one, which says so, and a folder another process is preparing
-// is refused with that process named. The tokenizer is a byte-level one written by the test
-// (the 256 bytes and end-of-text, no merges), so no data folder is needed.
+// is refused with that process named; the automatic prepare of data that is already prepared
+// waits for the folder's lock and removes what a killed re-prepare left. The tokenizer is a byte-level one written by
+// the test (the 256 bytes and end-of-text, no merges), so no data folder is needed.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "io/atomic_file.h"
 #include "io/folder_lock.h"
@@ -84,4 +88,33 @@ TEST_CASE("data prepare: a folder another process is preparing is refused, namin
   }
   CHECK(data::prepare_once(o, nullptr) == o.out);
   CHECK(fs::exists(o.out / "dataset.json"));
+}
+
+TEST_CASE("data prepare: prepare_once of up-to-date data waits for the lock and removes a killed re-prepare's files") {
+  test::TempDir tmp("prepare-once-temps");
+  const data::PrepareOptions o = options(tmp);
+  data::prepare_dataset(o, nullptr);
+  const std::string before = test::read_file(o.out / "dataset.json");
+  // A re-prepare of the same folder killed while writing a shard: dataset.json is still the old,
+  // complete one.
+  const fs::path stale = o.out / ".train_000000.bin.tmp.999999.00000001";
+  test::write_file(stale, "partial");
+  const std::string said = test::captured([&](std::FILE* log) { data::prepare_once(o, log); });
+  CHECK_FALSE(fs::exists(stale));
+  test::check_contains(said, {"removed " + stale.string()});
+  CHECK(test::read_file(o.out / "dataset.json") == before);  // up to date: not prepared again
+
+  // While another process holds the folder, prepare_once waits for it rather than reading past it.
+  std::atomic<bool> released{false};
+  std::thread holder([&] {
+    const FolderLock other(o.out, "dataset folder");
+    test::write_file(stale, "partial");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    released = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  data::prepare_once(o, nullptr);
+  CHECK(released.load());
+  CHECK_FALSE(fs::exists(stale));
+  holder.join();
 }

@@ -228,7 +228,8 @@ struct LmSetup {
                 }(),
                 &gen};
 
-  LmTrainResult train(const NonfinitePolicy& policy, double lr = 3e-3, int64_t eval_every = 12) {
+  LmTrainResult train(const NonfinitePolicy& policy, double lr = 3e-3, int64_t eval_every = 12,
+                      const optim::LRSchedule* schedule_override = nullptr) {
     data::TokenBatchOptions tb;
     tb.batch = 4;
     tb.context = 16;
@@ -244,7 +245,8 @@ struct LmSetup {
     o.log_every = 1;
     o.nonfinite = policy;
     o.dir = root.path / "run";
-    return train_lm(model, gen, *test::lm_adamw(model), train, val, schedule, o);
+    return train_lm(model, gen, *test::lm_adamw(model), train, val,
+                    schedule_override ? *schedule_override : static_cast<const optim::LRSchedule&>(schedule), o);
   }
   std::vector<NonfiniteRecord> records() const { return nonfinite_records(root.path / "run"); }
 };
@@ -276,6 +278,49 @@ TEST_CASE("lm training: a NaN weight makes every step non-finite: skipped up to 
   REQUIRE(lines.size() == 3);
   CHECK(lines.back().skipped == 3);
   CHECK(std::isnan(lines.back().loss));
+}
+
+// A constant learning rate whose schedule, asked for the rate of steps `from` .. `to` (0-based),
+// puts a NaN into one weight and takes it out again for every other step: a transient fault
+// (a bad batch, a flipped bit) that the loop must ride out.
+struct TransientNan : optim::LRSchedule {
+  TransientNan(Tensor w, int64_t first, int64_t last) : weight(std::move(w)), from(first), to(last) {}
+  Tensor weight;
+  int64_t from, to;
+  mutable float saved = 0;
+  mutable bool poisoned = false;
+  double lr_at(int64_t step) const override {
+    float& w = weight.data<float>()[7];
+    const bool want = step >= from && step <= to;
+    if (want && !poisoned) saved = w, w = NAN;
+    if (!want && poisoned) w = saved;
+    poisoned = want;
+    return 3e-3;
+  }
+};
+
+TEST_CASE("lm training: a transient NaN is skipped, the streak ends, and training recovers") {
+  LmSetup s;
+  const TransientNan nan_steps(s.model.wte.weight, 2, 3);  // steps 3 and 4
+  const LmTrainResult r = s.train({OnNonfinite::skip, 3}, 3e-3, 6, &nan_steps);
+  CHECK_FALSE(r.diverged.has_value());
+  CHECK(r.finished);
+  CHECK(r.steps == 12);
+  CHECK(r.skipped_steps == 2);
+  REQUIRE(r.evals.size() == 2);
+  CHECK(std::isfinite(r.evals[0].val_loss));
+  CHECK(std::isfinite(r.final_val_loss));
+  CHECK(r.final_val_loss < r.evals[0].val_loss);  // training went on learning after the fault
+  CHECK(std::isfinite(s.model.wte.weight.data<float>()[7]));
+  const auto records = s.records();
+  REQUIRE(records.size() == 2);
+  CHECK(records[0].step == 3);
+  CHECK(records[0].action == "skip");
+  CHECK(records[0].consecutive == 1);
+  CHECK(records[1].step == 4);
+  CHECK(records[1].consecutive == 2);
+  CHECK(latest_checkpoint(s.root.path / "run").has_value());
+  CHECK(load_latest_lm_checkpoint(s.root.path / "run", kCPU)->state.nonfinite_streak == 0);
 }
 
 TEST_CASE("lm training: on_nonfinite stop stops at the first non-finite step") {

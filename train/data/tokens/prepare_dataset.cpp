@@ -393,15 +393,16 @@ static PrepareResult prepare_in_folder(const PrepareOptions& o, std::FILE* log, 
 PrepareResult prepare_dataset(const PrepareOptions& o, std::FILE* log) { return prepare_in_folder(o, log, true); }
 
 fs::path prepare_once(const PrepareOptions& o, std::FILE* log) {
-  auto up_to_date = [&] {
-    if (!already_prepared(o)) return false;
-    if (o.progress && log) std::fprintf(log, "data prepare: %s is up to date\n", o.out.string().c_str());
-    return true;
-  };
-  if (up_to_date()) return o.out;
   // Runs of one experiment in several processes share the folder: one prepares, the others wait.
+  // Even up-to-date data is looked at under the lock: a re-prepare that was killed may have left
+  // temporary files beside the intact dataset.json, and only the lock's holder may remove them.
   const FolderLock lock(o.out, "dataset folder", /*wait=*/true, log);
-  if (up_to_date()) return o.out;
+  for (const fs::path& f : remove_temp_files(o.out, /*recursive=*/false))
+    if (log) std::fprintf(log, "data prepare: removed %s, a temporary file an interrupted prepare left\n", f.c_str());
+  if (already_prepared(o)) {
+    if (o.progress && log) std::fprintf(log, "data prepare: %s is up to date\n", o.out.string().c_str());
+    return o.out;
+  }
   prepare_in_folder(o, log, false);
   return o.out;
 }
