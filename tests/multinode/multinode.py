@@ -16,8 +16,9 @@ addresses), as on a cluster. Each --case is one CTest test (label `multinode`):
   link-down       rank 1's host loses its link mid-run: every rank ends by the timeout, no hang
   slow-link       rank 1's host is rate-limited: training completes, and the log's all-reduce line
                   shows more time not hidden by the backward than on a fast link
-  hosts-change    a run killed on four hosts resumes on two: same data order and global batch,
-                  so it ends as the uninterrupted run (no dropout: to float tolerance)
+  hosts-change    a run killed on four hosts resumes on two, one killed on two resumes on four: same
+                  data order and global batch, so each ends as the uninterrupted run (no dropout: to
+                  float tolerance)
   disk-full       the output folder is a file system too small for a checkpoint: rank 0 names
                   the file and the full disk, every rank stops, nothing complete is lost
   rank0-output    only rank 0's host sees the output folder: the run trains, and a killed run
@@ -276,7 +277,10 @@ def run_case(name, c):
         ref = c.reference(2, dropout=0.0)
         got, text = c.killed_and_resumed("7:all-reduce", 3, "gradient bucket", hosts=4, resume_hosts=2, dropout=0.0)
         close(got, ref)
-        print("hosts-change: killed on four hosts, resumed on two, ends as the uninterrupted run")
+        got, text = c.killed_and_resumed("9:all-reduce", 1, "gradient bucket", hosts=2, resume_hosts=4, dropout=0.0)
+        close(got, ref)
+        print("hosts-change: killed on four hosts and resumed on two, and the other way round: each ends as the "
+              "uninterrupted run")
     elif name == "disk-full":
         out = c.work / "small-disk"
         out.mkdir(exist_ok=True)
