@@ -1,14 +1,16 @@
 // Training-step benchmark of the synthetic-task encoder: ms per step (forward, backward, AdamW)
-// in qkvlab and, when PyTorch is installed, the same model in PyTorch (bench/torch_step.py),
-// the two taking turns in the same run (bench/torch_session.h), with the ratio of the medians.
+// in qkvlab and in its peers (bench/torch_runner.h: PyTorch eager, torch.compile, JAX), the same
+// model in each (bench/torch_step.py, bench/peers/jax_step.py), all taking turns in the same run
+// (bench/torch_session.h), with each peer's median over qkvlab's.
 //
-//   bench_encoder [--steps N] [--rounds R] [--variant QKV] [--d-model 64|256] [--no-torch]
+//   bench_encoder [--steps N] [--rounds R] [--variant QKV] [--d-model 64|256] [--peers LIST] [--no-torch]
 // Configurations: d_model 64, 2 layers, 4 heads, length 64, batch 128 (the paper's smallest
 // scale), and d_model 256, length 128.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <omp.h>
+#include <vector>
 
 #include "bench/torch_runner.h"
 #include "bench/torch_session.h"
@@ -57,41 +59,46 @@ struct EncoderStep {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"qkvlab encoder training-step benchmark (qkvlab vs PyTorch in one run)"};
+  CLI::App app{"qkvlab encoder training-step benchmark (qkvlab vs its peers in one run)"};
   int steps = 20, rounds = 10;  // many short turns: the noise of a shared machine hits both alike
-  std::string variant = "QKV";
+  std::string variant = "QKV", peer_list = "default";
   bool no_torch = false;
   int64_t only = 0;
   app.add_option("--d-model", only, "run only this configuration (64 or 256; default both)");
   app.add_option("--steps", steps, "timed steps of each (median reported)")->check(CLI::Range(1, 1000));
   app.add_option("--rounds", rounds, "turns the steps are split into")->check(CLI::Range(1, 1000));
   app.add_option("--variant", variant, "projection sharing: " + nn::sharing_names());
-  app.add_flag("--no-torch", no_torch, "skip the PyTorch comparison");
+  app.add_option("--peers", peer_list, bench::peers_help());
+  app.add_flag("--no-torch", no_torch, "no peers (--peers none)");
   CLI11_PARSE(app, argc, argv);
   try {
+    const std::vector<bench::Peer> peers = bench::parse_peers(no_torch ? "none" : peer_list);
     std::printf("encoder training step (forward + backward + AdamW), batch 128, 2 layers, 4 heads, %s, %d threads\n",
                 variant.c_str(), omp_get_max_threads());
-    std::printf("%8s %7s %12s %12s %9s\n", "d_model", "length", "qkvlab ms", "PyTorch ms", "speedup");
+    std::printf(
+        "peers: %s\nspeedup: a peer's median step over qkvlab's, from the same turns (below 1: qkvlab is "
+        "slower)\n",
+        bench::describe_peers(peers).c_str());
     for (const Shape4& s : {Shape4{64, 64}, Shape4{256, 128}}) {
       if (only != 0 && s.d_model != only) continue;
       auto ours = std::make_shared<EncoderStep>(s, variant);
       std::vector<bench::Contestant> contestants{bench::timed([ours] { ours->run(); })};
-      std::unique_ptr<bench::TorchSession> torch;
-      if (!no_torch) {
-        torch = std::make_unique<bench::TorchSession>(cat("encoder --d-model ", s.d_model, " --length ", s.length,
-                                                          " --batch ", kBatch, " --layers 2 --heads 4 --warmup 3",
-                                                          bench::torch_slots(nn::parse_sharing(variant))));
-        contestants.push_back(bench::contestant(*torch));
+      std::vector<std::unique_ptr<bench::TorchSession>> twins;
+      for (const bench::Peer& peer : peers) {
+        twins.push_back(
+            std::make_unique<bench::TorchSession>(peer, bench::Workload::step,
+                                                  cat("encoder --d-model ", s.d_model, " --length ", s.length,
+                                                      " --batch ", kBatch, " --layers 2 --heads 4 --warmup 3",
+                                                      bench::torch_slots(nn::parse_sharing(variant)))));
+        contestants.push_back(bench::contestant(*twins.back()));
       }
       const auto times = bench::take_turns(contestants, steps, rounds);
-      const double mine = bench::median_of(times[0]), theirs = torch ? bench::median_of(times[1]) : -1;
-      const std::string note = torch ? torch->note() : "skipped";
-      if (theirs > 0)
-        std::printf("%8lld %7lld %12.1f %12.1f %8.2fx  (%s)\n", (long long)s.d_model, (long long)s.length, mine, theirs,
-                    theirs / mine, note.c_str());
-      else
-        std::printf("%8lld %7lld %12.1f %12s %9s  (%s)\n", (long long)s.d_model, (long long)s.length, mine, "-", "-",
-                    note.c_str());
+      const double mine = bench::median_of(times[0]);
+      std::printf("\nd_model %lld, length %lld\n", (long long)s.d_model, (long long)s.length);
+      bench::print_contestant_header();
+      bench::print_contestant("qkvlab", "fp32", times[0], -1, "");
+      for (size_t i = 0; i < twins.size(); ++i)
+        bench::print_contestant(twins[i]->name(), "fp32", times[1 + i], mine, twins[i]->note());
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_encoder: %s\n", e.what());

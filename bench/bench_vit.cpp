@@ -1,16 +1,18 @@
-// ViT training-step benchmark (paper Table 2's smallest scale): images per second of a training
-// step (forward, backward, AdamW) of a ViT with d_model 64, 4 layers, 4 heads, patch 7 on 28x28
-// inputs, batch 128, in qkvlab and — when installed — the same model in PyTorch, the two taking
-// turns in one run (bench/torch_session.h).
+// ViT training-step benchmark (paper Table 2's smallest scale): ms per training step (forward,
+// backward, AdamW) of a ViT with d_model 64, 4 layers, 4 heads, patch 7 on 28x28 inputs, batch
+// 128, in qkvlab and in its peers (bench/torch_runner.h: PyTorch eager, torch.compile, JAX), all
+// taking turns in one run (bench/torch_session.h), with each peer's median over qkvlab's.
 // With --data DIR (the folder holding mnist/), also one epoch of that model on MNIST through
 // the image loader, reporting the fraction of step time spent waiting for batches.
 //
-//   bench_vit [--steps N] [--rounds R] [--variant QKV] [--data DIR] [--no-torch]
+//   bench_vit [--steps N] [--rounds R] [--variant QKV] [--data DIR] [--peers LIST] [--no-torch]
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <omp.h>
+#include <vector>
 
 #include "bench/torch_runner.h"
 #include "bench/torch_session.h"
@@ -80,35 +82,41 @@ std::pair<double, double> mnist_epoch(const std::string& variant, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"qkvlab ViT training-step benchmark (qkvlab vs PyTorch in one run)"};
+  CLI::App app{"qkvlab ViT training-step benchmark (qkvlab vs its peers in one run)"};
   int steps = 20, rounds = 10;  // many short turns: the noise of a shared machine hits both alike
-  std::string variant = "QKV", data;
+  std::string variant = "QKV", data, peer_list = "default";
   bool no_torch = false;
   app.add_option("--steps", steps, "timed steps (median reported)")->check(CLI::Range(1, 1000));
   app.add_option("--rounds", rounds, "turns the steps are split into")->check(CLI::Range(1, 1000));
   app.add_option("--variant", variant, "projection sharing: " + nn::sharing_names());
   app.add_option("--data", data, "folder holding mnist/ for the loader epoch");
-  app.add_flag("--no-torch", no_torch, "skip the PyTorch comparison");
+  app.add_option("--peers", peer_list, bench::peers_help());
+  app.add_flag("--no-torch", no_torch, "no peers (--peers none)");
   CLI11_PARSE(app, argc, argv);
   try {
+    const std::vector<bench::Peer> peers = bench::parse_peers(no_torch ? "none" : peer_list);
     std::printf("ViT training step: d_model 64, 4 layers, 4 heads, patch 7, 28x28, batch 128, %s, %d threads\n",
                 variant.c_str(), omp_get_max_threads());
+    std::printf(
+        "peers: %s\nspeedup: a peer's median step over qkvlab's, from the same turns (below 1: qkvlab is "
+        "slower)\n\n",
+        bench::describe_peers(peers).c_str());
     auto ours = std::make_shared<ViTStep>(variant);
     std::vector<bench::Contestant> contestants{bench::timed([ours] { ours->run(); })};
-    std::unique_ptr<bench::TorchSession> torch;
-    if (!no_torch) {
-      torch = std::make_unique<bench::TorchSession>(
+    std::vector<std::unique_ptr<bench::TorchSession>> twins;
+    for (const bench::Peer& peer : peers) {
+      twins.push_back(std::make_unique<bench::TorchSession>(
+          peer, bench::Workload::step,
           cat("vit --d-model 64 --layers 4 --heads 4 --patch 7 --image 28 --batch 128 --warmup 3",
-              bench::torch_slots(nn::parse_sharing(variant))));
-      contestants.push_back(bench::contestant(*torch));
+              bench::torch_slots(nn::parse_sharing(variant)))));
+      contestants.push_back(bench::contestant(*twins.back()));
     }
     const auto times = bench::take_turns(contestants, steps, rounds);
-    const double mine = bench::median_of(times[0]), theirs = torch ? bench::median_of(times[1]) : -1;
-    std::printf("qkvlab   %8.1f ms/step %8.0f images/s\n", mine, 128e3 / mine);
-    if (theirs > 0)
-      std::printf("PyTorch  %8.1f ms/step %8.0f images/s   speedup %.2fx  (%s)\n", theirs, 128e3 / theirs,
-                  theirs / mine, torch->note().c_str());
-    else std::printf("PyTorch  - (%s)\n", torch ? torch->note().c_str() : "skipped");
+    const double mine = bench::median_of(times[0]);
+    bench::print_contestant_header();
+    bench::print_contestant("qkvlab", "fp32", times[0], -1, cat(std::lround(128e3 / mine), " images/s"));
+    for (size_t i = 0; i < twins.size(); ++i)
+      bench::print_contestant(twins[i]->name(), "fp32", times[1 + i], mine, twins[i]->note());
     if (!data.empty()) {
       const auto [seconds, wait] = mnist_epoch(variant, data);
       std::printf("MNIST epoch through the loader: %.1f s, %.1f%% of it waiting for batches\n", seconds,

@@ -2,25 +2,32 @@
 """Greedy decoding with a KV cache in PyTorch, for bench_decode: qkvlab's GPT rebuilt by
 tests/parity/torch_models.py, its cache preallocated per layer ([B, kv_heads, context, d_head],
 one tensor when K and V are the same projection), prefilled with a random prompt, then one token
-per step. Prints one JSON line: {"ms_per_step": ..., "tokens_per_s": ...}.
+per step. Prints one JSON line: {"ms_per_step": ..., "tokens_per_s": ...}. With --serve
+(bench/torch_session.cpp) it prints {"ready": true, ...} after the prefill and the warm-up steps,
+then for each line N read from stdin decodes N tokens and prints {"times_ms": [...]}.
 
   torch_decode.py --vocab 50257 --context 4160 --layers 12 --d-model 768 --heads 12 \
                   --slots q,k,k --kv-heads 0 --batch 8 --prompt 1024 --new-tokens 32 --threads 2
+--mode eager (default): each step attends over the prefix, cache[:, :, :length]. --mode compile
+(PyTorch >= 2): torch.compile (inductor) of the decode step in the static-shape form compiled
+decoding uses (gpt-fast's): the new rows written at a position tensor, attention over the whole
+preallocated cache with the rows past the position masked; the cache holds prompt + warm-up +
+new tokens, so a step reads up to that many rows (1-3% more than the prefix at prompt 1024).
 Exit 77 when PyTorch is not installed.
 """
 import argparse
-import json
 import math
 import os
 import sys
-import time
+
+from peer_protocol import decode_arguments, fail, report_decode, run_main
 
 try:
     import torch
     import torch.nn.functional as F
 except ImportError:
-    print(json.dumps({"error": "PyTorch is not installed (Debian package python3-torch)"}))
-    sys.exit(77)
+    fail(f"PyTorch is not installed in {sys.executable} (Debian: python3-torch; "
+         "PyTorch 2: bash bench/peers/setup.sh)", 77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "parity"))
 import torch_models  # noqa: E402
@@ -71,40 +78,81 @@ def forward_cached(model, ids, cache):
     return F.linear(model.ln_f(x[:, -1:]), model.wte.weight)  # the tied output layer
 
 
+def attend_static(attn, x, cache_layer, pos):
+    """attend() with static shapes: the T new rows written at positions `pos` (a tensor), the
+    queries attending over the whole cache, the rows past each query's position masked."""
+    B, T, _ = x.shape
+    out = {name: attn.heads(getattr(attn, name)(x), attn.h if name == attn.slots[0] else attn.hk)
+           for name in dict.fromkeys(attn.slots)}
+    for name, buf in cache_layer.items():
+        buf[:, :, pos] = out[name]
+    k, v = cache_layer[attn.slots[1]], cache_layer[attn.slots[2]]
+    g = attn.h // attn.hk
+    q = out[attn.slots[0]].reshape(B, attn.hk, g * T, attn.dh)
+    s = q @ k.transpose(-1, -2) / math.sqrt(attn.dh)
+    s = s.masked_fill(torch.arange(k.shape[2])[None, :] > pos.repeat(g)[:, None], float("-inf"))
+    y = (torch.softmax(s, dim=-1) @ v).reshape(B, attn.h, T, attn.dh)
+    return attn.o(y.transpose(1, 2).reshape(B, T, attn.d))
+
+
+def forward_static(model, ids, layers, pos):
+    x = model.wte(ids) + model.wpe(pos)
+    for b, layer in zip(model.blocks, layers):
+        x = x + attend_static(b.attn, b.ln1(x), layer, pos)
+        x = x + b.proj(F.gelu(b.fc(b.ln2(x))))
+    return F.linear(model.ln_f(x[:, -1:]), model.wte.weight).argmax(-1)
+
+
+class Decoder:
+    """The prefilled model; step() decodes one token (eager: forward_cached; compile: the
+    compiled forward_static)."""
+
+    def __init__(self, model, a):
+        self.model, self.mode = model, a.mode
+        self.cache = Cache(model, a.batch, a.prompt + a.warmup + a.new_tokens)
+        ids = torch.randint(0, a.vocab, (a.batch, a.prompt))
+        if a.mode == "eager":
+            self.next = forward_cached(model, ids, self.cache).argmax(-1)
+            return
+        import torch._inductor.config as inductor
+        inductor.compile_threads = 1  # no pool of compile processes holding memory
+        self.compiled = torch.compile(forward_static)
+        self.next = forward_static(model, ids, self.cache.layers, torch.arange(a.prompt))
+        self.cache.length = a.prompt
+
+    def step(self):
+        if self.mode == "eager":
+            self.next = forward_cached(self.model, self.next, self.cache).argmax(-1)
+        else:
+            pos = torch.tensor([self.cache.length])
+            self.next = self.compiled(self.model, self.next, self.cache.layers, pos)
+            self.cache.length += 1
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--vocab", type=int, default=50257)
-    ap.add_argument("--context", type=int, default=1024)
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--d-model", type=int, default=768)
-    ap.add_argument("--heads", type=int, default=12)
-    ap.add_argument("--kv-heads", type=int, default=0)
-    ap.add_argument("--slots", default="q,k,v", help="the projection serving Q, K and V (a row of nn/sharing.h)")
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--prompt", type=int, default=128)
-    ap.add_argument("--new-tokens", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=0)
+    decode_arguments(ap)
+    ap.add_argument("--mode", choices=["eager", "compile"], default="eager")
     a = ap.parse_args()
+    if a.mode == "compile" and not hasattr(torch, "compile"):
+        fail(f"PyTorch {torch.__version__} has no torch.compile (PyTorch 2: bash bench/peers/setup.sh)")
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    cfg = {"vocab": a.vocab, "context": a.context, "layers": a.layers, "d_model": a.d_model, "heads": a.heads,
-           "kv_heads": a.kv_heads, "slots": a.slots.split(","), "ffn": 4 * a.d_model}
+    cfg = {"vocab": a.vocab, "context": max(a.context, a.prompt + a.warmup + a.new_tokens), "layers": a.layers,
+           "d_model": a.d_model, "heads": a.heads, "kv_heads": a.kv_heads, "slots": a.slots.split(","), "ffn": 4 * a.d_model}
     model = torch_models.GPT(cfg).eval()
+
     with torch.inference_mode():
-        cache = Cache(model, a.batch, a.prompt + a.new_tokens)
-        ids = torch.randint(0, a.vocab, (a.batch, a.prompt))
-        nxt = forward_cached(model, ids, cache).argmax(-1)
-        times = []
-        for _ in range(a.new_tokens):
-            t = time.perf_counter()
-            nxt = forward_cached(model, nxt, cache).argmax(-1)
-            times.append(time.perf_counter() - t)
-    times.sort()
-    ms = 1000 * times[len(times) // 2]
-    print(json.dumps({"ms_per_step": ms, "tokens_per_s": 1000 * a.batch / ms, "threads": torch.get_num_threads(),
-                      "torch": torch.__version__}))
+        decoder = Decoder(model, a)
+        for _ in range(a.warmup):
+            decoder.step()
+        version = torch.__version__.split("+")[0]
+        about = {"name": f"torch.compile {version}" if a.mode == "compile" else f"PyTorch {version}",
+                 "mode": a.mode, "threads": torch.get_num_threads(), "torch": torch.__version__,
+                 "parameters": sum(p.numel() for p in model.parameters())}
+        report_decode(decoder.step, a, about)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 
 #include "tensor/error.h"
@@ -17,11 +19,11 @@ extern char** environ;
 
 namespace qkv::bench {
 
-TorchSession::TorchSession(const std::string& args) {
+TorchSession::TorchSession(const Peer& peer, Workload workload, const std::string& args) : name_(peer.spec) {
   std::signal(SIGPIPE, SIG_IGN);  // a twin that dies makes our write fail, not kill the benchmark
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
-    note_ = "cannot create pipes for /usr/bin/python3";
+    note_ = cat("cannot create pipes for ", peer.python);
     return;
   }
   posix_spawn_file_actions_t fa;
@@ -29,9 +31,8 @@ TorchSession::TorchSession(const std::string& args) {
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  const std::string script = cat(QKV_SOURCE_DIR, "/bench/torch_step.py");
   const std::string cmd =
-      cat("exec /usr/bin/python3 ", script, " ", args, " --threads ", omp_get_max_threads(), " --serve");
+      cat(peer_command(peer, workload), " ", args, " --threads ", omp_get_max_threads(), " --serve");
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
   const int rc = posix_spawn(&pid_, "/bin/sh", &fa, nullptr, const_cast<char* const*>(argv), environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -41,19 +42,33 @@ TorchSession::TorchSession(const std::string& args) {
   from_child_ = out[0];
   if (rc != 0) {
     pid_ = -1;
-    stop("cannot start /usr/bin/python3");
+    stop(cat("cannot start ", peer.python));
     return;
   }
   const std::string line = read_line();
   try {
     const auto j = nlohmann::json::parse(line);
     if (!j.value("ready", false)) {
-      stop(j.value("error", "PyTorch run failed"));
+      stop(j.value("error", cat(peer.spec, " failed")));
       return;
     }
-    note_ = cat("PyTorch ", j["torch"].get<std::string>(), ", ", j["threads"].get<int>(), " threads, ",
+    name_ = j["name"].get<std::string>();
+    note_ = cat(j["mode"].get<std::string>(), ", ", j["threads"].get<int>(), " threads, ",
                 j["parameters"].get<int64_t>(), " parameters");
-  } catch (const std::exception&) { stop("PyTorch not available (/usr/bin/python3 with python3-torch)"); }
+    precisions_ = j.value("precisions", std::vector<std::string>{"fp32"});
+    unsupported_ = j.value("unsupported", "");
+  } catch (const std::exception&) { stop(cat(peer.spec, " failed before it was ready (run its twin by hand)")); }
+}
+
+bool TorchSession::serves(const std::string& precision, std::string* why) const {
+  if (!ok()) {
+    if (why) *why = note_;
+    return false;
+  }
+  for (const std::string& p : precisions_)
+    if (p == precision) return true;
+  if (why) *why = unsupported_.empty() ? cat("no ", precision, " here") : unsupported_;
+  return false;
 }
 
 TorchSession::~TorchSession() { stop(note_); }
@@ -82,19 +97,20 @@ std::string TorchSession::read_line() {
   }
 }
 
-std::vector<double> TorchSession::steps(int n) {
+std::vector<double> TorchSession::steps(int n, const std::string& precision) {
   if (!ok()) return {};
-  const std::string request = cat(n, "\n");
+  const std::string request = cat(n, precision.empty() ? "" : " ", precision, "\n");
   if (write(to_child_, request.data(), request.size()) != ssize_t(request.size())) {
-    stop("the PyTorch twin stopped");
+    stop(cat("the ", name_, " twin stopped"));
     return {};
   }
+  const std::string reply = read_line();
   try {
-    return nlohmann::json::parse(read_line())["times_ms"].get<std::vector<double>>();
-  } catch (const std::exception&) {
-    stop("the PyTorch twin stopped");
-    return {};
-  }
+    const auto j = nlohmann::json::parse(reply);
+    if (j.contains("times_ms")) return j["times_ms"].get<std::vector<double>>();
+    stop(j.value("error", cat("the ", name_, " twin stopped")));
+  } catch (const std::exception&) { stop(cat("the ", name_, " twin stopped")); }
+  return {};
 }
 
 Contestant timed(std::function<void()> step) {
@@ -132,5 +148,19 @@ double median_of(std::vector<double> ms) {
 }
 
 double best_of(const std::vector<double>& ms) { return ms.empty() ? -1 : *std::min_element(ms.begin(), ms.end()); }
+
+void print_contestant_header(const char* column) {
+  std::printf("  %-22s  %-5s  %10s  %10s  %8s\n", "contestant", column, "median ms", "best ms", "speedup");
+}
+
+void print_contestant(const std::string& name, const std::string& precision, const std::vector<double>& ms,
+                      double mine_ms, const std::string& note) {
+  const std::string median = ms.empty() ? "-" : cat(std::fixed, std::setprecision(1), median_of(ms));
+  const std::string best = ms.empty() ? "-" : cat(std::fixed, std::setprecision(1), best_of(ms));
+  const std::string speedup =
+      ms.empty() || mine_ms <= 0 ? "-" : cat(std::fixed, std::setprecision(2), median_of(ms) / mine_ms, "x");
+  std::printf("  %-22s  %-5s  %10s  %10s  %8s%s\n", name.c_str(), precision.c_str(), median.c_str(), best.c_str(),
+              speedup.c_str(), note.empty() ? "" : cat("  (", note, ")").c_str());
+}
 
 }  // namespace qkv::bench

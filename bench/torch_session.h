@@ -1,38 +1,46 @@
-// A PyTorch twin kept running beside a qkvlab benchmark (bench/torch_step.py --serve), and the
-// turns the two take: a few steps of each contestant in turn, repeated, so that every median comes
-// from the same stretch of the machine's time. On a shared machine whose speed drifts by 20% within
-// a minute, the ratio of two medians taken one after the other measures the drift as much as the
-// code.
+// A peer's twin kept running beside a qkvlab benchmark (bench/torch_step.py --serve, its JAX twin,
+// the decode twins), and the turns the contestants take: a few steps of each in turn, repeated, so
+// that every median comes from the same stretch of the machine's time. On a shared machine whose
+// speed drifts by 20% within a minute, the ratio of two medians taken one after the other measures
+// the drift as much as the code.
 #pragma once
 #include <functional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
 
+#include "bench/torch_runner.h"
+
 namespace qkv::bench {
 
 class TorchSession {
  public:
-  // Starts Debian's /usr/bin/python3 on bench/torch_step.py with `args` (e.g. "vit --d-model 64"),
-  // the machine's thread count and --serve, and waits until its model is built and warmed up.
-  // ok() is false, with note() saying why, when PyTorch is missing or the script fails.
-  explicit TorchSession(const std::string& args);
+  // Starts the peer's twin of `workload` with `args` (e.g. "vit --d-model 64"), the machine's
+  // thread count and --serve, and waits until its model is built and warmed up (compiled). ok() is
+  // false, with note() saying why, when the framework is missing or the twin fails.
+  TorchSession(const Peer& peer, Workload workload, const std::string& args);
   ~TorchSession();
   TorchSession(const TorchSession&) = delete;
   TorchSession& operator=(const TorchSession&) = delete;
 
   bool ok() const { return pid_ > 0; }
-  // "PyTorch 1.13.0, 2 threads, 124439808 parameters", or why it is not running.
+  // "PyTorch 2.5.1", "torch.compile 2.5.1", "JAX 0.4.35"; the peer's spec when it did not start.
+  const std::string& name() const { return name_; }
+  // "compile, 2 threads, 124439808 parameters", or why it is not running.
   const std::string& note() const { return note_; }
-  // The ms of each of n training steps; empty (and ok() false) when the twin has died.
-  std::vector<double> steps(int n);
+  // Whether the twin serves `precision` (fp32, bf16), and if not, why.
+  bool serves(const std::string& precision, std::string* why = nullptr) const;
+  // The ms of each of n steps (in `precision`, the twin's first when empty); empty (and ok() false)
+  // when the twin has died.
+  std::vector<double> steps(int n, const std::string& precision = "");
 
  private:
   void stop(const std::string& why);
   std::string read_line();
   pid_t pid_ = -1;
   int to_child_ = -1, from_child_ = -1;
-  std::string note_, pending_;
+  std::string name_, note_, pending_, unsupported_;
+  std::vector<std::string> precisions_;
 };
 
 // A contestant runs n training steps and returns the ms of each (empty: it could not run).
@@ -41,9 +49,9 @@ using Contestant = std::function<std::vector<double>(int n)>;
 // A contestant that runs `step` (one training step) n times and times each run.
 Contestant timed(std::function<void()> step);
 
-// The twin as a contestant (the session must outlive it).
-inline Contestant contestant(TorchSession& twin) {
-  return [&twin](int n) { return twin.steps(n); };
+// The twin as a contestant, running `precision` (the session must outlive it).
+inline Contestant contestant(TorchSession& twin, const std::string& precision = "") {
+  return [&twin, precision](int n) { return twin.steps(n, precision); };
 }
 
 // `rounds` rounds in which every contestant in turn runs steps / rounds steps (at least one);
@@ -56,5 +64,12 @@ std::vector<std::vector<double>> take_turns(const std::vector<Contestant>& conte
 // Median and best (minimum) of step times; -1 for none.
 double median_of(std::vector<double> ms);
 double best_of(const std::vector<double>& ms);
+
+// The header of the contestant lines below, then a line per contestant: name, precision (or
+// variant), median and best ms, the speedup (theirs / mine: how many times qkvlab is faster; below
+// 1, qkvlab is slower) and a note, the fields at least two spaces apart (bench-report.sh reads them).
+void print_contestant_header(const char* column = "prec");
+void print_contestant(const std::string& name, const std::string& precision, const std::vector<double>& ms,
+                      double mine_ms, const std::string& note);
 
 }  // namespace qkv::bench
