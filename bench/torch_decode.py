@@ -34,37 +34,51 @@ import torch_models  # noqa: E402
 
 
 class Cache:
-    """Per layer, one preallocated tensor per distinct K/V projection."""
+    """Per layer, one preallocated tensor per distinct K/V projection, zeroed (the static form
+    multiplies the rows past the position by a softmax weight of 0, and 0 x NaN is NaN)."""
 
     def __init__(self, model, batch, context):
         a = model.blocks[0].attn
         self.kv_slots = list(dict.fromkeys(a.slots[1:]))
-        self.layers = [{s: torch.empty(batch, a.hk, context, a.dh) for s in self.kv_slots} for _ in model.blocks]
+        heads = {s: a.h if s == a.slots[0] else a.hk for s in self.kv_slots}  # Q=K-V: K is Q's projection
+        self.layers = [{s: torch.zeros(batch, heads[s], context, a.dh) for s in self.kv_slots} for _ in model.blocks]
         self.length = 0
+
+
+def projections(attn, x):
+    """{slot: [B, its heads, T, d_head]} for each distinct slot."""
+    return {name: attn.heads(getattr(attn, name)(x), attn.h if name == attn.slots[0] else attn.hk)
+            for name in dict.fromkeys(attn.slots)}
+
+
+def grouped_attention(attn, q, k, v, allowed):
+    """softmax(q k^T / sqrt(d_head)) v with key j hidden from query t unless allowed[t, j] (None:
+    none hidden), then the output projection. Each KV head's group of query heads is one block of
+    rows against it; when K and V differ in heads (Q=K-V with GQA), both are repeated to Q's."""
+    B, _, T, _ = q.shape
+    if k.shape[1] != v.shape[1]:
+        k, v = (t.repeat_interleave(attn.h // t.shape[1], dim=1) for t in (k, v))
+    g = attn.h // k.shape[1]
+    q = q.reshape(B, k.shape[1], g * T, attn.dh)  # the group's queries share their KV head
+    s = q @ k.transpose(-1, -2) / math.sqrt(attn.dh)
+    if allowed is not None:
+        s = s.masked_fill(~allowed.repeat(g, 1), float("-inf"))
+    y = (torch.softmax(s, dim=-1) @ v).reshape(B, attn.h, T, attn.dh)
+    return attn.o(y.transpose(1, 2).reshape(B, T, attn.d))
 
 
 def attend(attn, x, cache_layer, start):
     """One block's attention over the cache: the new rows are written at `start`, then the T new
     queries attend over [0, start + T) causally."""
-    B, T, _ = x.shape
-    out = {}
-    for name in dict.fromkeys(attn.slots):
-        n = attn.h if name == attn.slots[0] else attn.hk
-        out[name] = attn.heads(getattr(attn, name)(x), n)
+    T = x.shape[1]
+    out = projections(attn, x)
     for name, buf in cache_layer.items():
         buf[:, :, start:start + T] = out[name]
     n = start + T
     k = cache_layer[attn.slots[1]][:, :, :n]
     v = cache_layer[attn.slots[2]][:, :, :n]
-    q = out[attn.slots[0]]
-    g = attn.h // attn.hk
-    q = q.reshape(B, attn.hk, g * T, attn.dh)  # the group's queries share their KV head
-    s = q @ k.transpose(-1, -2) / math.sqrt(attn.dh)
-    if T > 1:
-        pos = torch.arange(T).repeat(g)
-        s = s.masked_fill(torch.arange(n)[None, :] > (start + pos)[:, None], float("-inf"))
-    y = (torch.softmax(s, dim=-1) @ v).reshape(B, attn.h, T, attn.dh)
-    return attn.o(y.transpose(1, 2).reshape(B, T, attn.d))
+    allowed = torch.arange(n)[None, :] <= (start + torch.arange(T))[:, None] if T > 1 else None
+    return grouped_attention(attn, out[attn.slots[0]], k, v, allowed)
 
 
 def forward_cached(model, ids, cache):
@@ -81,18 +95,12 @@ def forward_cached(model, ids, cache):
 def attend_static(attn, x, cache_layer, pos):
     """attend() with static shapes: the T new rows written at positions `pos` (a tensor), the
     queries attending over the whole cache, the rows past each query's position masked."""
-    B, T, _ = x.shape
-    out = {name: attn.heads(getattr(attn, name)(x), attn.h if name == attn.slots[0] else attn.hk)
-           for name in dict.fromkeys(attn.slots)}
+    out = projections(attn, x)
     for name, buf in cache_layer.items():
         buf[:, :, pos] = out[name]
     k, v = cache_layer[attn.slots[1]], cache_layer[attn.slots[2]]
-    g = attn.h // attn.hk
-    q = out[attn.slots[0]].reshape(B, attn.hk, g * T, attn.dh)
-    s = q @ k.transpose(-1, -2) / math.sqrt(attn.dh)
-    s = s.masked_fill(torch.arange(k.shape[2])[None, :] > pos.repeat(g)[:, None], float("-inf"))
-    y = (torch.softmax(s, dim=-1) @ v).reshape(B, attn.h, T, attn.dh)
-    return attn.o(y.transpose(1, 2).reshape(B, T, attn.d))
+    allowed = torch.arange(k.shape[2])[None, :] <= pos[:, None]
+    return grouped_attention(attn, out[attn.slots[0]], k, v, allowed)
 
 
 def forward_static(model, ids, layers, pos):
@@ -105,19 +113,21 @@ def forward_static(model, ids, layers, pos):
 
 class Decoder:
     """The prefilled model; step() decodes one token (eager: forward_cached; compile: the
-    compiled forward_static)."""
+    compiled forward_static, or with compiled=False, forward_static as it is)."""
 
-    def __init__(self, model, a):
+    def __init__(self, model, a, compiled=True):
         self.model, self.mode = model, a.mode
         self.cache = Cache(model, a.batch, a.prompt + a.warmup + a.new_tokens)
-        ids = torch.randint(0, a.vocab, (a.batch, a.prompt))
+        self.prompt = torch.randint(0, a.vocab, (a.batch, a.prompt))
         if a.mode == "eager":
-            self.next = forward_cached(model, ids, self.cache).argmax(-1)
+            self.next = forward_cached(model, self.prompt, self.cache).argmax(-1)
             return
-        import torch._inductor.config as inductor
-        inductor.compile_threads = 1  # no pool of compile processes holding memory
-        self.compiled = torch.compile(forward_static)
-        self.next = forward_static(model, ids, self.cache.layers, torch.arange(a.prompt))
+        self.static = forward_static
+        if compiled:
+            import torch._inductor.config as inductor
+            inductor.compile_threads = 1  # no pool of compile processes holding memory
+            self.static = torch.compile(forward_static)
+        self.next = forward_static(model, self.prompt, self.cache.layers, torch.arange(a.prompt))
         self.cache.length = a.prompt
 
     def step(self):
@@ -125,7 +135,7 @@ class Decoder:
             self.next = forward_cached(self.model, self.next, self.cache).argmax(-1)
         else:
             pos = torch.tensor([self.cache.length])
-            self.next = self.compiled(self.model, self.next, self.cache.layers, pos)
+            self.next = self.static(self.model, self.next, self.cache.layers, pos)
             self.cache.length += 1
 
 
@@ -140,7 +150,8 @@ def main():
         torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     cfg = {"vocab": a.vocab, "context": max(a.context, a.prompt + a.warmup + a.new_tokens), "layers": a.layers,
-           "d_model": a.d_model, "heads": a.heads, "kv_heads": a.kv_heads, "slots": a.slots.split(","), "ffn": 4 * a.d_model}
+           "d_model": a.d_model, "heads": a.heads, "kv_heads": a.kv_heads, "slots": a.slots.split(","),
+           "ffn": 4 * a.d_model}
     model = torch_models.GPT(cfg).eval()
 
     with torch.inference_mode():

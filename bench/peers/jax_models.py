@@ -74,13 +74,18 @@ def projections(p, x, heads, slots, kv_heads):
 
 
 def attend(q, k, v, mask):
-    """softmax(q k^T / sqrt(d_head) + mask) v, KV heads shared by groups of query heads."""
+    """softmax(q k^T / sqrt(d_head), rows masked by mask [T, S]) v, KV heads shared by groups of
+    query heads: each group's queries are one block of rows against its KV head. When K and V have
+    different head counts (Q=K-V with GQA: K is Q's projection), both are repeated to Q's heads."""
     B, H, T, dh = q.shape
+    if k.shape[1] != v.shape[1]:
+        k, v = (jnp.repeat(t, H // t.shape[1], axis=1) for t in (k, v))
     hk = k.shape[1]
-    q = q.reshape(B, hk, (H // hk) * T, dh)
+    g = H // hk
+    q = q.reshape(B, hk, g * T, dh)
     s = (q @ k.swapaxes(-1, -2)) / math.sqrt(dh)
     if mask is not None:
-        s = jnp.where(mask, s, -jnp.inf)
+        s = jnp.where(jnp.tile(mask, (g, 1)), s, -jnp.inf)
     y = jax.nn.softmax(s, axis=-1) @ v
     return y.reshape(B, H, T, dh)
 
@@ -88,10 +93,7 @@ def attend(q, k, v, mask):
 def attention(p, x, heads, slots, kv_heads=0, causal=False):
     B, T, D = x.shape
     out = projections(p, x, heads, slots, kv_heads)
-    mask = None
-    if causal:
-        g = heads // (kv_heads or heads)
-        mask = jnp.tile(jnp.tril(jnp.ones((T, T), bool)), (g, 1))
+    mask = jnp.tril(jnp.ones((T, T), bool)) if causal else None
     y = attend(out[slots[0]], out[slots[1]], out[slots[2]], mask)
     return linear(p["o"], y.transpose(0, 2, 1, 3).reshape(B, T, D))
 
@@ -172,6 +174,36 @@ def gpt(p, ids, heads, slots, kv_heads=0):
     for b in p["blocks"]:
         x = pre_ln_block(b, x, heads, slots, kv_heads, causal=True)
     return layer_norm(p["ln_f"], x) @ p["wte"].T
+
+
+def cache_init(batch, context, d, layers, heads, slots, kv_heads=0):
+    """Per layer, {slot: [batch, its heads, context, d_head]} for each distinct K/V slot (K=V: one
+    array serving both; Q=K-V: K's array is Q's projection, with Q's heads)."""
+    shape = lambda n: (batch, heads if n == slots[0] else (kv_heads or heads), context, d // heads)  # noqa: E731
+    return [{n: jnp.zeros(shape(n), jnp.float32) for n in dict.fromkeys(slots[1:])} for _ in range(layers)]
+
+
+def gpt_cached(p, cache, ids, start, heads, slots, kv_heads=0):
+    """ids [B, T] at positions start .. start + T - 1 over a KV cache (cache_init's): writes
+    their K/V rows in place (lax.dynamic_update_slice) and attends over the whole cache with the
+    rows past each query masked (static shapes: one compiled step for every position). Returns the
+    next tokens (greedy) and the cache."""
+    B, T = ids.shape
+    kv_slots = list(dict.fromkeys(slots[1:]))
+    context = cache[0][kv_slots[0]].shape[2]
+    pos = start + jnp.arange(T)
+    x = p["wte"][ids] + p["wpe"][pos]
+    mask = jnp.arange(context)[None, :] <= pos[:, None]
+    new_cache = []
+    for b, layer in zip(p["blocks"], cache):
+        out = projections(b["attn"], layer_norm(b["ln1"], x), heads, slots, kv_heads)
+        layer = {s: jax.lax.dynamic_update_slice(layer[s], out[s], (0, 0, start, 0)) for s in kv_slots}
+        y = attend(out[slots[0]], layer[slots[1]], layer[slots[2]], mask)
+        x = x + linear(b["attn"]["o"], y.transpose(0, 2, 1, 3).reshape(B, T, -1))
+        x = x + linear(b["proj"], gelu(linear(b["fc"], layer_norm(b["ln2"], x))))
+        new_cache.append(layer)
+    logits = layer_norm(p["ln_f"], x[:, -1:]) @ p["wte"].T
+    return logits.argmax(-1).astype(jnp.int32), new_cache
 
 
 def cross_entropy(logits, targets):

@@ -9,8 +9,8 @@
    transformers' to 1e-5.
 
 Needs torch and transformers (the peers' environment, bench/peers/setup.sh). When the interpreter
-running this script lacks them, it runs itself again with $QKV_PEERS_PYTHON or
-build/peers-venv/bin/python when one exists; otherwise exit 77 (CTest: skipped).
+running this script lacks them, it runs itself again under the peers' interpreter when one exists
+(peers_env.py); otherwise exit 77 (CTest: skipped).
 
   check_hf_export.py --dump PATH_TO_hf_export_dump --workdir DIR
 """
@@ -21,26 +21,15 @@ import sys
 
 TOL = 1e-5
 
-
-def peers_python():
-    here = os.path.dirname(os.path.abspath(__file__))
-    for p in (os.environ.get("QKV_PEERS_PYTHON"), os.path.join(here, "..", "..", "build", "peers-venv", "bin", "python")):
-        if p and os.path.exists(p) and os.path.realpath(p) != os.path.realpath(sys.executable):
-            return p
-    return None
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers_env import rerun_in_peers_env  # noqa: E402
 
 try:
     import torch
     import transformers
     from safetensors.torch import load_file, save_file
 except ImportError:
-    other = peers_python()
-    if other and not os.environ.get("QKV_HF_PARITY_REEXEC"):
-        os.environ["QKV_HF_PARITY_REEXEC"] = "1"
-        os.execv(other, [other] + sys.argv)
-    print("parity: skipped (needs torch and transformers: bench/peers/setup.sh, or set QKV_PEERS_PYTHON)")
-    sys.exit(77)
+    rerun_in_peers_env("torch and transformers")
 
 
 def logits_of(folder, ids):
