@@ -47,14 +47,29 @@ bool RunDir::complete() const {
   }
 }
 
+namespace {
+
+void write_config_and_meta(const fs::path& folder, const Config& resolved) {
+  const std::string yaml = to_yaml(resolved);
+  write_file_atomically((folder / "config.yaml").string(), [&](std::ostream& os) { os << yaml; });
+  const std::string meta = run_meta().dump(2);
+  write_file_atomically((folder / "meta.json").string(), [&](std::ostream& os) { os << meta << "\n"; });
+}
+
+}  // namespace
+
 void RunDir::start(const Config& resolved) const {
   std::error_code ec;
   fs::create_directories(path_, ec);
   check<IOError>(!ec, path_.string(), ": cannot create the run folder: ", ec.message());
-  const std::string yaml = to_yaml(resolved);
-  write_file_atomically((path_ / "config.yaml").string(), [&](std::ostream& os) { os << yaml; });
-  const std::string meta = run_meta().dump(2);
-  write_file_atomically((path_ / "meta.json").string(), [&](std::ostream& os) { os << meta << "\n"; });
+  write_config_and_meta(path_, resolved);
+}
+
+void write_model_folder_files(const fs::path& folder, const Config& resolved, const std::string& record_name,
+                              const nlohmann::json& record) {
+  write_config_and_meta(folder, resolved);
+  const std::string text = record.dump(2);
+  write_file_atomically((folder / record_name).string(), [&](std::ostream& os) { os << text << "\n"; });
 }
 
 void RunDir::write_result(const ResultRow& result) const {

@@ -47,6 +47,12 @@ class RunDir {
   std::filesystem::path path_;
 };
 
+// The files beside a model folder's checkpoint when a command made it instead of training
+// (qkvlab import, convert): config.yaml (`resolved`), meta.json, and `record_name` (import.json,
+// convert.json: where the model came from), each written atomically; the folder must exist.
+void write_model_folder_files(const std::filesystem::path& folder, const Config& resolved,
+                              const std::string& record_name, const nlohmann::json& record);
+
 // Where and with what a run ran: qkvlab version, git commit of the source tree ("unknown" when
 // not available), hostname, CPU model, core count, start time (UTC, ISO 8601).
 nlohmann::json run_meta();

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "io/atomic_file.h"
 #include "io/folder_lock.h"
 #include "io/json_read.h"
 #include "lab/experiment/lm_run.h"
@@ -142,12 +141,7 @@ ConvertedRun convert_run(const ConvertRequest& r) {
   loops::save_lm_checkpoint(*conv.model, {}, state, r.out, 1);
   out.folder = r.out;
   out.checkpoint = *loops::latest_checkpoint(r.out);
-  const std::string yaml = experiment::to_yaml(config);
-  write_file_atomically((r.out / "config.yaml").string(), [&](std::ostream& os) { os << yaml; });
-  const std::string meta = experiment::run_meta().dump(2);
-  write_file_atomically((r.out / "meta.json").string(), [&](std::ostream& os) { os << meta << "\n"; });
-  const std::string record = to_json(out, r).dump(2);
-  write_file_atomically((r.out / "convert.json").string(), [&](std::ostream& os) { os << record << "\n"; });
+  experiment::write_model_folder_files(r.out, config, "convert.json", to_json(out, r));
   return out;
 }
 

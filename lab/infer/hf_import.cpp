@@ -3,7 +3,6 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
-#include "io/atomic_file.h"
 #include "io/folder_lock.h"
 #include "io/json_read.h"
 #include "lab/experiment/config.h"
@@ -120,12 +119,7 @@ ImportedRun import_hf_gpt2(const ImportRequest& r) {
   loops::save_lm_checkpoint(model, {}, loops::LmLoopState{}, r.out, 1);
   out.folder = r.out;
   out.checkpoint = *loops::latest_checkpoint(r.out);
-  const std::string yaml = experiment::to_yaml(config);
-  write_file_atomically((r.out / "config.yaml").string(), [&](std::ostream& os) { os << yaml; });
-  const std::string meta = experiment::run_meta().dump(2);
-  write_file_atomically((r.out / "meta.json").string(), [&](std::ostream& os) { os << meta << "\n"; });
-  const std::string record = source_record(r, config_file, tensors).dump(2);
-  write_file_atomically((r.out / "import.json").string(), [&](std::ostream& os) { os << record << "\n"; });
+  experiment::write_model_folder_files(r.out, config, "import.json", source_record(r, config_file, tensors));
   return out;
 }
 

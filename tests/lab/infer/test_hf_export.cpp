@@ -14,6 +14,7 @@
 #include "lab/infer/run_model.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/lm_run_folder.h"
+#include "tests/support/tensor_compare.h"
 #include "tests/support/test_support.h"
 
 using namespace qkv;
@@ -25,14 +26,6 @@ Tensor fixed_ids(int64_t vocab) {
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < 2 * 16; ++i) ids.push_back((i * 37 + 11) % vocab);
   return from_vector(ids, {2, 16});
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  double m = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) m = std::max(m, double(std::abs(x.data<float>()[i] - y.data<float>()[i])));
-  return m;
 }
 
 // Exports the run at `dir`/run and imports the export: the plain GPT-2 it stands for.
@@ -61,7 +54,7 @@ TEST_CASE("hf export: every variant's export computes its logits") {
                       "QKV",
                   variant);
     const Tensor ids = fixed_ids(97);
-    const double diff = max_abs_diff(model->forward(ids), back->forward(ids));
+    const double diff = test::max_abs_difference(model->forward(ids), back->forward(ids));
     CHECK_MESSAGE(diff < 1e-5, variant, ": max |variant - exported GPT-2| over the logits: ", diff);
   }
 }
@@ -80,7 +73,7 @@ TEST_CASE("hf export: the MLP's activation and width are written as GPT-2's keys
     CHECK(config["n_inner"] == 96);
     CHECK(config["vocab_size"] == 97);
     CHECK(config["n_positions"] == 16);
-    CHECK(max_abs_diff(model->forward(fixed_ids(97)), back->forward(fixed_ids(97))) < 1e-5);
+    CHECK(test::max_abs_difference(model->forward(fixed_ids(97)), back->forward(fixed_ids(97))) < 1e-5);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "lab/infer/hf_import.h"
 #include "lab/infer/run_model.h"
 #include "tests/support/error_checks.h"
+#include "tests/support/tensor_compare.h"
 #include "tests/support/test_support.h"
 #include "train/data/tokens/bpe.h"
 
@@ -54,14 +55,6 @@ void edit_config(const fs::path& dir, const std::function<void(json&)>& edit) {
   test::write_file(dir / "config.json", j.dump(2));
 }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  double m = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) m = std::max(m, double(std::abs(x.data<float>()[i] - y.data<float>()[i])));
-  return m;
-}
-
 }  // namespace
 
 TEST_CASE("hf import: the imported run's logits are transformers' within 1e-5") {
@@ -78,7 +71,7 @@ TEST_CASE("hf import: the imported run's logits are transformers' within 1e-5") 
   const auto model = infer::load_run_model(f, f.config, kCPU);
   const auto ref = safetensors::load((kFixture / "reference.safetensors").string());
   const Tensor logits = model->forward(ref.at("ids"));
-  const double diff = max_abs_diff(logits, ref.at("logits"));
+  const double diff = test::max_abs_difference(logits, ref.at("logits"));
   MESSAGE("max |qkvlab - transformers| over the logits: ", diff);
   CHECK(diff < 1e-5);
 }
@@ -163,7 +156,7 @@ TEST_CASE("hf import: a sharded checkpoint imports as the single file does") {
   const auto a = safetensors::load((tmp.path / "run" / "checkpoints" / "step_00000000.safetensors").string());
   const auto b = safetensors::load((tmp.path / "single" / "checkpoints" / "step_00000000.safetensors").string());
   REQUIRE(a.size() == b.size());
-  for (const auto& [name, t] : a) CHECK_MESSAGE(max_abs_diff(t, b.at(name)) == 0, name);
+  for (const auto& [name, t] : a) CHECK_MESSAGE(test::max_abs_difference(t, b.at(name)) == 0, name);
 
   // The index names a shard that is not there, or puts a tensor in the wrong shard.
   map["transformer.wte.weight"] = "model-00003-of-00002.safetensors";
