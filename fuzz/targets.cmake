@@ -10,6 +10,8 @@ set(QKV_FUZZ_TARGETS
   token_shard:qkv_data
   dataset_json:qkv_data
   tokenizer:qkv_data
+  hf_tokenizer:qkv_data
+  hf_gpt2:qkv_infer
   mc_tasks:qkv_data
   experiment_yaml:qkv_experiment
   result_json:qkv_experiment)

@@ -15,6 +15,7 @@ import argparse
 import gzip
 import json
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -112,6 +113,43 @@ def tokenizer_seeds(data):
         put("tokenizer", f"gpt2-first-{k}-merges", text + b"\0" + bpe)
 
 
+def hf_seeds():
+    """Hugging Face's GPT-2 files, cut from the fixture transformers wrote (tests/fixtures/hf_gpt2_tiny):
+    its tokenizer (tokenizer.json, and vocab.json + merges.txt) with the first 64 merges, and a
+    checkpoint folder of its config made one layer of width 8 (16 tokens, 8 positions), sharded,
+    the tensors (small random values) in the fixture's names and dtype."""
+    fixture = ROOT / "tests" / "fixtures" / "hf_gpt2_tiny"
+    fast = json.loads((fixture / "tokenizer.json").read_text(encoding="utf-8"))
+    fast["model"]["merges"] = fast["model"]["merges"][:64]
+    put("hf_tokenizer", "tokenizer-json-64-merges", json.dumps(fast, ensure_ascii=False))
+    merges = (fixture / "merges.txt").read_text(encoding="utf-8").split("\n")
+    put("hf_tokenizer", "vocab-merges-64", (fixture / "vocab.json").read_bytes() + b"\0" + "\n".join(merges[:65]).encode() + b"\n")
+
+    config = json.loads((fixture / "config.json").read_text())
+    config.update(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=8, n_ctx=8, bos_token_id=15, eos_token_id=15)
+    d, shapes = 8, {"wte.weight": [16, 8], "wpe.weight": [8, 8]}
+    for norm in ("h.0.ln_1", "h.0.ln_2", "ln_f"):
+        shapes.update({f"{norm}.weight": [d], f"{norm}.bias": [d]})
+    for name, (rows, cols) in {"attn.c_attn": (d, 3 * d), "attn.c_proj": (d, d), "mlp.c_fc": (d, 4 * d),
+                               "mlp.c_proj": (4 * d, d)}.items():
+        shapes.update({f"h.0.{name}.weight": [rows, cols], f"h.0.{name}.bias": [cols]})
+    header, body, rng = {}, b"", random.Random(0)
+    for name, shape in shapes.items():
+        n = shape[0] * (shape[1] if len(shape) > 1 else 1)
+        data = struct.pack(f"<{n}f", *(rng.gauss(0.0, 0.02) for _ in range(n)))
+        header["transformer." + name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(body), len(body) + len(data)]}
+        body += data
+    text = json.dumps(header, separators=(",", ":")).encode()
+    shard = "model-00001-of-00001.safetensors"
+    index = {"metadata": {"total_size": len(body)}, "weight_map": {k: shard for k in header}}
+    put("hf_gpt2", "one-layer-d8-sharded", json.dumps(config, indent=2).encode() + b"\0" +
+        json.dumps(index, indent=2).encode() + b"\0" + struct.pack("<Q", len(text)) + text + body)
+    structure = dict(fast, model=dict(fast["model"], vocab={}))  # the keys, not the 1000 tokens
+    json_dict(DICTS / "hf_tokenizer.dict", json_keys(structure), ["BPE", "ByteLevel", "<|endoftext|>", "#version: 0.2\n", "\u0120"])
+    json_dict(DICTS / "hf_gpt2.dict", list(json_keys(config)) + ["weight_map", "dtype", "shape", "data_offsets"],
+              ["F32", "BF16", "F16", "gelu_new", "transformer.", "lm_head.weight", "h.0.attn.c_attn.weight", shard])
+
+
 def experiment_seeds(run_config):
     for path in sorted((ROOT / "experiments").rglob("*.yaml")):
         put("experiment_yaml", f"{path.parent.name}-{path.name}", path.read_bytes())
@@ -191,13 +229,14 @@ def main():
         sys.exit(f"fuzz-seeds: {data} is not the data folder (no MANIFEST.md): pass --data or set QKV_DATA")
 
     for target in ("idx", "cifar", "tinyimagenet", "safetensors", "token_shard", "dataset_json", "tokenizer",
-                   "experiment_yaml", "result_json", "mc_tasks"):
+                   "hf_tokenizer", "hf_gpt2", "experiment_yaml", "result_json", "mc_tasks"):
         shutil.rmtree(CORPUS / target, ignore_errors=True)
     mc_task_seeds()
     idx_seeds(data)
     cifar_seeds(data)
     tinyimagenet_seeds(data)
     tokenizer_seeds(data)
+    hf_seeds()
 
     with tempfile.TemporaryDirectory(prefix="qkv-fuzz-seeds-") as tmp:
         tmp = Path(tmp)

@@ -33,9 +33,11 @@ HfTensors read_sharded(const fs::path& folder, const fs::path& index) {
                    ": key 'weight_map.", name, "': ", shard.dump(), " is not a file name in the folder");
     by_shard[s].insert(name);
   }
-  for (const auto& [shard, names] : by_shard)
-    check<IOError>(fs::is_regular_file(folder / shard), file, ": shard ", shard, " (of '", *names.begin(),
+  for (const auto& [shard, names] : by_shard) {
+    std::error_code ec;  // a name too long for the file system is a shard that is not there
+    check<IOError>(fs::is_regular_file(folder / shard, ec), file, ": shard ", shard, " (of '", *names.begin(),
                    "') is missing");
+  }
   HfTensors out;
   for (const auto& [shard, names] : by_shard) {
     const fs::path path = folder / shard;
