@@ -23,7 +23,7 @@
 #   --doc FILE        the page to rewrite (default docs/PERFORMANCE.md)
 #   --save DIR        keep each program's output as DIR/bench_NAME.txt (and the machine line)
 #   --from DIR        read saved outputs from DIR instead of running the programs
-# With the defaults and every peer it takes about 20 minutes on 2 cores (more while torch.compile
+# With the defaults and every peer it takes about half an hour on 2 cores (more while torch.compile
 # fills its cache) and up to 17 GB of memory (bench_decode keeps each peer's model and cache for
 # both variants); run it on an idle machine.
 set -euo pipefail
