@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ ${#targets[@]} -eq 0 ]; then
-  mapfile -t targets < <(sed -n 's/^ *\([a-z_]*\):qkv_[a-z]*)\{0,1\}$/\1/p' fuzz/targets.cmake)
+  mapfile -t targets < <(sed -n 's/^ *\([a-z0-9_]*\):qkv_[a-z]*)\{0,1\}$/\1/p' fuzz/targets.cmake)
 fi
 
 bash scripts/install-deps.sh
