@@ -75,23 +75,16 @@ int main(int argc, char** argv) {
     const std::vector<bench::Peer> peers = bench::parse_peers(no_torch ? "none" : peer_list);
     std::printf("encoder training step (forward + backward + AdamW), batch 128, 2 layers, 4 heads, %s, %d threads\n",
                 variant.c_str(), omp_get_max_threads());
-    std::printf(
-        "peers: %s\nspeedup: a peer's median step over qkvlab's, from the same turns (below 1: qkvlab is "
-        "slower)\n",
-        bench::describe_peers(peers).c_str());
+    bench::print_step_peers(peers);
     for (const Shape4& s : {Shape4{64, 64}, Shape4{256, 128}}) {
       if (only != 0 && s.d_model != only) continue;
       auto ours = std::make_shared<EncoderStep>(s, variant);
       std::vector<bench::Contestant> contestants{bench::timed([ours] { ours->run(); })};
-      std::vector<std::unique_ptr<bench::TorchSession>> twins;
-      for (const bench::Peer& peer : peers) {
-        twins.push_back(
-            std::make_unique<bench::TorchSession>(peer, bench::Workload::step,
-                                                  cat("encoder --d-model ", s.d_model, " --length ", s.length,
-                                                      " --batch ", kBatch, " --layers 2 --heads 4 --warmup 3",
-                                                      bench::torch_slots(nn::parse_sharing(variant)))));
-        contestants.push_back(bench::contestant(*twins.back()));
-      }
+      const auto twins =
+          bench::add_step_twins(peers,
+                                cat("encoder --d-model ", s.d_model, " --length ", s.length, " --batch ", kBatch,
+                                    " --layers 2 --heads 4 --warmup 3", bench::torch_slots(nn::parse_sharing(variant))),
+                                contestants);
       const auto times = bench::take_turns(contestants, steps, rounds);
       const double mine = bench::median_of(times[0]);
       std::printf("\nd_model %lld, length %lld\n", (long long)s.d_model, (long long)s.length);

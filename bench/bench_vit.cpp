@@ -97,20 +97,15 @@ int main(int argc, char** argv) {
     const std::vector<bench::Peer> peers = bench::parse_peers(no_torch ? "none" : peer_list);
     std::printf("ViT training step: d_model 64, 4 layers, 4 heads, patch 7, 28x28, batch 128, %s, %d threads\n",
                 variant.c_str(), omp_get_max_threads());
-    std::printf(
-        "peers: %s\nspeedup: a peer's median step over qkvlab's, from the same turns (below 1: qkvlab is "
-        "slower)\n\n",
-        bench::describe_peers(peers).c_str());
+    bench::print_step_peers(peers);
+    std::printf("\n");
     auto ours = std::make_shared<ViTStep>(variant);
     std::vector<bench::Contestant> contestants{bench::timed([ours] { ours->run(); })};
-    std::vector<std::unique_ptr<bench::TorchSession>> twins;
-    for (const bench::Peer& peer : peers) {
-      twins.push_back(std::make_unique<bench::TorchSession>(
-          peer, bench::Workload::step,
-          cat("vit --d-model 64 --layers 4 --heads 4 --patch 7 --image 28 --batch 128 --warmup 3",
-              bench::torch_slots(nn::parse_sharing(variant)))));
-      contestants.push_back(bench::contestant(*twins.back()));
-    }
+    const auto twins =
+        bench::add_step_twins(peers,
+                              cat("vit --d-model 64 --layers 4 --heads 4 --patch 7 --image 28 --batch 128 --warmup 3",
+                                  bench::torch_slots(nn::parse_sharing(variant))),
+                              contestants);
     const auto times = bench::take_turns(contestants, steps, rounds);
     const double mine = bench::median_of(times[0]);
     bench::print_contestant_header();

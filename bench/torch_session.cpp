@@ -125,6 +125,22 @@ Contestant timed(std::function<void()> step) {
   };
 }
 
+std::vector<std::unique_ptr<TorchSession>> add_step_twins(const std::vector<Peer>& peers, const std::string& args,
+                                                          std::vector<Contestant>& contestants) {
+  std::vector<std::unique_ptr<TorchSession>> twins;
+  for (const Peer& peer : peers) {
+    twins.push_back(std::make_unique<TorchSession>(peer, Workload::step, args));
+    contestants.push_back(contestant(*twins.back()));
+  }
+  return twins;
+}
+
+void print_step_peers(const std::vector<Peer>& peers) {
+  std::printf(
+      "peers: %s\nspeedup: a peer's median step over qkvlab's, from the same turns (below 1: qkvlab is slower)\n",
+      describe_peers(peers).c_str());
+}
+
 std::vector<std::vector<double>> take_turns(const std::vector<Contestant>& contestants, int steps, int rounds) {
   const int per_round = std::max(1, steps / rounds);
   std::vector<std::vector<double>> times(contestants.size());

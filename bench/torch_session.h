@@ -5,6 +5,7 @@
 // the drift as much as the code.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -53,6 +54,13 @@ Contestant timed(std::function<void()> step);
 inline Contestant contestant(TorchSession& twin, const std::string& precision = "") {
   return [&twin, precision](int n) { return twin.steps(n, precision); };
 }
+
+// A twin of the training step for each peer, started with `args` (its first precision), each added
+// to `contestants`; the twins must outlive them.
+std::vector<std::unique_ptr<TorchSession>> add_step_twins(const std::vector<Peer>& peers, const std::string& args,
+                                                          std::vector<Contestant>& contestants);
+// The lines above a step benchmark's tables: the peers and what the speedup column means.
+void print_step_peers(const std::vector<Peer>& peers);
 
 // `rounds` rounds in which every contestant in turn runs steps / rounds steps (at least one);
 // each contestant's step times over all rounds (empty for one that could not run). Every turn

@@ -101,4 +101,12 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   }
 }
 
+void copy_file_atomically(const fs::path& from, const fs::path& to) {
+  write_file_atomically(to.string(), [&](std::ostream& os) {
+    std::ifstream in(from, std::ios::binary);
+    check<IOError>(bool(in), from.string(), ": cannot open for reading");
+    os << in.rdbuf();
+  });
+}
+
 }  // namespace qkv

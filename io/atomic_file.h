@@ -14,6 +14,8 @@ namespace qkv {
 // Calls write(stream) on a temporary file, then renames it over `path`. Throws IOError naming
 // `path` when the directory is not writable or the write fails; the target is then untouched.
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
+// A copy of the file `from` written atomically at `to`; IOError naming `from` when it cannot be read.
+void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to);
 
 // The temporary name for `path`: `.<name>.tmp.<pid>.<8 hex digits>` in the same folder. Hidden
 // and with a different suffix, so a reader looking for `<name>` never picks it up.

@@ -1,6 +1,5 @@
 #include "lab/infer/hf_export.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -22,14 +21,6 @@ namespace {
 void write_json(const fs::path& file, const json& j) {
   const std::string text = j.dump(2);
   write_file_atomically(file.string(), [&](std::ostream& os) { os << text << "\n"; });
-}
-
-void copy_file_atomically(const fs::path& from, const fs::path& to) {
-  write_file_atomically(to.string(), [&](std::ostream& os) {
-    std::ifstream in(from, std::ios::binary);
-    check<IOError>(bool(in), from.string(), ": cannot open for reading");
-    os << in.rdbuf();
-  });
 }
 
 // The run's tokenizer folder, or nullopt when it cannot be found or read (the export then has

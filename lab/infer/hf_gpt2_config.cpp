@@ -145,6 +145,10 @@ nn::Activation activation_of(const Reader& r) {
 
 }  // namespace
 
+void check_gpt2_expressible(const nn::AttentionConfig& a) {
+  check<ValueError>(a.pos2d == 0 && !a.linear, "export: GPT-2 has softmax attention without 2D positional scores");
+}
+
 const char* hf_activation_name(nn::Activation a) {
   switch (a) {
     case nn::Activation::gelu_tanh: return "gelu_new";
@@ -196,7 +200,7 @@ HfGpt2Config read_hf_gpt2_config(const fs::path& file) {
 
 json hf_gpt2_config_json(const nn::GPTConfig& c, std::optional<int64_t> eos_token_id) {
   const nn::AttentionConfig& a = c.attention;
-  check<ValueError>(a.pos2d == 0 && !a.linear, "export: GPT-2 has softmax attention without 2D positional scores");
+  check_gpt2_expressible(a);
   json j{{"architectures", {"GPT2LMHeadModel"}},
          {"model_type", "gpt2"},
          {"vocab_size", c.vocab},

@@ -31,6 +31,9 @@ HfGpt2Config read_hf_gpt2_config(const std::filesystem::path& file);
 // all heads), for transformers' GPT2LMHeadModel. ValueError for a GPT that GPT-2 cannot express.
 nlohmann::json hf_gpt2_config_json(const nn::GPTConfig& c, std::optional<int64_t> eos_token_id);
 
+// ValueError for attention GPT-2 cannot express: 2D positional scores, linear attention.
+void check_gpt2_expressible(const nn::AttentionConfig& a);
+
 // transformers' name of the activation ("gelu_new" for gelu_tanh).
 const char* hf_activation_name(nn::Activation a);
 

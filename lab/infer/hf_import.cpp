@@ -1,8 +1,12 @@
 #include "lab/infer/hf_import.h"
 
+#include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <span>
 
+#include "io/atomic_file.h"
 #include "io/folder_lock.h"
 #include "io/json_read.h"
 #include "lab/experiment/config.h"
@@ -19,15 +23,16 @@ using nlohmann::json;
 
 namespace {
 
-// The files of the tokenizer layouts Gpt2Tokenizer::load reads, and their companions.
+// The files of the tokenizer layouts Gpt2Tokenizer::load reads, then their companions; a folder
+// holding any of the first kLayoutFiles has a tokenizer, and every one present is copied.
 constexpr const char* kTokenizerFiles[] = {
     "encoder.json",           "vocab.bpe", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
     "special_tokens_map.json"};
+constexpr size_t kLayoutFiles = 5;
 
 bool has_tokenizer_files(const fs::path& folder) {
-  for (const char* f : {"encoder.json", "vocab.bpe", "vocab.json", "merges.txt", "tokenizer.json"})
-    if (fs::exists(folder / f)) return true;
-  return false;
+  return std::any_of(kTokenizerFiles, kTokenizerFiles + kLayoutFiles,
+                     [&](const char* f) { return fs::exists(folder / f); });
 }
 
 // An experiment name from a folder name: letters, digits, '-', '_' and '.' kept.
@@ -113,8 +118,7 @@ ImportedRun import_hf_gpt2(const ImportRequest& r) {
   if (out.has_tokenizer) {
     fs::create_directories(tokenizer);
     for (const char* f : kTokenizerFiles)
-      if (fs::is_regular_file(r.source / f))
-        fs::copy_file(r.source / f, tokenizer / f, fs::copy_options::overwrite_existing);
+      if (fs::is_regular_file(r.source / f)) copy_file_atomically(r.source / f, tokenizer / f);
   }
   loops::save_lm_checkpoint(model, {}, loops::LmLoopState{}, r.out, 1);
   out.folder = r.out;

@@ -35,12 +35,6 @@ std::string step_name(int64_t step) {
   std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
   return buf;
 }
-fs::path model_file(const fs::path& run, int64_t step) {
-  return checkpoint_dir(run) / (step_name(step) + ".safetensors");
-}
-fs::path state_file(const fs::path& run, int64_t step) {
-  return checkpoint_dir(run) / (step_name(step) + ".state.safetensors");
-}
 
 safetensors::Metadata to_metadata(const LmLoopState& s) {
   return {{"step", std::to_string(s.step)},
@@ -95,6 +89,13 @@ LmLoopState from_metadata(const safetensors::Metadata& m, const std::string& fil
 
 }  // namespace
 
+fs::path checkpoint_model_file(const fs::path& run, int64_t step) {
+  return checkpoint_dir(run) / (step_name(step) + ".safetensors");
+}
+fs::path checkpoint_state_file(const fs::path& run, int64_t step) {
+  return checkpoint_dir(run) / (step_name(step) + ".state.safetensors");
+}
+
 std::vector<int64_t> checkpoint_steps(const fs::path& run) {
   std::vector<int64_t> steps;
   if (!fs::is_directory(checkpoint_dir(run))) return steps;
@@ -106,7 +107,8 @@ std::vector<int64_t> checkpoint_steps(const fs::path& run) {
     std::smatch m;
     if (!std::regex_match(name, m, state_name) || !e.is_regular_file()) continue;
     const int64_t step = std::stoll(m[1].str());
-    if (state_file(run, step).filename() == name && fs::is_regular_file(model_file(run, step))) steps.push_back(step);
+    if (checkpoint_state_file(run, step).filename() == name && fs::is_regular_file(checkpoint_model_file(run, step)))
+      steps.push_back(step);
   }
   std::sort(steps.begin(), steps.end());
   return steps;
@@ -115,7 +117,7 @@ std::vector<int64_t> checkpoint_steps(const fs::path& run) {
 std::optional<fs::path> latest_checkpoint(const fs::path& run) {
   const auto steps = checkpoint_steps(run);
   if (steps.empty()) return std::nullopt;
-  return model_file(run, steps.back());
+  return checkpoint_model_file(run, steps.back());
 }
 
 void save_lm_checkpoint(const nn::Module& model, const optim::NamedTensors& optimizer, const LmLoopState& s,
@@ -123,27 +125,28 @@ void save_lm_checkpoint(const nn::Module& model, const optim::NamedTensors& opti
   fs::create_directories(checkpoint_dir(run));
   {
     FaultWriteScope fault("checkpoint-model", s.step);
-    model.save(model_file(run, s.step).string(), {{"step", std::to_string(s.step)}});
+    model.save(checkpoint_model_file(run, s.step).string(), {{"step", std::to_string(s.step)}});
   }
   fault_point("checkpoint", s.step);  // the model file without its state: an incomplete checkpoint
   {
     FaultWriteScope fault("checkpoint-state", s.step);
-    safetensors::save(state_file(run, s.step).string(), optimizer, to_metadata(s));  // last: marks it complete
+    safetensors::save(checkpoint_state_file(run, s.step).string(), optimizer,
+                      to_metadata(s));  // last: marks it complete
   }
   const std::vector<int64_t> steps = checkpoint_steps(run);
   for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) {
-    fs::remove(state_file(run, steps[i]));
-    fs::remove(model_file(run, steps[i]));
+    fs::remove(checkpoint_state_file(run, steps[i]));
+    fs::remove(checkpoint_model_file(run, steps[i]));
   }
 }
 
 std::optional<LmCheckpoint> load_latest_lm_checkpoint(const fs::path& run, const Device& device) {
   const auto steps = checkpoint_steps(run);
   if (steps.empty()) return std::nullopt;
-  const fs::path path = state_file(run, steps.back());
+  const fs::path path = checkpoint_state_file(run, steps.back());
   safetensors::Metadata meta;
   auto tensors = safetensors::load(path.string(), device, &meta);
-  LmCheckpoint c{from_metadata(meta, path.string()), {}, model_file(run, steps.back()), path};
+  LmCheckpoint c{from_metadata(meta, path.string()), {}, checkpoint_model_file(run, steps.back()), path};
   check<IOError>(c.state.step == steps.back(), path.string(), ": metadata 'step' is ", c.state.step,
                  " but the file is the checkpoint of step ", steps.back());
   for (auto& [name, t] : tensors) c.optimizer.emplace_back(name, t);

@@ -35,6 +35,10 @@ struct LmCheckpoint {
   std::filesystem::path state_file;  // where `state` and `optimizer` were read from
 };
 
+// The two files of the checkpoint of `step` in `run`: checkpoints/step_NNNNNNNN.safetensors (the
+// model) and checkpoints/step_NNNNNNNN.state.safetensors (the loop's state and the optimizer's).
+std::filesystem::path checkpoint_model_file(const std::filesystem::path& run, int64_t step);
+std::filesystem::path checkpoint_state_file(const std::filesystem::path& run, int64_t step);
 // Steps with a complete checkpoint in `run`, oldest first.
 std::vector<int64_t> checkpoint_steps(const std::filesystem::path& run);
 // The newest complete checkpoint's model file in `run`, if any.

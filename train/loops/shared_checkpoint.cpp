@@ -13,12 +13,6 @@ namespace {
 
 constexpr size_t kPiece = size_t(256) << 20;  // bytes a broadcast carries (MPI counts are ints)
 
-fs::path state_file_of(const fs::path& model_file) {
-  std::string name = model_file.filename().string();
-  name.replace(name.size() - std::string(".safetensors").size(), std::string::npos, ".state.safetensors");
-  return model_file.parent_path() / name;
-}
-
 // Rank 0's file `from` (its name given) written at `to` on every other rank.
 void send_file(dist::Communicator& comm, const fs::path& from, const fs::path& to) {
   const bool root = comm.rank() == 0;
@@ -61,12 +55,15 @@ ResumedCheckpoint resume_lm_checkpoint(const fs::path& run, const Device& device
     r.checkpoint = load_latest_lm_checkpoint(run, device);
     return r;
   }
-  const std::optional<fs::path> newest = comm->rank() == 0 ? latest_checkpoint(run) : std::nullopt;
-  const std::string name = comm->broadcast(newest ? newest->filename().string() : "", 0, "the newest checkpoint");
-  if (name.empty()) return r;
-  const fs::path model_file = run / "checkpoints" / name;
+  std::vector<int64_t> steps;
+  if (comm->rank() == 0) steps = checkpoint_steps(run);
+  const std::string newest =
+      comm->broadcast(steps.empty() ? "" : std::to_string(steps.back()), 0, "the newest checkpoint");
+  if (newest.empty()) return r;
+  const int64_t step = std::stoll(newest);
   std::error_code ec;
-  const bool sees = fs::is_regular_file(model_file, ec) && fs::is_regular_file(state_file_of(model_file), ec);
+  const bool sees = fs::is_regular_file(checkpoint_model_file(run, step), ec) &&
+                    fs::is_regular_file(checkpoint_state_file(run, step), ec);
   const double blind =
       comm->all_reduce(std::vector<double>{sees ? 0.0 : 1.0}, dist::ReduceOp::sum, "who sees the checkpoint").at(0);
   if (blind == 0) {
@@ -80,14 +77,14 @@ ResumedCheckpoint resume_lm_checkpoint(const fs::path& run, const Device& device
     check<IOError>(::mkdtemp(tmpl.data()) != nullptr, "cannot create a scratch folder under ",
                    fs::temp_directory_path().string(), " for rank 0's checkpoint");
     scratch = tmpl;
-    fs::create_directories(scratch / "checkpoints");
+    fs::create_directories(checkpoint_model_file(scratch, step).parent_path());
     r.scratch = std::shared_ptr<void>(nullptr, [scratch](void*) {
       std::error_code ignored;
       fs::remove_all(scratch, ignored);
     });
   }
-  send_file(*comm, model_file, scratch / "checkpoints" / name);
-  send_file(*comm, state_file_of(model_file), state_file_of(scratch / "checkpoints" / name));
+  send_file(*comm, checkpoint_model_file(run, step), checkpoint_model_file(scratch, step));
+  send_file(*comm, checkpoint_state_file(run, step), checkpoint_state_file(scratch, step));
   r.received = comm->rank() != 0;
   r.sent_to = int(blind);
   r.checkpoint = load_latest_lm_checkpoint(r.received ? scratch : run, device);

@@ -42,7 +42,6 @@ TokenizerFiles from_pair(const fs::path& vocab, const fs::path& merges) {
   t.vocab = read_json_file(vocab, cat("a tokenizer's ", vocab.filename().string()));
   t.vocab_source = vocab.string();
   t.merges = read_merge_lines(merges, "a tokenizer's merges");
-  t.files = {vocab, merges};
   return t;
 }
 
@@ -113,7 +112,6 @@ TokenizerFiles from_tokenizer_json(const fs::path& path) {
                    where, ": expected \"left right\" or [left, right], got ", m.dump().substr(0, 200));
     t.merges.push_back({s.substr(0, sp), s.substr(sp + 1), where});
   }
-  t.files = {path};
   return t;
 }
 

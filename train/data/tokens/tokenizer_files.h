@@ -18,10 +18,9 @@ struct TokenizerMerge {
 };
 
 struct TokenizerFiles {
-  nlohmann::json vocab;                      // {"token": id, ...}, not yet checked
-  std::string vocab_source;                  // for errors: the file (and key) the vocabulary came from
-  std::vector<TokenizerMerge> merges;        // by rank
-  std::vector<std::filesystem::path> files;  // the files read, in the folder
+  nlohmann::json vocab;                // {"token": id, ...}, not yet checked
+  std::string vocab_source;            // for errors: the file (and key) the vocabulary came from
+  std::vector<TokenizerMerge> merges;  // by rank
 };
 
 // The first layout `dir` holds, in the order above. IOError naming the folder when it holds none,
