@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The source-tree checks CI runs besides the tests: every C++/CUDA file is formatted as
-# .clang-format says (clang-format 14, Debian's), and no source file is longer than 600 lines
-# (a longer file does more than one job: split it). Prints what to fix; exits 1 if anything is.
+# .clang-format says (clang-format 14, Debian's), no source file is longer than 600 lines
+# (a longer file does more than one job: split it), and no file outside cuda_emu/ includes the
+# emulated device's headers (an emulated build gives them to the .cu files through one CMake
+# switch: cmake/cuda.cmake). Prints what to fix; exits 1 if anything is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh >/dev/null
@@ -23,5 +25,12 @@ if [ -n "$long" ]; then
   failed=1
 fi
 
-[ "$failed" -eq 0 ] && echo "check-tree: ${#files[@]} source files formatted, none over 600 lines"
+emulator=$(grep -ln '#include "cuda_emu/' "${files[@]}" | grep -v '^cuda_emu/' || true)
+if [ -n "$emulator" ]; then
+  echo "check-tree: files outside cuda_emu/ that include its headers (mark them emulated sources instead):"
+  echo "$emulator" | sed 's/^/  /'
+  failed=1
+fi
+
+[ "$failed" -eq 0 ] && echo "check-tree: ${#files[@]} source files formatted, none over 600 lines, the emulator included by none"
 exit "$failed"

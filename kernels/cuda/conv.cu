@@ -146,7 +146,7 @@ template <class T> struct AddInto {
 // threads striding over (n, p) and combined by the fixed-order block reduction. The channel
 // loop depends only on blockIdx, so every thread of a block reaches the same barriers.
 template <class T> __global__ void channel_sum_kernel(const T* g, T* db, int64_t N, int64_t O, int64_t P) {
-  __shared__ double smem[kWarp];
+  QKV_SHARED(double, smem, [kWarp]);
   for (int64_t o = blockIdx.x; o < O; o += gridDim.x) {
     double s = 0;
     for (int64_t e = threadIdx.x; e < N * P; e += blockDim.x) s += double(g[(e / P * O + o) * P + e % P]);

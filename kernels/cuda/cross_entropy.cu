@@ -22,7 +22,7 @@ using qkv::cuda::DeviceErrorRecord;
 template <class X, class I, class T = compute_t<X>>
 __global__ void cross_entropy_rows_kernel(const X* x, const I* target, T* lse, T* loss_t, double* loss_d, int64_t rows,
                                           int64_t C, int64_t ignore, DeviceErrorRecord* err, const char* op) {
-  __shared__ T smem[kWarp];
+  QKV_SHARED(T, smem, [kWarp]);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const X* xr = x + r * C;
     T m = neg_infinity<T>();
@@ -56,7 +56,7 @@ template <class I> __device__ double count_valid(const I* target, int64_t rows, 
 template <class T, class I>
 __global__ void total_loss_kernel(const double* loss, const I* target, int64_t rows, int64_t ignore, bool mean,
                                   T* out) {
-  __shared__ double smem[kWarp];
+  QKV_SHARED(double, smem, [kWarp]);
   double s = 0;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) s += loss[i];
   s = block_reduce(s, SumOp{}, smem);
@@ -66,7 +66,7 @@ __global__ void total_loss_kernel(const double* loss, const I* target, int64_t r
 
 // One block: *denom = the valid-row count (the backward of a mean loss).
 template <class I> __global__ void denominator_kernel(const I* target, int64_t rows, int64_t ignore, double* denom) {
-  __shared__ double smem[kWarp];
+  QKV_SHARED(double, smem, [kWarp]);
   const double c = count_valid(target, rows, ignore, smem);
   if (threadIdx.x == 0) *denom = c;
 }

@@ -7,9 +7,7 @@
 // backward): positions sorted by index (CUB's stable radix sort), then each output element sums
 // its run in position order, so the result is the same bits every run, and the CPU's.
 #include <algorithm>
-#ifdef QKV_CUDA_EMU
-#include "tensor/cuda/emu/cub_sort.h"
-#else
+#ifndef QKV_CUDA_EMU  // the emulated device's stand-in comes with its -include (cuda_emu/cub_sort.h)
 #include <cub/device/device_radix_sort.cuh>
 #endif
 #include <type_traits>

@@ -18,7 +18,7 @@ template <class T> const T* ptr_or_null(const Tensor& t) { return t.defined() ? 
 template <class T>
 __global__ void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows, int64_t n,
                                   T eps) {
-  __shared__ T smem[kWarp];
+  QKV_SHARED(T, smem, [kWarp]);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
@@ -46,7 +46,7 @@ __global__ void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, T* m
 template <class T>
 __global__ void layer_norm_dx_kernel(const T* g, const T* x, const T* w, const T* mean, const T* rstd, T* dx,
                                      int64_t rows, int64_t n) {
-  __shared__ T smem[kWarp];
+  QKV_SHARED(T, smem, [kWarp]);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* gr = g + r * n;
     const T* xr = x + r * n;
@@ -74,8 +74,8 @@ constexpr int kRowLanes = 8;  // rows walked side by side within a block
 template <class T>
 __global__ void param_partials_kernel(const T* g, const T* x, const T* mean, const T* rstd, double* partial,
                                       int64_t rows, int64_t n, int64_t rows_per_chunk) {
-  __shared__ double sdw[kRowLanes][kColTile];
-  __shared__ double sdb[kRowLanes][kColTile];
+  QKV_SHARED(double, sdw, [kRowLanes][kColTile]);
+  QKV_SHARED(double, sdb, [kRowLanes][kColTile]);
   const int64_t j = int64_t(blockIdx.x) * kColTile + threadIdx.x;
   const int64_t c = blockIdx.y, r0 = c * rows_per_chunk, r1 = min(rows, r0 + rows_per_chunk);
   double dw = 0, db = 0;

@@ -44,7 +44,7 @@ void check_cublas(cublasStatus_t status, const char* what) {
 // ---- per-device handle and workspace ----------------------------------------------------------
 
 #ifdef QKV_CUDA_EMU
-constexpr size_t kWorkspaceBytes = 256;  // the emulated cuBLASLt takes none (tensor/cuda/emu/cublaslt.cpp)
+constexpr size_t kWorkspaceBytes = 256;  // the emulated cuBLASLt takes none (cuda_emu/cublaslt.cpp)
 #else
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what NVIDIA suggests for Hopper
 #endif

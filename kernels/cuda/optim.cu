@@ -146,7 +146,7 @@ template <int Depth, class Launch> void multi_tensor_update(const KernelArgs& k,
 
 // partial[b] = sum over this block's chunk of double(g)^2.
 template <class T> __global__ void sum_squares_kernel(const __grid_constant__ TensorList<T, 1> l, double* partial) {
-  __shared__ double smem[kWarp];
+  QKV_SHARED(double, smem, [kWarp]);
   int64_t begin, end;
   const int s = locate(l, blockIdx.x, begin, end);
   const T* g = l.ptr[0][s];
@@ -161,7 +161,7 @@ template <class T> __global__ void sum_squares_kernel(const __grid_constant__ Te
 
 // One block: *norm = sqrt(sum of the n partials) * unscale, added in a fixed order.
 __global__ void norm_kernel(const double* partial, int64_t n, double unscale, double* norm) {
-  __shared__ double smem[kWarp];
+  QKV_SHARED(double, smem, [kWarp]);
   double acc = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc = __dadd_rn(acc, partial[i]);
   acc = block_reduce(acc, SumOp{}, smem);

@@ -47,7 +47,7 @@ struct KeepFinish {
 template <class TI, class TO, class Acc, class Op, class Fin>
 __global__ void fold_rows_kernel(const TI* x, TO* out, int64_t O, int64_t R, int64_t splits, int64_t piece, Acc init,
                                  Op op, Fin fin) {
-  __shared__ Acc smem[kWarp];
+  QKV_SHARED(Acc, smem, [kWarp]);
   for (int64_t p = blockIdx.x; p < O * splits; p += gridDim.x) {
     const TI* row = x + (p / splits) * R;
     const int64_t r0 = p % splits * piece, r1 = min(R, r0 + piece);
@@ -81,7 +81,7 @@ constexpr int kColLanes = 8;
 template <class T, class Acc, class Op>
 __global__ void fold_col_tiles_kernel(const T* x, Acc* partial, int64_t O, int64_t R, int64_t I, int64_t chunk,
                                       Acc init, Op op) {
-  __shared__ Acc smem[kColLanes][kColTile];
+  QKV_SHARED(Acc, smem, [kColLanes][kColTile]);
   const int64_t j = blockIdx.x * int64_t(kColTile) + threadIdx.x;
   const int64_t r0 = blockIdx.y * chunk, r1 = min(R, r0 + chunk);
   const bool live = j < O * I;
@@ -214,8 +214,8 @@ template <class T> __device__ ArgMax<T> block_argmax(ArgMax<T> m, T* sv, int64_t
 }
 
 template <class T> __global__ void max_rows_kernel(const T* x, T* values, int64_t* indices, int64_t O, int64_t R) {
-  __shared__ T sv[kWarp];
-  __shared__ int64_t si[kWarp];
+  QKV_SHARED(T, sv, [kWarp]);
+  QKV_SHARED(int64_t, si, [kWarp]);
   for (int64_t o = blockIdx.x; o < O; o += gridDim.x) {
     const T* row = x + o * R;
     ArgMax<T> m{T(0), -1};

@@ -59,8 +59,8 @@ template <class T> __device__ void fill_keep(const Params<T>& a, int64_t f0, int
 // One block per row (grid-stride over rows), blockDim = row_threads(n). kItems > 0: thread tid
 // holds its elements i = tid + k * blockDim (k < kItems, n <= kItems * blockDim) in registers.
 template <class T, int kItems> __global__ void dropout_add_layer_norm_kernel(Params<T> a) {
-  __shared__ T smem[kWarp];
-  __shared__ uint8_t keep[kTileIters * kThreads];
+  QKV_SHARED(T, smem, [kWarp]);
+  QKV_SHARED(uint8_t, keep, [kTileIters * kThreads]);
   QKV_DYNAMIC_SHARED(unsigned char, dyn_smem);
   const int tid = threadIdx.x, bd = blockDim.x;
   const int64_t n = a.n;

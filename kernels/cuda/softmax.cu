@@ -10,7 +10,7 @@ namespace qkv::kernels::cuda {
 namespace {
 
 template <class T, bool kLog> __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t n) {
-  __shared__ T smem[kWarp];
+  QKV_SHARED(T, smem, [kWarp]);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * n;
     T* yr = y + r * n;

@@ -40,7 +40,7 @@ void device_free(void* p, int device) {
 
 bool exact_allocations() {
 #ifdef QKV_CUDA_EMU
-  return true;  // the emulated device's memory is host memory: let AddressSanitizer see each tensor's end
+  return true;  // one emulated allocation per tensor: AddressSanitizer sees each tensor's end
 #endif
   const char* v = std::getenv("QKV_CUDA_EXACT_ALLOC");
   return v && *v && std::strcmp(v, "0") != 0;

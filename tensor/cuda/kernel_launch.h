@@ -4,32 +4,22 @@
 //   QKV_LAUNCH(grid, block, shared_bytes, stream, kernel)(args...);
 //
 // is `kernel<<<grid, block, shared_bytes, stream>>>(args...)` under nvcc, and runs the grid on the
-// emulated device otherwise (tensor/cuda/emu/launch.h). `kernel` may name a template with its
-// arguments, or leave them to be deduced from args. A kernel's dynamic shared memory is declared
-// with QKV_DYNAMIC_SHARED(type, name): `extern __shared__` storage (16-byte aligned) under nvcc,
-// the block's allocation of exactly the launch's size when emulated.
+// emulated device otherwise (cuda_emu/launch.h, which the emulated build's -include gives every
+// .cu file). `kernel` may name a template with its arguments, or leave them to be deduced from
+// args. A kernel's dynamic shared memory is declared with QKV_DYNAMIC_SHARED(type, name):
+// `extern __shared__` storage (16-byte aligned) under nvcc, the block's allocation of exactly the
+// launch's size when emulated. Static shared memory is QKV_SHARED(type, name, [dims]):
+// `__shared__ type name[dims]` under nvcc; emulated, NaN in every byte when a block first reaches
+// the declaration, as dynamic shared memory is.
 #pragma once
 
-#ifdef QKV_CUDA_EMU
-#include "tensor/cuda/emu/launch.h"
-
-// The kernel's address when the site names one function or holds a pointer to it (the key of
-// cudaFuncSetAttribute), else null. The argument z makes the test depend on the generic lambda's
-// parameter, so a name whose template arguments are left to deduction tests false instead of
-// failing to compile.
-#define QKV_EMU_KERNEL_ADDRESS(...)                                              \
-  ([=](auto z) -> const void* {                                                  \
-    if constexpr (requires { ::qkv::cuda_emu::kernel_address(__VA_ARGS__, z); }) \
-      return ::qkv::cuda_emu::kernel_address(__VA_ARGS__, z);                    \
-    else return nullptr;                                                         \
-  }(0))
-#define QKV_LAUNCH(grid, block, shared_bytes, stream, ...)                                                           \
-  ::qkv::cuda_emu::launcher(::qkv::cuda_emu::LaunchSite{dim3(grid), dim3(block), size_t(shared_bytes), (stream),     \
-                                                        QKV_EMU_KERNEL_ADDRESS(__VA_ARGS__), #__VA_ARGS__, __FILE__, \
-                                                        __LINE__},                                                   \
-                            [=](auto... qkv_args) { __VA_ARGS__(qkv_args...); })
-#define QKV_DYNAMIC_SHARED(type, name) type* const name = reinterpret_cast<type*>(::qkv::cuda_emu::dynamic_shared())
+#ifdef QKV_CUDA_EMU  // cuda_emu/launch.h, from the emulated build's -include
+#define QKV_LAUNCH(grid, block, shared_bytes, stream, ...) \
+  CUDA_EMU_LAUNCH(grid, block, shared_bytes, stream, __VA_ARGS__)
+#define QKV_DYNAMIC_SHARED(type, name) CUDA_EMU_DYNAMIC_SHARED(type, name)
+#define QKV_SHARED(type, name, dims) CUDA_EMU_SHARED(type, name, dims)
 #else
 #define QKV_LAUNCH(grid, block, shared_bytes, stream, ...) __VA_ARGS__<<<grid, block, shared_bytes, stream>>>
 #define QKV_DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
+#define QKV_SHARED(type, name, dims) __shared__ type name dims
 #endif

@@ -1,11 +1,10 @@
 // The flash attention kernels' tensor-core fragment helpers (kernels/cuda/attention/flash_fragments.cuh),
-// compiled for the CPU with QKV_CUDA_EMU and run as one emulated warp whose ldmatrix and mma
-// follow the PTX ISA's text (tensor/cuda/emu/warp_matrix.h): the forward's two products over a
-// 16 x 64 query tile and 64 x 64 key and value tiles, S = Q K^T (load_a, mma_times_nk) and
+// compiled for the emulated device (cmake/cuda.cmake: qkv_emulated_sources) and run as one
+// emulated warp whose ldmatrix and mma follow the PTX ISA's text: the forward's two products over
+// a 16 x 64 query tile and 64 x 64 key and value tiles, S = Q K^T (load_a, mma_times_nk) and
 // O = P V with P the rounded scores taken straight from the accumulators (acc_to_a,
 // mma_times_kn), against the same products in double. A helper that addresses the wrong row,
-// column or register of a fragment fails here without a GPU. The emulator's own checks follow:
-// misaligned or non-shared ldmatrix addresses, and lanes that do not meet at a collective.
+// column or register of a fragment fails here without a GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,9 +13,6 @@
 #include <vector>
 
 #include "kernels/cuda/attention/flash_fragments.cuh"
-#include "tensor/cuda/emu/block.h"
-#include "tensor/cuda/emu/warp_matrix.h"
-#include "tensor/half.h"
 
 using namespace qkv;
 namespace flash = qkv::kernels::cuda::flash;
@@ -26,17 +22,11 @@ namespace {
 constexpr int kRows = 16, kDim = 64, kKeys = 64;
 constexpr int kLd = kDim + 8;  // the kernels' padded row stride (flash_mma.cuh: kPad)
 
-template <bool kBF16> uint16_t round16(float x) { return kBF16 ? bf16(x).bits : f16(x).bits; }
+template <bool kBF16> uint16_t round16(float x) {
+  return kBF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
+}
 template <bool kBF16> double widen16(uint16_t bits) {
-  if constexpr (kBF16) {
-    bf16 h;
-    h.bits = bits;
-    return double(float(h));
-  } else {
-    f16 h;
-    h.bits = bits;
-    return double(float(h));
-  }
+  return kBF16 ? __bfloat162float(__ushort_as_bfloat16(bits)) : __half2float(__ushort_as_half(bits));
 }
 
 // Lane `lane`'s accumulators of N / 8 n-blocks into the row-major [16][N] matrix they hold: c_i
@@ -74,7 +64,7 @@ template <bool kBF16> void check_forward_products() {
 
   float S[kRows][kKeys], O[kRows][kDim];
   {
-    const cuda_emu::SharedMemory shared(smem, sizeof smem);
+    const cuda_emu::SharedWindow shared(smem, sizeof smem);
     cuda_emu::run_warp([&](int lane) {
       float s[kKeys / 8][4] = {};
       for (int k0 = 0; k0 < kDim; k0 += 16) {
@@ -113,37 +103,4 @@ template <bool kBF16> void check_forward_products() {
 TEST_CASE("flash fragments: S = Q K^T and O = P V over 16 x 64 x 64 through the kernels' helpers (bf16, f16)") {
   check_forward_products<true>();
   check_forward_products<false>();
-}
-
-TEST_CASE("emulated ldmatrix: a misaligned or non-shared row address is an error naming the lane") {
-  alignas(16) static uint16_t tile[32 * 16];
-  uint32_t r[4];
-  auto load_rows = [&](int offset) {
-    cuda_emu::run_warp([&](int lane) { cuda_emu::ldmatrix_x4(r, tile + lane * 8 + (lane == 5 ? offset : 0), false); });
-  };
-  {
-    const cuda_emu::SharedMemory shared(tile, sizeof tile);
-    CHECK_NOTHROW(load_rows(0));
-    CHECK_THROWS_WITH_AS(load_rows(1), doctest::Contains("lane 5's row address is not 16-byte aligned"),
-                         cuda_emu::SharedMemoryError);
-  }
-  CHECK_THROWS_WITH_AS(load_rows(0), doctest::Contains("is not in shared memory"), cuda_emu::SharedMemoryError);
-}
-
-TEST_CASE("emulated warp: lanes that skip a collective or meet at different ones are reported") {
-  alignas(16) static uint16_t tile[32 * 8];
-  const cuda_emu::SharedMemory shared(tile, sizeof tile);
-  CHECK_THROWS_WITH_AS(cuda_emu::run_warp([&](int lane) {
-                         uint32_t r[4];
-                         if (lane != 7) cuda_emu::ldmatrix_x4(r, tile + lane * 8, false);
-                       }),
-                       doctest::Contains("lanes of that mask are elsewhere: 7 (exited)"), cuda_emu::Divergence);
-  CHECK_THROWS_WITH_AS(cuda_emu::run_warp([&](int lane) {
-                         uint32_t r[4];
-                         cuda_emu::ldmatrix_x4(r, tile + lane * 8, lane == 3);
-                       }),
-                       doctest::Contains("3 (at ldmatrix.x4.trans)"), cuda_emu::Divergence);
-  int lanes_run = 0;
-  cuda_emu::run_warp([&](int lane) { lanes_run += cuda_emu::lane_id() == lane; });
-  CHECK(lanes_run == cuda_emu::kLanes);
 }

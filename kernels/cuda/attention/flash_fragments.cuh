@@ -1,9 +1,9 @@
 // The tensor-core fragments of the bf16/f16 flash attention kernels (private to kernels/cuda):
 // mma.sync m16n8k16 with float32 accumulation, ldmatrix loads of A and B fragments from padded
 // row-major shared tiles, and the accumulators turned back into an A fragment. Plain device code
-// but for the two instructions, which an emulated build (QKV_CUDA_EMU) takes from
-// tensor/cuda/emu/warp_matrix.h, a model of the PTX ISA's text: tests/kernels/
-// test_flash_fragments.cpp runs these helpers through whole products on the CPU that way.
+// but for the two instructions, which an emulated build (QKV_CUDA_EMU) takes from the emulator's
+// model of the PTX ISA's text (cuda_emu/warp_matrix.h): tests/kernels/test_flash_fragments.cpp
+// runs these helpers through whole products on the CPU that way.
 //
 // Fragment layouts of mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16"), lane =
 // threadIdx.x % 32, g = lane / 4 (0..7), t = lane % 4 (0..3); each 32-bit register holds two
@@ -20,10 +20,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-
-#ifdef QKV_CUDA_EMU
-#include "tensor/cuda/emu/warp_matrix.h"
-#endif
 
 namespace qkv::kernels::cuda::flash {
 

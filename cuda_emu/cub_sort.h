@@ -1,7 +1,7 @@
 // CUB's DeviceRadixSort::SortPairs for the emulated device (QKV_CUDA_EMU), with its contract: a
 // stable sort of (key, value) pairs by key over key bits [begin_bit, end_bit) (the kernels pass
 // every bit), signed keys in numeric order; a first call with null temporary storage asks for its
-// size. Kernels include it in place of <cub/device/device_radix_sort.cuh>.
+// size. cuda_emu/device.h gives it to the kernels in place of <cub/device/device_radix_sort.cuh>.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <numeric>
 #include <vector>
+
+#include "cuda_emu/device_memory.h"
 
 namespace cub {
 
@@ -23,6 +25,7 @@ struct DeviceRadixSort {
       return cudaSuccess;
     }
     if (begin_bit != 0 || end_bit != int(sizeof(Key) * 8)) return cudaErrorInvalidValue;  // not needed here
+    const qkv::cuda_emu::DeviceAccess access;
     std::vector<int> order(size_t(n > 0 ? n : 0));
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return keys_in[a] < keys_in[b]; });

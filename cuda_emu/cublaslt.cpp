@@ -3,9 +3,14 @@
 // file builds (kernels/gemm_plan.h: layouts, ops, batch strides, packing) is executed as the
 // real library would read it. Column-major D = alpha op(A) op(B) + beta C per batch, products
 // summed in double and rounded once to D's type; the epilogues BIAS (D[i][j] += bias[i], bias of
-// D's type) and BGRADB (bias[j] = the sum over k of op(B)[k][j], written in D's type). The
-// heuristic always offers one algorithm.
+// D's type) and BGRADB (bias[j] = the sum over k of op(B)[k][j], written in D's type).
+// What the real library refuses, the heuristic refuses too (no algorithm, as cuBLASLt answers on
+// an H200), so the callers' fallbacks run here as they do there: an epilogue with float64
+// compute, an epilogue on a batched product; and a product whose pointers are less aligned than
+// the preference promised is refused at cublasLtMatmul.
 #include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -13,8 +18,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "tensor/cuda/emu/device_memory.h"
-#include "tensor/half.h"
+#include "cuda_emu/device_memory.h"
 
 namespace {
 
@@ -29,8 +33,14 @@ struct Desc {
   cublasLtEpilogue_t epilogue;
   const void* bias;
 };
+// The alignments (bytes) the caller promised for A, B, C and D.
+struct Preference {
+  uint32_t align[4];
+};
 static_assert(sizeof(Layout) <= sizeof(cublasLtMatrixLayoutOpaque_t) && std::is_trivially_copyable_v<Layout>);
 static_assert(sizeof(Desc) <= sizeof(cublasLtMatmulDescOpaque_t) && std::is_trivially_copyable_v<Desc>);
+static_assert(sizeof(Preference) <= sizeof(cublasLtMatmulPreferenceOpaque_t) &&
+              std::is_trivially_copyable_v<Preference>);
 
 template <class T> T* as(void* opaque) { return reinterpret_cast<T*>(opaque); }
 
@@ -39,8 +49,8 @@ double load(cudaDataType type, const void* base, int64_t i) {
   switch (type) {
     case CUDA_R_64F: return static_cast<const double*>(base)[i];
     case CUDA_R_32F: return static_cast<const float*>(base)[i];
-    case CUDA_R_16BF: return float(static_cast<const qkv::bf16*>(base)[i]);
-    case CUDA_R_16F: return float(static_cast<const qkv::f16*>(base)[i]);
+    case CUDA_R_16BF: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+    case CUDA_R_16F: return __half2float(static_cast<const __half*>(base)[i]);
     default: return 0;
   }
 }
@@ -48,8 +58,8 @@ void store(cudaDataType type, void* base, int64_t i, double v) {
   switch (type) {
     case CUDA_R_64F: static_cast<double*>(base)[i] = v; break;
     case CUDA_R_32F: static_cast<float*>(base)[i] = float(v); break;
-    case CUDA_R_16BF: static_cast<qkv::bf16*>(base)[i] = qkv::bf16(float(v)); break;
-    case CUDA_R_16F: static_cast<qkv::f16*>(base)[i] = qkv::f16(float(v)); break;
+    case CUDA_R_16BF: static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(float(v)); break;
+    case CUDA_R_16F: static_cast<__half*>(base)[i] = __float2half_rn(float(v)); break;
     default: break;
   }
 }
@@ -99,6 +109,7 @@ cublasStatus_t check(const Product& g) {
 }
 
 void run(const Product& g) {
+  const qkv::cuda_emu::DeviceAccess access;
   const Desc& d = g.d;
   const Layout &la = g.la, &lb = g.lb, &lc = g.lc, &ld = g.ld;
   const int64_t m = ld.rows, n = ld.cols, k = g.inner();
@@ -211,23 +222,38 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
   *pref = new cublasLtMatmulPreferenceOpaque_t{};
+  *as<Preference>(*pref) = Preference{{256, 256, 256, 256}};  // the library's default promise
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
   delete pref;
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t,
-                                                    const void*, size_t) {
-  return CUBLAS_STATUS_SUCCESS;
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                                                    size_t bytes) {
+  Preference& p = *as<Preference>(pref);
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: return set(p.align[0], buf, bytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: return set(p.align[1], buf, bytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: return set(p.align[2], buf, bytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: return set(p.align[3], buf, bytes);
+    default: return CUBLAS_STATUS_SUCCESS;
+  }
 }
 
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t,
                                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
-                                              cublasLtMatmulPreference_t, int requested,
+                                              cublasLtMatmulPreference_t pref, int requested,
                                               cublasLtMatmulHeuristicResult_t results[], int* found) {
   if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  *found = 0;
+  const Desc& d = *as<Desc>(desc);
+  if (d.epilogue != CUBLASLT_EPILOGUE_DEFAULT && d.compute == CUBLAS_COMPUTE_64F) return CUBLAS_STATUS_NOT_SUPPORTED;
   results[0] = cublasLtMatmulHeuristicResult_t{};
+  // The alignment promise travels with the algorithm, as the real library's choice depends on it.
+  static_assert(sizeof(Preference) <= sizeof(results[0].algo.data));
+  std::memcpy(results[0].algo.data, as<Preference>(pref), sizeof(Preference));
   results[0].state = CUBLAS_STATUS_SUCCESS;
   *found = 1;
   return CUBLAS_STATUS_SUCCESS;
@@ -236,7 +262,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
                               cublasLtMatrixLayout_t a_desc, const void* B, cublasLtMatrixLayout_t b_desc,
                               const void* beta, const void* C, cublasLtMatrixLayout_t c_desc, void* D,
-                              cublasLtMatrixLayout_t d_desc, const cublasLtMatmulAlgo_t*, void*, size_t,
+                              cublasLtMatrixLayout_t d_desc, const cublasLtMatmulAlgo_t* algo, void*, size_t,
                               cudaStream_t stream) {
   const Desc& d = *as<Desc>(desc);
   const Product g{d,
@@ -252,6 +278,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
                   D};
   const cublasStatus_t status = check(g);
   if (status != CUBLAS_STATUS_SUCCESS) return status;
+  if (algo != nullptr) {  // pointers less aligned than the algorithm was chosen for
+    Preference promised;
+    std::memcpy(&promised, algo->data, sizeof promised);
+    const void* ptrs[4] = {A, B, C, D};
+    for (int i = 0; i < 4; ++i)
+      if (promised.align[i] > 0 && reinterpret_cast<uintptr_t>(ptrs[i]) % promised.align[i] != 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+  }
   // A stream that captures a graph records the product (descriptors and scalars as they are now).
   if (auto* graph = qkv::cuda_emu::capture_of(stream)) graph->push_back([g] { run(g); });
   else run(g);

@@ -5,39 +5,19 @@
 //     the 8 rows (16 bytes each) of matrix m; lane l receives in register m the two elements of
 //     matrix m at row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, the lower column in the low
 //     half; with .trans, rows 2 (l % 4) and 2 (l % 4) + 1 of column l / 4. Every address must be
-//     16-byte aligned and lie in shared memory (SharedMemory below), else SharedMemoryError.
+//     16-byte aligned and lie in the block's shared window (cuda_emu/shared_memory.h), else a
+//     SharedMemoryError.
 //   mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32: D = A B + C with A 16 x 16,
 //     B 16 x 8 (k x n), C and D 16 x 8 float; with g = l / 4 and t = l % 4, lane l holds A's
 //     elements a_i at row g (i in 0, 1, 4, 5) or g + 8 (2, 3, 6, 7), column 2t + (i & 1), plus 8
 //     for i >= 4, two per register (a0 a1 | a2 a3 | a4 a5 | a6 a7); B's b_i at row 2t + (i & 1),
 //     plus 8 for i >= 2, column g (b0 b1 | b2 b3); C's and D's c_i at row g (i < 2) or g + 8,
 //     column 2t + (i & 1). Products are exact and summed in double, rounded once to float.
-// Each is a warp collective (tensor/cuda/emu/block.h): every lane of the warp must call it.
+// Each is a warp collective (cuda_emu/block.h): every lane of the warp must call it.
 #pragma once
-#include <cstddef>
 #include <cstdint>
 
-#include "tensor/error.h"
-
 namespace qkv::cuda_emu {
-
-// An address outside the shared memory an ldmatrix may read, or misaligned.
-struct SharedMemoryError : Error {
-  using Error::Error;
-};
-
-// Marks [data, data + bytes) as the calling thread's shared memory while it lives.
-class SharedMemory {
- public:
-  SharedMemory(const void* data, size_t bytes);
-  ~SharedMemory();
-  SharedMemory(const SharedMemory&) = delete;
-  SharedMemory& operator=(const SharedMemory&) = delete;
-
- private:
-  const void* previous_data_;
-  size_t previous_bytes_;
-};
 
 void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row, bool trans);
 void mma_m16n8k16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16);

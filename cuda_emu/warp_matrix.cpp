@@ -1,15 +1,16 @@
-#include "tensor/cuda/emu/warp_matrix.h"
+#include "cuda_emu/warp_matrix.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstring>
 
-#include "tensor/cuda/emu/block.h"
-#include "tensor/half.h"
+#include "cuda_emu/block.h"
+#include "cuda_emu/error.h"
+#include "cuda_emu/shared_memory.h"
 
 namespace qkv::cuda_emu {
 namespace {
-
-thread_local const char* shared_data = nullptr;
-thread_local size_t shared_bytes = 0;
 
 // ---- ldmatrix ------------------------------------------------------------------------------------
 
@@ -20,11 +21,8 @@ struct LdmatrixSlot {
 };
 
 void check_row_address(const uint16_t* row, int lane) {
-  const auto* p = reinterpret_cast<const char*>(row);
-  if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
-    throw SharedMemoryError(cat("ldmatrix: lane ", lane, "'s row address is not 16-byte aligned"));
-  if (shared_data == nullptr || p < shared_data || p + 16 > shared_data + shared_bytes)
-    throw SharedMemoryError(cat("ldmatrix: lane ", lane, "'s row address (16 bytes) is not in shared memory"));
+  const std::string what = str("ldmatrix: lane ", lane, "'s row address");
+  require<SharedMemoryError>(shared_address(row, 16, what.c_str()) % 16 == 0, what, " is not 16-byte aligned");
 }
 
 void ldmatrix_model(void* const* slots, uint32_t, const void*) {
@@ -57,14 +55,7 @@ struct MmaSlot {
 };
 
 double widen(uint16_t bits, bool is_bf16) {
-  if (is_bf16) {
-    bf16 x;
-    x.bits = bits;
-    return double(float(x));
-  }
-  f16 x;
-  x.bits = bits;
-  return double(float(x));
+  return is_bf16 ? double(__bfloat162float(__ushort_as_bfloat16(bits))) : double(__half2float(__ushort_as_half(bits)));
 }
 
 // Half h (0: low, 1: high) of a 32-bit register.
@@ -99,17 +90,6 @@ void mma_model(void* const* slots, uint32_t, const void*) {
 }
 
 }  // namespace
-
-SharedMemory::SharedMemory(const void* data, size_t bytes)
-    : previous_data_(shared_data), previous_bytes_(shared_bytes) {
-  shared_data = static_cast<const char*>(data);
-  shared_bytes = bytes;
-}
-
-SharedMemory::~SharedMemory() {
-  shared_data = static_cast<const char*>(previous_data_);
-  shared_bytes = previous_bytes_;
-}
 
 void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row, bool trans) {
   LdmatrixSlot slot{row, r, trans};

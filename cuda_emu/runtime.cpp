@@ -1,10 +1,11 @@
 // The CUDA runtime API for the emulated device (QKV_CUDA_EMU builds link this instead of
-// libcudart): one device, cuda:0, whose memory is host memory. Every cudaMalloc is an allocation
-// of exactly its size (AddressSanitizer sees an overrun past it), and the registry of live
-// allocations is what a launch snapshots to compare its thread orders. Kernels run when they are
-// launched (tensor/cuda/emu/launch.cpp), so streams and events only keep order that already
-// holds; a stream that captures a graph records launches and asynchronous copies instead, and a
-// graph's launch runs them again. Only the calls qkvlab makes are here.
+// libcudart): one device, cuda:0, with compute capability 9.0, whose memory is the arena of
+// cuda_emu/device_memory.h (the host cannot touch it; copies go through cudaMemcpy, as on a GPU).
+// Kernels run when they are launched (cuda_emu/launch.cpp), so streams and events only keep
+// order that already holds; a stream that captures a graph records launches and asynchronous
+// copies instead, and a graph's launch runs them again. The driver entry point qkvlab asks the
+// runtime for, cuTensorMapEncodeTiled, is the emulator's (cuda_emu/tensor_copy.h). Only the calls
+// qkvlab makes are here.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -16,18 +17,15 @@
 #include <string>
 #include <vector>
 
-#include "tensor/cuda/emu/device_memory.h"
+#include "cuda_emu/device_memory.h"
+#include "cuda_emu/tensor_copy.h"
 
 namespace qkv::cuda_emu {
 namespace {
 
-constexpr size_t kAlignment = 256;  // what cudaMalloc guarantees
-
 struct State {
   std::mutex mu;
-  std::map<const void*, size_t> device;       // cudaMalloc
-  std::map<const void*, size_t> mapped_host;  // cudaHostAlloc with cudaHostAllocMapped
-  std::map<const void*, size_t> host;         // other cudaHostAlloc
+  std::map<const void*, unsigned> host;  // cudaHostAlloc: pointer -> flags
   std::map<cudaStream_t, std::vector<std::function<void()>>> captures;
   std::map<const void*, int> max_shared;
   cudaError_t last_error = cudaSuccess;
@@ -35,11 +33,6 @@ struct State {
 State& state() {
   static State* s = new State();  // never destroyed: allocations may be freed during exit
   return *s;
-}
-
-template <class F> void each_region(State& s, F f) {
-  for (auto& [p, n] : s.device) f(p, n);
-  for (auto& [p, n] : s.mapped_host) f(p, n);
 }
 
 struct Event {
@@ -50,32 +43,6 @@ struct Graph {
 };
 
 }  // namespace
-
-MemorySnapshot snapshot_memory() {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  MemorySnapshot snap;
-  each_region(s, [&](const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    snap.regions.push_back({p, std::vector<unsigned char>(b, b + n)});
-  });
-  return snap;
-}
-
-void restore_memory(const MemorySnapshot& snap) {
-  for (const auto& r : snap.regions) std::memcpy(const_cast<void*>(r.data), r.bytes.data(), r.bytes.size());
-}
-
-std::string first_difference(const MemorySnapshot& snap) {
-  for (const auto& r : snap.regions) {
-    const auto* now = static_cast<const unsigned char*>(r.data);
-    if (std::memcmp(now, r.bytes.data(), r.bytes.size()) == 0) continue;
-    for (size_t i = 0; i < r.bytes.size(); ++i)
-      if (now[i] != r.bytes[i])
-        return std::to_string(i) + " of a " + std::to_string(r.bytes.size()) + "-byte allocation";
-  }
-  return {};
-}
 
 std::vector<std::function<void()>>* capture_of(cudaStream_t stream) {
   State& s = state();
@@ -136,8 +103,20 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
   switch (attr) {
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = 227 << 10; return cudaSuccess;
     case cudaDevAttrMultiProcessorCount: *value = 4; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
     default: return cudaErrorInvalidValue;
   }
+}
+
+// The driver entry points qkvlab asks for: the emulator's own.
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned int, unsigned long long,
+                                             cudaDriverEntryPointQueryResult* status) {
+  *fn = nullptr;
+  if (std::strcmp(symbol, "cuTensorMapEncodeTiled") == 0)
+    *fn = reinterpret_cast<void*>(&qkv::cuda_emu::encode_tensor_map_tiled);
+  if (status) *status = *fn ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+  return cudaSuccess;
 }
 
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
@@ -189,35 +168,29 @@ const char* cudaGetErrorString(cudaError_t e) {
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   *p = nullptr;
   if (bytes == 0) return cudaSuccess;
-  if (posix_memalign(p, qkv::cuda_emu::kAlignment, bytes) != 0) {
-    *p = nullptr;
-    return cudaErrorMemoryAllocation;
-  }
-  auto& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.device[*p] = bytes;
-  return cudaSuccess;
+  *p = qkv::cuda_emu::device_allocate(bytes);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;  // also what creates a context
-  auto& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  if (s.device.erase(p) == 0) return cudaErrorInvalidValue;
-  std::free(p);
-  return cudaSuccess;
+  return qkv::cuda_emu::device_free(p) ? cudaSuccess : cudaErrorInvalidValue;
 }
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int flags) {
   *p = std::malloc(bytes ? bytes : 1);
   if (!*p) return cudaErrorMemoryAllocation;
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  ((flags & cudaHostAllocMapped) ? s.mapped_host : s.host)[*p] = bytes;
+  s.host[*p] = flags;
+  if (flags & cudaHostAllocMapped) qkv::cuda_emu::register_mapped_host(*p, bytes);
   return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* p) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.mapped_host.erase(p) == 0 && s.host.erase(p) == 0) return cudaErrorInvalidValue;
+  auto it = s.host.find(p);
+  if (it == s.host.end()) return cudaErrorInvalidValue;
+  if (it->second & cudaHostAllocMapped) qkv::cuda_emu::unregister_mapped_host(p);
+  s.host.erase(it);
   std::free(p);
   return cudaSuccess;
 }
@@ -227,7 +200,13 @@ cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned int) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  const qkv::cuda_emu::DeviceAccess access;
   if (bytes) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
+  const qkv::cuda_emu::DeviceAccess access;
+  if (bytes) std::memset(dst, value, bytes);
   return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {

@@ -1,4 +1,4 @@
-// The emulated thread block (tensor/cuda/emu/block.h) and its warp shuffles and votes
+// The emulated thread block (cuda_emu/block.h) and its warp shuffles and votes
 // (warp_shuffle.h), on which device code runs on the CPU: a barrier orders shared-memory writes
 // before reads under every schedule, while a missing barrier shows up as results that change
 // with the schedule; threads that leave a barrier or a shuffle's mask are reported; the shuffles
@@ -8,8 +8,8 @@
 #include <numeric>
 #include <vector>
 
-#include "tensor/cuda/emu/block.h"
-#include "tensor/cuda/emu/warp_shuffle.h"
+#include "cuda_emu/block.h"
+#include "cuda_emu/warp_shuffle.h"
 
 using namespace qkv;
 using cuda_emu::Schedule;
@@ -52,7 +52,8 @@ TEST_CASE("emulated block: threads that leave before a barrier others wait at ar
                                              cuda_emu::sync_threads();
                                            }),
                        doctest::Contains("which threads 40 (exited) left without reaching"), cuda_emu::Divergence);
-  CHECK_THROWS_WITH_AS(cuda_emu::run_block(2000, [](int) {}), doctest::Contains("2000 threads per block"), ValueError);
+  CHECK_THROWS_WITH_AS(cuda_emu::run_block(2000, [](int) {}), doctest::Contains("2000 threads per block"),
+                       cuda_emu::EmulatorError);
 }
 
 TEST_CASE("emulated warp shuffles: xor reduction, up, down, index within segments, and votes") {

@@ -1,10 +1,17 @@
 // What nvcc gives device code and the host compiler does not, for an emulated build
-// (QKV_CUDA_EMU): included first in every .cu file (-include), which then compiles as C++ and
-// runs on the emulated device (tensor/cuda/emu/launch.h).
+// (QKV_CUDA_EMU): included first in every .cu file (-include, by the one CMake switch that
+// selects the emulator: cmake/cuda.cmake), which then compiles as C++ and runs on the emulated
+// device (cuda_emu/launch.h). Nothing else includes the emulator's headers.
 //   - threadIdx, blockIdx, blockDim, gridDim: the running fiber's and its block's.
-//   - __shared__ variables: static thread_local. The OS thread runs one block at a time and all
-//     the block's threads are fibers on it, so they share one copy, as a block does.
-//   - __syncthreads: the block's barrier; the warp shuffles and votes come from warp_shuffle.h.
+//   - static shared memory, declared with QKV_SHARED (tensor/cuda/kernel_launch.h): static
+//     thread_local, NaN-filled when each block first reaches it. The OS thread runs one block at
+//     a time and all the block's threads are fibers on it, so they share one copy, as a block
+//     does. A plain __shared__ declaration does not compile here.
+//   - __syncthreads: the block's barrier; the warp shuffles and votes come from warp_shuffle.h,
+//     ldmatrix and mma.sync from warp_matrix.h, the sm_90 instructions (mbarrier, the bulk
+//     tensor copy, wgmma, named barriers, setmaxnreg, the proxy fence) from their models, which
+//     the kernels' `#ifdef QKV_CUDA_EMU` branches call; __cvta_generic_to_shared gives the
+//     block's shared window address (cuda_emu/shared_memory.h); CUB's radix sort is cub_sort.h.
 //   - atomics as atomic read-modify-writes; float and double adds also mark the launch as one
 //     whose result may depend on the order of its threads.
 //   - the rounding intrinsics (__fadd_rn ...) as plain IEEE operations in round-to-nearest,
@@ -21,17 +28,26 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tensor/cuda/emu/block.h"
-#include "tensor/cuda/emu/launch.h"
-#include "tensor/cuda/emu/warp_shuffle.h"
+#include "cuda_emu/block.h"
+#include "cuda_emu/cub_sort.h"
+#include "cuda_emu/launch.h"
+#include "cuda_emu/mbarrier.h"
+#include "cuda_emu/shared_memory.h"
+#include "cuda_emu/tensor_copy.h"
+#include "cuda_emu/warp_matrix.h"
+#include "cuda_emu/warp_shuffle.h"
+#include "cuda_emu/warpgroup_sync.h"
+#include "cuda_emu/wgmma.h"
 
 // Device code is being compiled for the emulated device (what __CUDACC__ says under nvcc).
 #define QKV_CUDA_EMU_DEVICE 1
 
 #undef __shared__
-#define __shared__ static thread_local
+#define __shared__ QKV_SHARED_declares_static_shared_memory
 #undef __launch_bounds__
 #define __launch_bounds__(...)
+#undef __grid_constant__
+#define __grid_constant__
 
 #define threadIdx (::qkv::cuda_emu::thread_idx())
 #define blockIdx (::qkv::cuda_emu::block_idx())
@@ -39,6 +55,9 @@
 #define gridDim (::qkv::cuda_emu::grid_dim())
 
 inline void __syncthreads() { ::qkv::cuda_emu::sync_threads(); }
+inline uint32_t __cvta_generic_to_shared(const void* p) {
+  return ::qkv::cuda_emu::shared_address(p, 1, "__cvta_generic_to_shared");
+}
 inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 // ---- atomics ------------------------------------------------------------------------------------

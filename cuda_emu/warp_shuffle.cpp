@@ -1,6 +1,7 @@
-#include "tensor/cuda/emu/warp_shuffle.h"
+#include "cuda_emu/warp_shuffle.h"
 
-#include "tensor/cuda/emu/block.h"
+#include "cuda_emu/block.h"
+#include "cuda_emu/error.h"
 
 namespace qkv::cuda_emu {
 namespace {
@@ -42,7 +43,7 @@ void shuffle_model(void* const* slots, uint32_t mask, const void*) {
     if (!s[lane]) continue;
     const int src = source_lane(*s[lane], lane);
     if (!(mask >> src & 1u))
-      throw Divergence(cat(shuffle_name(s[lane]->kind), ": lane ", lane, " reads lane ", src,
+      throw Divergence(str(shuffle_name(s[lane]->kind), ": lane ", lane, " reads lane ", src,
                            ", which is not in mask 0x", std::hex, mask));
     s[lane]->out = s[src]->in;
   }
@@ -65,8 +66,8 @@ void ballot_model(void* const* slots, uint32_t, const void*) {
 }  // namespace
 
 uint64_t shuffle_bits(ShuffleKind kind, uint32_t mask, uint64_t bits, int arg, int width) {
-  check<ValueError>(width >= 1 && width <= kLanes && (width & (width - 1)) == 0, shuffle_name(kind), ": width ", width,
-                    " (expected a power of 2 up to 32)");
+  require<EmulatorError>(width >= 1 && width <= kLanes && (width & (width - 1)) == 0, shuffle_name(kind), ": width ",
+                         width, " (expected a power of 2 up to 32)");
   ShuffleSlot slot{kind, bits, 0, arg, width};
   warp_converge(shuffle_name(kind), mask, &slot, shuffle_model);
   return slot.out;

@@ -2,7 +2,7 @@
 // Guide's semantics: __shfl_sync (lane srcLane of the caller's width-segment), __shfl_up_sync and
 // __shfl_down_sync (delta lanes before or after, the caller's own value where that leaves the
 // segment), __shfl_xor_sync (lane ^ laneMask; a later segment gives the caller's own value),
-// __ballot_sync, __all_sync and __any_sync. Each is a warp collective (tensor/cuda/emu/block.h):
+// __ballot_sync, __all_sync and __any_sync. Each is a warp collective (cuda_emu/block.h):
 // every lane of the mask must call it, and reading a lane outside the mask is a Divergence.
 #pragma once
 #include <cstdint>
