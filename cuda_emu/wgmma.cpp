@@ -89,7 +89,7 @@ void issue_model(void* const* slots, int warpgroup, const void*) {
   const auto* first = static_cast<const Op*>(slots[0]);
   require<AsyncError>(
       wg.fenced, "wgmma.mma_async: warpgroup ", warpgroup,
-      " issued a product with no wgmma.fence since it last committed or waited (or ever): the registers it "
+      " issued a product with no wgmma.fence since it last waited (or ever): the registers it "
       "reads and writes may not be ready");
   auto op = std::make_shared<Op>(*first);
   for (int t = 0; t < kWarpgroupThreads; ++t) {
@@ -182,7 +182,6 @@ void commit_model(void* const*, int warpgroup, const void*) {
   wg.uncommitted.clear();
   posted->ticket = post_async(std::move(group));
   wg.groups.push_back(posted->ticket);
-  wg.fenced = false;  // the next batch fences again
 }
 
 void wait_model(void* const* slots, int warpgroup, const void*) {

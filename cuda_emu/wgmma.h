@@ -30,8 +30,9 @@
 // latest at the wgmma.wait_group that waits for it (cuda_emu/block.h). Until then the threads' D
 // registers hold NaN, so code that reads them before waiting reads NaN, and a store to D or to
 // A's registers in between is lost or caught. What the model refuses (AsyncError): mma_async with
-// no wgmma.fence since the warpgroup last committed or waited (the registers it reads may not be
-// ready: each batch of products fences first), a
+// no wgmma.fence since the warpgroup last waited (after a wait its threads use the registers;
+// the ISA asks for a fence between any such use and a product touching them, which the model
+// checks only across waits), a
 // thread that changed its A registers before the product completed, a warpgroup that exits with
 // products issued but not committed or not waited for.
 //

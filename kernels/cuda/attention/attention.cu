@@ -21,8 +21,9 @@
 // per (query tile, key tile) of [T, S], summing dS over (b, h) in a fixed order. Each gradient
 // element is accumulated in one thread's registers and written once.
 //
-// bf16 and f16 forwards run on the tensor cores (flash_attention.cu) when the head dim is 64 or
-// 128, and through these kernels on float32 copies otherwise; so do their backwards
+// bf16 and f16 forwards run on the tensor cores when the head dim is 64 or 128 (on a Hopper
+// device the wgmma kernels of hopper/forward.cu, elsewhere the mma.sync ones of
+// flash_attention.cu), and through these kernels on float32 copies otherwise; so do their backwards
 // (flash_attention_backward.cu, with D = Dv of 64 or 128, dbias included). A decode step (a
 // few query rows, a long cache, no bias) goes to the split-KV kernel (decode_attention.cu) in any
 // of float32, bf16 and f16.
@@ -33,6 +34,7 @@
 #include "kernels/cuda/attention/decode_attention.h"
 #include "kernels/cuda/attention/flash_attention.h"
 #include "kernels/cuda/attention/flash_attention_backward.h"
+#include "kernels/cuda/attention/hopper/hopper_attention.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/layout.h"
 #include "tensor/view.h"
@@ -476,14 +478,17 @@ void backward_widened(const Operands& o, const Tensor& g, const Tensor& out, con
 }  // namespace
 
 // Inputs (q [B,H,T,D], k [B,Hk,S,D], v [B,Hk,S,Dv], bias? [T,S]) -> (out [B,H,T,Dv], lse [B,H,T];
-// lse is float32 for bf16/f16 inputs, which run on the tensor cores: flash_attention.cu). Decode
-// steps run split over the keys (decode_attention.cu).
+// lse is float32 for bf16/f16 inputs, which run on the tensor cores: hopper/forward.cu on a
+// Hopper device, flash_attention.cu elsewhere). Decode steps run split over the keys
+// (decode_attention.cu).
 void attention(const KernelArgs& k) {
   const auto& at = attr<AttentionAttrs>(k.attrs, "attention");
   const Operands o = operands(k.in[0], k.in[1], k.in[2], k.in[3]);
   const DType dt = o.q.dtype();
   if (split_kv_supports(o.q, o.k, o.v, o.bias)) split_kv_attention(o.q, o.k, o.v, at, k.out[0], k.out[1]);
   else if (dt != DType::bf16 && dt != DType::f16) forward_float(o, at, k.out[0], k.out[1]);
+  else if (hopper_attention_supports(o.q, o.k, o.v))
+    hopper_attention_forward(o.q, o.k, o.v, o.bias, at, k.out[0], k.out[1]);
   else if (flash_attention_supports(o.q, o.k, o.v))
     flash_attention_forward(o.q, o.k, o.v, o.bias, at, k.out[0], k.out[1]);
   else forward_widened(o, at, k.out[0], k.out[1]);
