@@ -324,7 +324,7 @@ case "${1:-}" in
     set -e
     # Without oneDNN: the check is about CUDA, and its 40 MB library would not fit the bundle.
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQKV_CUDA=ON -DQKV_NATIVE=OFF -DQKV_BUILD_BENCH=ON \
-      -DQKV_ONEDNN=OFF "-DCMAKE_CUDA_ARCHITECTURES=80;90" -DCMAKE_CUDA_FLAGS=-lineinfo
+      -DQKV_ONEDNN=OFF "-DCMAKE_CUDA_ARCHITECTURES=80;90a" -DCMAKE_CUDA_FLAGS=-lineinfo
     cmake --build "$build" --target qkvlab op_harness gpu_parity bench_kernels qkv_dist_nccl
     pack
     ;;

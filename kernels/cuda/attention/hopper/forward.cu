@@ -42,8 +42,8 @@ struct ForwardParams {
 // (unless K=V) kStages V tiles [D / 64][kBlockN][64], then the barriers.
 template <int D> struct ForwardSmem {
   static constexpr int kQ = kBlockM * D * 2, kTileKV = kBlockN * D * 2;
-  static constexpr int v(bool kv_shared) { return kQ + kStages * kTileKV * (kv_shared ? 0 : 1); }
-  static constexpr int barriers(bool kv_shared) { return kQ + kStages * kTileKV * (kv_shared ? 1 : 2); }
+  static __host__ __device__ constexpr int v(bool kv_shared) { return kQ + kStages * kTileKV * (kv_shared ? 0 : 1); }
+  static __host__ __device__ constexpr int barriers(bool kv_shared) { return kQ + kStages * kTileKV * (kv_shared ? 1 : 2); }
   // With up to 1023 bytes to reach the alignment.
   static size_t bytes(bool kv_shared) { return 1024 + size_t(barriers(kv_shared)) + 8 * (1 + 3 * kStages); }
 };
@@ -70,58 +70,63 @@ __device__ __forceinline__ void produce(const ForwardParams& p, unsigned char* q
 }
 
 // One consumer warpgroup: 64 query rows from `row0`, their Q rows `q` (a [kBlockM][D] tile's).
+// The first tile is peeled off the loop, so that every product the loop issues is waited for in
+// the same iteration without a branch between: ptxas then keeps the products asynchronous.
 template <int D, bool kBF16>
 __device__ __forceinline__ void consume(const ForwardParams& p, const unsigned char* q, const unsigned char* k,
                                         const unsigned char* v, Barriers& bar, int row0, int bh, int tiles) {
   constexpr int kTile = kBlockN * D * 2;
   const int t = int(threadIdx.x) % 128;
   RowSoftmax<kBF16> sm(p.scale_log2, row0 + 16 * (t / 32) + t % 32 / 4);
-  float o[D / 2], s[kBlockN / 2];
+  const MaskInfo mask{p.T, p.S, p.causal, p.bias, row0};
+  float o[D / 2], s[kBlockN / 2], corr[2];
   uint32_t pr[kBlockN / 16][4];  // P of the previous tile as wgmma A registers
 #pragma unroll
   for (float& x : o) x = 0.f;
   sm90::wait(bar.q_full, 0);
-  const MaskInfo mask{p.T, p.S, p.causal, p.bias, row0};
-  for (int j = 0; j < tiles; ++j) {
-    const int st = j % kStages;
-    const unsigned char* kt = k + st * kTile;
-    sm90::wait(&bar.k_full[st], uint32_t(j / kStages % 2));
+  // S_j = Q K_j^T, issued and committed.
+  auto scores = [&](int j) {
+    sm90::wait(&bar.k_full[j % kStages], uint32_t(j / kStages % 2));
     sm90::fence_operands(s);
     sm90::wgmma_fence();
-    sm90::tile_ss<kBlockN, D, kBlockM, kBlockN, kBF16>(s, q, kt);
+    sm90::tile_ss<kBlockN, D, kBlockM, kBlockN, kBF16>(s, q, k + j % kStages * kTile);
     sm90::wgmma_commit();
-    if (j > 0) {  // the previous tile's P V, on the tensor cores while this tile's softmax runs
-      const int sp = (j - 1) % kStages;
-      const unsigned char* vt = p.kv_shared ? k + sp * kTile : v + sp * kTile;
-      if (!p.kv_shared) sm90::wait(&bar.v_full[sp], uint32_t((j - 1) / kStages % 2));
-      sm90::wgmma_fence();
-      sm90::tile_rs<D, kBlockN, kBlockN, kBF16>(o, pr, vt, true);
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<1>();  // S_j
-    } else {
-      sm90::wgmma_wait<0>();
-    }
-    sm90::fence_operands(s);
-    float corr[2];
-    sm.update(s, j * kBlockN, mask, corr);
-    if (j > 0) {
-      sm90::wgmma_wait<0>();  // P V_{j-1}: its stage may be refilled, O may be rescaled
-      sm90::fence_operands(o);
-      sm90::arrive(&bar.empty[(j - 1) % kStages]);
-    }
-    rescale(o, corr);
+  };
+  // O += P_j V_j, issued and committed.
+  auto accumulate = [&](int j) {
+    const int st = j % kStages;
+    if (!p.kv_shared) sm90::wait(&bar.v_full[st], uint32_t(j / kStages % 2));
+    sm90::fence_operands(o);
+    sm90::wgmma_fence();
+    sm90::tile_rs<D, kBlockN, kBlockN, kBF16>(o, pr, (p.kv_shared ? k : v) + st * kTile, true);
+    sm90::wgmma_commit();
+  };
+  auto probabilities = [&] {
 #pragma unroll
     for (int kc = 0; kc < kBlockN / 16; ++kc) sm90::to_a<kBF16>(pr[kc], s, kc);
     sm90::fence_operands(pr);
+  };
+  if (tiles > 0) {
+    scores(0);
+    sm90::wgmma_wait<0>();
+    sm90::fence_operands(s);
+    sm.update(s, 0, mask, corr);
+    probabilities();
   }
-  if (tiles > 0) {  // the last tile's P V
-    const int sp = (tiles - 1) % kStages;
-    const unsigned char* vt = p.kv_shared ? k + sp * kTile : v + sp * kTile;
-    if (!p.kv_shared) sm90::wait(&bar.v_full[sp], uint32_t((tiles - 1) / kStages % 2));
+  for (int j = 1; j < tiles; ++j) {
+    scores(j);
+    accumulate(j - 1);       // on the tensor cores while S_j's softmax runs
+    sm90::wgmma_wait<1>();  // S_j
+    sm90::fence_operands(s);
+    sm.update(s, j * kBlockN, mask, corr);
+    sm90::wgmma_wait<0>();  // P V_{j-1}: its stage may be refilled, O rescaled
     sm90::fence_operands(o);
-    sm90::wgmma_fence();
-    sm90::tile_rs<D, kBlockN, kBlockN, kBF16>(o, pr, vt, true);
-    sm90::wgmma_commit();
+    sm90::arrive(&bar.empty[(j - 1) % kStages]);
+    rescale(o, corr);
+    probabilities();
+  }
+  if (tiles > 0) {
+    accumulate(tiles - 1);
     sm90::wgmma_wait<0>();
     sm90::fence_operands(o);
   }

@@ -2,8 +2,6 @@
 // shape (a producer warpgroup and two consumer warpgroups, the registers each keeps), the tile
 // sizes, the stage barriers, the masking rule, and the online softmax on wgmma accumulators.
 #pragma once
-#include <math_constants.h>
-
 #include <cstdint>
 
 #include "kernels/cuda/attention/flash_fragments.cuh"
@@ -20,6 +18,7 @@ inline constexpr int kConsumerThreads = 256;
 // 144 of its own back, which lets both consumers rise to 240 (24 + 2 x 240 = 504 = 3 x 168).
 inline constexpr int kProducerRegisters = 24;
 inline constexpr int kConsumerRegisters = 240;
+inline constexpr float kNegInf = -__builtin_inff();
 
 // Keys row i sees: all S, or bottom-right causal (j <= i + S - T).
 __host__ __device__ __forceinline__ int visible_keys(bool causal, int T, int S, int i) {
@@ -27,8 +26,6 @@ __host__ __device__ __forceinline__ int visible_keys(bool causal, int T, int S, 
   const int64_t e = int64_t(i) + 1 + S - T;
   return e < 0 ? 0 : e > S ? S : int(e);
 }
-
-#if defined(QKV_HOPPER_DEVICE)
 
 __device__ __forceinline__ unsigned char* align_1024(unsigned char* p) {
   return p + (1024 - sm90::smem_address(p) % 1024) % 1024;
@@ -73,7 +70,7 @@ struct MaskInfo {
 template <bool kBF16> struct RowSoftmax {
   float scale_log2;
   int rows[2];
-  float m[2] = {-CUDART_INF_F, -CUDART_INF_F}, l[2] = {0.f, 0.f};
+  float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
 
   __device__ __forceinline__ RowSoftmax(float scale, int row) : scale_log2(scale), rows{row, row + 8} {}
 
@@ -87,7 +84,7 @@ template <bool kBF16> struct RowSoftmax {
       float x = s[i] * scale_log2;
       if (masked) {
         const int j = j0 + 8 * (i / 4) + 2 * q + i % 2;
-        if (j >= visible_keys(mask.causal, mask.T, mask.S, rows[r]) || rows[r] >= mask.T) x = -CUDART_INF_F;
+        if (j >= visible_keys(mask.causal, mask.T, mask.S, rows[r]) || rows[r] >= mask.T) x = kNegInf;
         else if (mask.bias)
           x += flash::Half16<kBF16>::to_float(mask.bias[int64_t(rows[r]) * mask.S + j]) * 1.4426950408889634f;
       }
@@ -99,13 +96,13 @@ template <bool kBF16> struct RowSoftmax {
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      corr[r] = mx[r] == -CUDART_INF_F ? 1.f : exp2f(m[r] - mx[r]);  // m = -inf before: 0
+      corr[r] = mx[r] == kNegInf ? 1.f : exp2f(m[r] - mx[r]);  // m = -inf before: 0
       m[r] = mx[r];
     }
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const int r = i / 2 % 2;
-      const float p = m[r] == -CUDART_INF_F ? 0.f : exp2f(s[i] - m[r]);
+      const float p = m[r] == kNegInf ? 0.f : exp2f(s[i] - m[r]);
       s[i] = p;
       sum[r] += p;
     }
@@ -133,7 +130,7 @@ template <bool kBF16> struct RowSoftmax {
       for (int c = 0; c < N / 4; ++c)  // columns 8 c + 2 q and + 1
         *reinterpret_cast<uint32_t*>(orow + 8 * c + 2 * q) =
             flash::Half16<kBF16>::pack(o[4 * c + 2 * r] * inv, o[4 * c + 2 * r + 1] * inv);
-      if (q == 0) lse[rows[r]] = empty ? -CUDART_INF_F : m[r] * 0.6931471805599453f + logf(l[r]);
+      if (q == 0) lse[rows[r]] = empty ? kNegInf : m[r] * 0.6931471805599453f + logf(l[r]);
     }
   }
 };
@@ -143,6 +140,5 @@ template <int N> __device__ __forceinline__ void rescale(float (&o)[N], const fl
   for (int i = 0; i < N; ++i) o[i] *= corr[i / 2 % 2];
 }
 
-#endif  // QKV_HOPPER_DEVICE
 
 }  // namespace qkv::kernels::cuda::hopper

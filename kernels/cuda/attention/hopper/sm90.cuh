@@ -5,8 +5,9 @@
 // its -include provides, so the kernels have one copy whichever device runs them.
 //
 // QKV_HOPPER_DEVICE is defined where these instructions exist: device code compiled for sm_90a,
-// and the emulated device. Kernels compile their bodies only there; in the sm_80 pass of a build
-// they are empty and never launched (dispatch: hopper_attention.h).
+// and the emulated device. Elsewhere (nvcc's host pass, an sm_80 pass) the functions are empty:
+// kernels compile their bodies only where QKV_HOPPER_DEVICE is defined, so in an sm_80 pass they
+// are empty and never launched (dispatch: hopper_attention.h).
 #pragma once
 #include <cuda.h>
 
@@ -18,8 +19,6 @@
 
 namespace qkv::kernels::cuda::sm90 {
 
-#if defined(QKV_HOPPER_DEVICE)
-
 __device__ __forceinline__ uint32_t smem_address(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
 // ---- mbarrier -----------------------------------------------------------------------------------
@@ -27,7 +26,7 @@ __device__ __forceinline__ uint32_t smem_address(const void* p) { return uint32_
 __device__ __forceinline__ void barrier_init(uint64_t* bar, uint32_t count) {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::mbarrier_init(bar, count);
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(bar)), "r"(count) : "memory");
 #endif
 }
@@ -36,7 +35,7 @@ __device__ __forceinline__ void barrier_init(uint64_t* bar, uint32_t count) {
 __device__ __forceinline__ void fence_barrier_init() {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::fence_mbarrier_init();
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 #endif
 }
@@ -44,7 +43,7 @@ __device__ __forceinline__ void fence_barrier_init() {
 __device__ __forceinline__ void arrive(uint64_t* bar) {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::mbarrier_arrive(bar);
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(bar)) : "memory");
 #endif
 }
@@ -53,7 +52,7 @@ __device__ __forceinline__ void arrive(uint64_t* bar) {
 __device__ __forceinline__ void arrive_expect_bytes(uint64_t* bar, uint32_t bytes) {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::mbarrier_arrive_expect_tx(bar, bytes);
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(bytes)
                : "memory");
 #endif
@@ -63,7 +62,7 @@ __device__ __forceinline__ void arrive_expect_bytes(uint64_t* bar, uint32_t byte
 __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::mbarrier_try_wait_parity(bar, parity);
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   const uint32_t address = smem_address(bar);
   uint32_t done = 0;
   do {
@@ -85,7 +84,7 @@ __device__ __forceinline__ void copy_box_4d(void* dst, const CUtensorMap* map, i
 #ifdef QKV_CUDA_EMU
   const int32_t coords[4] = {c0, c1, c2, c3};
   ::qkv::cuda_emu::bulk_tensor_load(dst, map, coords, 4, bar);
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
       "[%2];" ::"r"(smem_address(dst)),
@@ -100,7 +99,7 @@ __device__ __forceinline__ void copy_box_4d(void* dst, const CUtensorMap* map, i
 __device__ __forceinline__ void named_sync(int id, int threads) {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::named_barrier_sync(id, threads);
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 #endif
 }
@@ -108,7 +107,7 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 template <int kRegisters> __device__ __forceinline__ void registers_up() {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::setmaxnreg(true, kRegisters);
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters));
 #endif
 }
@@ -116,7 +115,7 @@ template <int kRegisters> __device__ __forceinline__ void registers_up() {
 template <int kRegisters> __device__ __forceinline__ void registers_down() {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::setmaxnreg(false, kRegisters);
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
 #endif
 }
@@ -126,11 +125,10 @@ __device__ __forceinline__ void fence_proxy_async() {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::publish_generic_writes();
   ::qkv::cuda_emu::fence_mbarrier_init();
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
 
-#endif  // QKV_HOPPER_DEVICE
 
 }  // namespace qkv::kernels::cuda::sm90

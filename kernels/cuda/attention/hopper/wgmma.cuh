@@ -26,8 +26,6 @@
 
 namespace qkv::kernels::cuda::sm90 {
 
-#if defined(QKV_HOPPER_DEVICE)
-
 // The descriptor of a 128B-swizzled operand starting at `p`: SBO 1024, LBO `lbo` bytes.
 __device__ __forceinline__ uint64_t descriptor(const void* p, uint32_t lbo) {
   return uint64_t((smem_address(p) & 0x3ffff) >> 4) | uint64_t(lbo >> 4) << 16 | uint64_t(1024 >> 4) << 32 |
@@ -37,7 +35,7 @@ __device__ __forceinline__ uint64_t descriptor(const void* p, uint32_t lbo) {
 __device__ __forceinline__ void wgmma_fence() {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::wgmma_fence();
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #endif
 }
@@ -45,7 +43,7 @@ __device__ __forceinline__ void wgmma_fence() {
 __device__ __forceinline__ void wgmma_commit() {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::wgmma_commit_group();
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #endif
 }
@@ -54,19 +52,19 @@ __device__ __forceinline__ void wgmma_commit() {
 template <int kPending> __device__ __forceinline__ void wgmma_wait() {
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::wgmma_wait_group(kPending);
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 #endif
 }
 
 template <int N> __device__ __forceinline__ void fence_operands(float (&d)[N]) {
-#ifndef QKV_CUDA_EMU
+#if defined(QKV_HOPPER_DEVICE) && !defined(QKV_CUDA_EMU)
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 #endif
 }
 template <int N> __device__ __forceinline__ void fence_operands(uint32_t (&r)[N][4]) {
-#ifndef QKV_CUDA_EMU
+#if defined(QKV_HOPPER_DEVICE) && !defined(QKV_CUDA_EMU)
 #pragma unroll
   for (int i = 0; i < N; ++i)
 #pragma unroll
@@ -105,7 +103,7 @@ __device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b
   static_assert(N == 64 || N == 128, "wgmma N of 64 or 128");
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::wgmma_mma_async(d, N, &a, nullptr, b, accumulate, false, false, kBF16);
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   const int scale = accumulate ? 1 : 0;
   if constexpr (N == 64 && kBF16)
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" QKV_D32
@@ -136,7 +134,7 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
   static_assert(N == 64 || N == 128, "wgmma N of 64 or 128");
 #ifdef QKV_CUDA_EMU
   ::qkv::cuda_emu::wgmma_mma_async(d, N, nullptr, a, b, accumulate, false, true, kBF16);
-#else
+#elif defined(QKV_HOPPER_DEVICE)
   const int scale = accumulate ? 1 : 0;
   if constexpr (N == 64 && kBF16)
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" QKV_D32
@@ -186,6 +184,5 @@ __device__ __forceinline__ void tile_rs(float (&d)[N / 2], const uint32_t (&p)[k
     mma_rs<N, kBF16>(d, p[ks], descriptor(b + ks * 2048, uint32_t(kRowsB * 128)), accumulate || ks > 0);
 }
 
-#endif  // QKV_HOPPER_DEVICE
 
 }  // namespace qkv::kernels::cuda::sm90
