@@ -46,6 +46,9 @@
 
 #include "kernels/cuda/attention/flash_attention.h"
 #include "kernels/cuda/attention/flash_attention_backward.h"
+#include "kernels/cuda/attention/flash_backward_args.h"
+#include "kernels/cuda/attention/hopper/hopper_attention.h"
+#include "kernels/cuda/attention/hopper/tensor_maps.h"
 #include "kernels/cuda/attention/flash_mma.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
@@ -80,21 +83,6 @@ template <int D> inline constexpr int kQueryChunk = D == 64 ? 64 : 32;
 // spill there and use up to 255 for 2 blocks).
 template <int D> inline constexpr int kDkdvBlocks = D == 64 ? 3 : 2;
 template <int D> inline constexpr int kDqBlocks = D == 64 ? 3 : 2;
-
-struct BackwardArgs {
-  const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *o = nullptr;
-  int64_t qs[3] = {}, ks[3] = {}, vs[3] = {}, gs[3] = {}, os[3] = {};  // element strides of batch, head, row
-  const float* lse = nullptr;                                          // [B, H, T] contiguous
-  float* delta = nullptr;                                              // [B, H, T] contiguous
-  uint16_t *dq = nullptr, *dk = nullptr, *dv = nullptr;                // [B, H, T, D], [B, Hk, S, D] x 2, contiguous
-  const uint16_t* bias = nullptr;                                      // [T, S] contiguous, or none
-  float* dbias_partial = nullptr;                                      // [B, T, S]: dS summed over the heads
-  int64_t B = 0, H = 0, Hk = 0;
-  int T = 0, S = 0, group = 1;  // T, S at most 65535 tiles of 64 (checked on the host)
-  float scale = 1;
-  bool causal = false, kv_shared = false;
-  bool vector_loads = false;  // q, k, v, dO rows all start 16-byte aligned
-};
 
 // The bias of query row i and key j (both in range), 0 without one.
 template <bool kBF16> __device__ __forceinline__ float bias_at(const BackwardArgs& a, int64_t i, int64_t j) {
@@ -429,23 +417,41 @@ template <class Kernel> void launch_tiles(Kernel kernel, dim3 grid, size_t smem,
 
 int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
 
-template <int D, bool kBF16> void run(const BackwardArgs& a) {
+template <int D, bool kBF16> void delta(const BackwardArgs& a, int64_t rows) {
+  QKV_LAUNCH(blocks_for(rows * kWarp, kDeltaThreads), kDeltaThreads, 0, launch_stream(), flash_delta_kernel<D, kBF16>)
+  (a, rows);
+  QKV_CUDA_LAUNCH_CHECK();
+}
+
+template <int D, bool kBF16> void dq(const BackwardArgs& a) {
+  launch_tiles(flash_dq_kernel<D, kBF16>, dim3(unsigned(a.B * a.H), unsigned(ceil_div(a.T, kTile))),
+               dq_smem(D, a.kv_shared), a);
+}
+
+template <int D, bool kBF16> void dkdv(const BackwardArgs& a) {
+  launch_tiles(a.bias ? flash_dkdv_kernel<D, kBF16, true> : flash_dkdv_kernel<D, kBF16, false>,
+               dim3(unsigned(a.B * a.Hk), unsigned(ceil_div(a.S, kTile))), dkdv_smem(D, kQueryChunk<D>, a.kv_shared), a);
+}
+
+template <int D, bool kBF16> void dbias(const BackwardArgs& a) {
+  launch_tiles(flash_dbias_kernel<D, kBF16>,
+               dim3(unsigned(a.B), unsigned(ceil_div(a.T, kTile)), unsigned(ceil_div(a.S, kTile))),
+               dq_smem(D, a.kv_shared), a);
+}
+
+// delta, then dq and dk/dv (the Hopper kernels where `hopper`), then dS summed over the heads.
+template <int D, bool kBF16>
+void run(const BackwardArgs& a, bool hopper, const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v) {
   const int64_t rows = a.B * a.H * a.T;
-  if (rows > 0) {
-    QKV_LAUNCH(blocks_for(rows * kWarp, kDeltaThreads), kDeltaThreads, 0, launch_stream(), flash_delta_kernel<D, kBF16>)
-    (a, rows);
-    QKV_CUDA_LAUNCH_CHECK();
-    launch_tiles(flash_dq_kernel<D, kBF16>, dim3(unsigned(a.B * a.H), unsigned(ceil_div(a.T, kTile))),
-                 dq_smem(D, a.kv_shared), a);
+  if (rows > 0) delta<D, kBF16>(a, rows);
+  if (hopper) {
+    hopper_attention_dq(g, q, k, v, a);
+    hopper_attention_dkdv(g, q, k, v, a);
+  } else {
+    if (rows > 0) dq<D, kBF16>(a);
+    if (a.B * a.Hk * a.S > 0) dkdv<D, kBF16>(a);  // every key row is written, 0 where no query sees it
   }
-  if (a.B * a.Hk * a.S > 0)  // every key row is written, 0 where no query sees it
-    launch_tiles(a.bias ? flash_dkdv_kernel<D, kBF16, true> : flash_dkdv_kernel<D, kBF16, false>,
-                 dim3(unsigned(a.B * a.Hk), unsigned(ceil_div(a.S, kTile))), dkdv_smem(D, kQueryChunk<D>, a.kv_shared),
-                 a);
-  if (a.dbias_partial && a.B * a.T * a.S > 0)
-    launch_tiles(flash_dbias_kernel<D, kBF16>,
-                 dim3(unsigned(a.B), unsigned(ceil_div(a.T, kTile)), unsigned(ceil_div(a.S, kTile))),
-                 dq_smem(D, a.kv_shared), a);
+  if (a.dbias_partial && a.B * a.T * a.S > 0) dbias<D, kBF16>(a);
 }
 
 void strides(int64_t (&dst)[3], const Tensor& t) {
@@ -518,8 +524,9 @@ void flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Ten
     check<ValueError>(B <= 65535, op, ": too many batch rows for the dbias launch (", B, ")");
   }
   const bool bf = q.dtype() == DType::bf16;
-  if (q.size(3) == 64) bf ? run<64, true>(a) : run<64, false>(a);
-  else bf ? run<128, true>(a) : run<128, false>(a);
+  const bool hopper = hopper_attention_supports(q, k, v) && hopper::mappable(grad_out);
+  if (q.size(3) == 64) bf ? run<64, true>(a, hopper, grad_out, q, k, v) : run<64, false>(a, hopper, grad_out, q, k, v);
+  else bf ? run<128, true>(a, hopper, grad_out, q, k, v) : run<128, false>(a, hopper, grad_out, q, k, v);
   if (bias.defined()) {
     const Tensor in[] = {partial};
     Tensor dbias32[] = {empty({T, S}, {DType::f32, q.device()})};

@@ -45,7 +45,7 @@ template <int D> struct ForwardSmem {
   static __host__ __device__ constexpr int v(bool kv_shared) { return kQ + kStages * kTileKV * (kv_shared ? 0 : 1); }
   static __host__ __device__ constexpr int barriers(bool kv_shared) { return kQ + kStages * kTileKV * (kv_shared ? 1 : 2); }
   // With up to 1023 bytes to reach the alignment.
-  static size_t bytes(bool kv_shared) { return 1024 + size_t(barriers(kv_shared)) + 8 * (1 + 3 * kStages); }
+  static size_t bytes(bool kv_shared) { return 1024 + size_t(barriers(kv_shared)) + 8 * Barriers::kCount; }
 };
 
 // The producer: Q, then every K (and V) tile into its stage once the consumers released it.
@@ -53,19 +53,17 @@ template <int D>
 __device__ __forceinline__ void produce(const ForwardParams& p, unsigned char* q, unsigned char* k, unsigned char* v,
                                         Barriers& bar, int i0, int h, int b, int tiles) {
   constexpr int kTile = kBlockN * D * 2;
-  sm90::arrive_expect_bytes(bar.q_full, uint32_t(kBlockM * D * 2));
-  for (int c = 0; c < D / 64; ++c) sm90::copy_box_4d(q + c * kBlockM * 128, &p.q, 64 * c, i0, h, b, bar.q_full);
+  sm90::arrive_expect_bytes(bar.once, uint32_t(kBlockM * D * 2));
+  copy_tile<D, kBlockM>(q, &p.q, i0, h, b, bar.once);
   const int hk = h / p.group;
   for (int j = 0; j < tiles; ++j) {
     const int s = j % kStages;
-    sm90::wait(&bar.empty[s], uint32_t(j / kStages % 2) ^ 1u);  // a fresh stage counts as released
-    sm90::arrive_expect_bytes(&bar.k_full[s], uint32_t(kTile));
-    for (int c = 0; c < D / 64; ++c)
-      sm90::copy_box_4d(k + s * kTile + c * kBlockN * 128, &p.k, 64 * c, j * kBlockN, hk, b, &bar.k_full[s]);
+    sm90::wait(&bar.empty[s], Barriers::parity(j) ^ 1u);  // a fresh stage counts as released
+    sm90::arrive_expect_bytes(&bar.first[s], uint32_t(kTile));
+    copy_tile<D, kBlockN>(k + s * kTile, &p.k, j * kBlockN, hk, b, &bar.first[s]);
     if (p.kv_shared) continue;
-    sm90::arrive_expect_bytes(&bar.v_full[s], uint32_t(kTile));
-    for (int c = 0; c < D / 64; ++c)
-      sm90::copy_box_4d(v + s * kTile + c * kBlockN * 128, &p.v, 64 * c, j * kBlockN, hk, b, &bar.v_full[s]);
+    sm90::arrive_expect_bytes(&bar.second[s], uint32_t(kTile));
+    copy_tile<D, kBlockN>(v + s * kTile, &p.v, j * kBlockN, hk, b, &bar.second[s]);
   }
 }
 
@@ -83,10 +81,10 @@ __device__ __forceinline__ void consume(const ForwardParams& p, const unsigned c
   uint32_t pr[kBlockN / 16][4];  // P of the previous tile as wgmma A registers
 #pragma unroll
   for (float& x : o) x = 0.f;
-  sm90::wait(bar.q_full, 0);
+  sm90::wait(bar.once, 0);
   // S_j = Q K_j^T, issued and committed.
   auto scores = [&](int j) {
-    sm90::wait(&bar.k_full[j % kStages], uint32_t(j / kStages % 2));
+    sm90::wait(&bar.first[j % kStages], Barriers::parity(j));
     sm90::fence_operands(s);
     sm90::wgmma_fence();
     sm90::tile_ss<kBlockN, D, kBlockM, kBlockN, kBF16>(s, q, k + j % kStages * kTile);
@@ -95,7 +93,7 @@ __device__ __forceinline__ void consume(const ForwardParams& p, const unsigned c
   // O += P_j V_j, issued and committed.
   auto accumulate = [&](int j) {
     const int st = j % kStages;
-    if (!p.kv_shared) sm90::wait(&bar.v_full[st], uint32_t(j / kStages % 2));
+    if (!p.kv_shared) sm90::wait(&bar.second[st], Barriers::parity(j));
     sm90::fence_operands(o);
     sm90::wgmma_fence();
     sm90::tile_rs<D, kBlockN, kBlockN, kBF16>(o, pr, (p.kv_shared ? k : v) + st * kTile, true);
@@ -148,7 +146,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) hopper_forward_kernel(const 
   const int last_row = min(i0 + kBlockM, p.T) - 1;
   const int kend = visible_keys(p.causal, p.T, p.S, last_row);  // no row of the block sees past this
   const int tiles = (kend + kBlockN - 1) / kBlockN;
-  if (threadIdx.x == 0) bar.init(kConsumerThreads);
+  if (threadIdx.x == 0) bar.init();
   __syncthreads();
   const int wg = int(threadIdx.x) / 128;
   if (wg == 0) {

@@ -20,4 +20,12 @@ bool hopper_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v
 void hopper_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
                               const AttentionAttrs& attrs, const Tensor& out, const Tensor& lse);
 
+// The backward's dQ, and its dK and dV, into a.dq, a.dk, a.dv, for the operands of
+// flash_attention_backward (flash_backward_args.h) with a.delta computed; grad_out mappable too.
+struct BackwardArgs;
+void hopper_attention_dq(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const BackwardArgs& a);
+void hopper_attention_dkdv(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const BackwardArgs& a);
+
 }  // namespace qkv::kernels::cuda

@@ -31,27 +31,39 @@ __device__ __forceinline__ unsigned char* align_1024(unsigned char* p) {
   return p + (1024 - sm90::smem_address(p) % 1024) % 1024;
 }
 
-// The mbarriers of a block: Q arrived; stage s's K and V arrived; stage s released by every
-// consumer thread.
+// The mbarriers of a block: the tiles loaded once (the forward's Q) arrived; stage s's first and
+// second streamed tiles (the forward's K and V) arrived; stage s released by every consumer.
 struct Barriers {
-  uint64_t* q_full;
-  uint64_t* k_full;
-  uint64_t* v_full;
+  static constexpr int kCount = 1 + 3 * kStages;
+  uint64_t* once;
+  uint64_t* first;
+  uint64_t* second;
   uint64_t* empty;
   static __device__ __forceinline__ Barriers at(unsigned char* p) {
     auto* b = reinterpret_cast<uint64_t*>(p);
     return {b, b + 1, b + 1 + kStages, b + 1 + 2 * kStages};
   }
-  __device__ __forceinline__ void init(int consumers) const {
-    sm90::barrier_init(q_full, 1);
+  __device__ __forceinline__ void init() const {
+    sm90::barrier_init(once, 1);
     for (int s = 0; s < kStages; ++s) {
-      sm90::barrier_init(&k_full[s], 1);
-      sm90::barrier_init(&v_full[s], 1);
-      sm90::barrier_init(&empty[s], uint32_t(consumers));
+      sm90::barrier_init(&first[s], 1);
+      sm90::barrier_init(&second[s], 1);
+      sm90::barrier_init(&empty[s], uint32_t(kConsumerThreads));
     }
     sm90::fence_barrier_init();
   }
+  // The parity of stage use `j` (the j-th tile streamed, stage j % kStages).
+  static __device__ __forceinline__ uint32_t parity(int j) { return uint32_t(j / kStages % 2); }
 };
+
+// Rows [row, row + kRows) of head (h, b), all D columns, as D / 64 boxes of `map` (whose boxes are
+// kRows rows): a [D / 64][kRows][64] tile at dst, its bytes completed on `bar`.
+template <int D, int kRows>
+__device__ __forceinline__ void copy_tile(unsigned char* dst, const CUtensorMap* map, int row, int h, int b,
+                                          uint64_t* bar) {
+#pragma unroll
+  for (int c = 0; c < D / 64; ++c) sm90::copy_box_4d(dst + c * kRows * 128, map, 64 * c, row, h, b, bar);
+}
 
 // What a tile's scores need masked or added: keys past S, causal limits, the bias.
 struct MaskInfo {
