@@ -1,6 +1,5 @@
 #include "cuda_emu/launch.h"
 
-#include <cxxabi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -77,8 +76,9 @@ cudaError_t configuration_error(const LaunchSite& s) {
 
 struct Coverage {
   std::mutex mu;
-  // (file:line, instance) -> regimes seen: bit 0 one warp, 1 several warps, 2 one block, 3 several
-  std::map<std::pair<std::string, std::string>, unsigned> seen;
+  // (file, kernel as written, instance) -> regimes seen: bit 0 one warp, 1 several warps, 2 one
+  // block, 3 several blocks
+  std::map<std::tuple<std::string, std::string, std::string>, unsigned> seen;
 };
 
 Coverage* coverage() {
@@ -92,19 +92,13 @@ Coverage* coverage() {
       std::FILE* f = std::fopen(path.c_str(), "w");
       if (!f) return;
       for (const auto& [key, regimes] : cov.seen)
-        std::fprintf(f, "%s\t%u\t%s\n", key.first.c_str(), regimes, key.second.c_str());
+        std::fprintf(f, "%s\t%s\t%u\t%s\n", std::get<0>(key).c_str(), std::get<1>(key).c_str(), regimes,
+                     std::get<2>(key).c_str());
       std::fclose(f);
     });
     return new Coverage();
   }();
   return c;
-}
-
-std::string demangled(const char* mangled) {
-  if (!mangled) return "";
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
-  return status == 0 && d ? std::string(d.get()) : std::string(mangled);
 }
 
 void record_coverage(const LaunchSite& s) {
@@ -114,7 +108,7 @@ void record_coverage(const LaunchSite& s) {
   const uint64_t blocks = uint64_t(s.grid.x) * s.grid.y * s.grid.z;
   const unsigned regimes = (threads <= 32 ? 1u : 2u) | (blocks == 1 ? 4u : 8u);
   std::lock_guard<std::mutex> lock(c->mu);
-  c->seen[{str(s.file, ":", s.line), demangled(s.instance)}] |= regimes;
+  c->seen[{s.file, s.name, s.instance ? s.instance : ""}] |= regimes;
 }
 
 // ---- running ------------------------------------------------------------------------------------

@@ -20,8 +20,9 @@
 // accessible only while a launch runs (cuda_emu/device_memory.h).
 //
 // With QKV_EMU_COVERAGE=<folder>, each process writes there, at exit, one line per kernel it
-// launched: its launch site, its instantiation and whether it ran with one warp or several per
-// block and one block or several (scripts/emu-coverage.py reads them).
+// launched: its launch site's file, the kernel as written there, its instantiation (the mangled
+// type of the launching lambda), and whether it ran with one warp or several per block and one
+// block or several (scripts/emu-coverage.py reads them).
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -10,7 +10,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "tests/ops/references.h"
@@ -66,8 +69,8 @@ std::vector<Sample> attention_samples() {
                  with_bias({2, 4, 70, 16}, {2, 2, 100, 16}, {2, 2, 100, 16}, {70, 100}), attn(true, 16)}),
           large({"small head: D 32, multi-query, 65 queries over 70 keys",
                  qkv({1, 3, 65, 32}, {1, 1, 70, 32}, {1, 1, 70, 32}), attn(false, 32)}),
-          large({"tiles: GQA 2, causal, 77 queries over 45 keys, bias, D 20, Dv 12",
-                 with_bias({2, 4, 77, 20}, {2, 2, 45, 20}, {2, 2, 45, 12}, {77, 45}), attn(true, 20)}),
+          kernel_path({"tiles: GQA 2, causal, 77 queries over 45 keys, bias, D 20, Dv 12",
+                       with_bias({2, 4, 77, 20}, {2, 2, 45, 20}, {2, 2, 45, 12}, {77, 45}), attn(true, 20)}),
           large({"tiles: multi-query, causal, 37 queries over 150 keys, D 24",
                  qkv({1, 2, 37, 24}, {1, 1, 150, 24}, {1, 1, 150, 24}), attn(true, 24)}),
           large({"tiles: GQA 3, 65 queries and keys, D 100, Dv 33",
@@ -92,10 +95,10 @@ std::vector<Sample> attention_samples() {
           large({"tiles: D 64, GQA 2, causal, 2 batch rows, 70 queries over 100 keys, bias",
                  with_bias({2, 4, 70, 64}, {2, 2, 100, 64}, {2, 2, 100, 64}, {70, 100}), attn(true, 64)}),
           // Decode steps: the split-KV kernel on CUDA (a few queries, 128+ keys, no bias).
-          large({"decode: GQA 4, causal, 1 query over 300 keys, D 64",
-                 qkv({2, 8, 1, 64}, {2, 2, 300, 64}, {2, 2, 300, 64}), attn(true, 64)}),
-          large({"decode: multi-query, causal, 3 queries over 200 keys, D 128, Dv 32",
-                 qkv({1, 4, 3, 128}, {1, 1, 200, 128}, {1, 1, 200, 32}), attn(true, 128)})};
+          kernel_path({"decode: GQA 4, causal, 1 query over 300 keys, D 64",
+                       qkv({2, 8, 1, 64}, {2, 2, 300, 64}, {2, 2, 300, 64}), attn(true, 64)}),
+          kernel_path({"decode: multi-query, causal, 3 queries over 200 keys, D 128, Dv 32",
+                       qkv({1, 4, 3, 128}, {1, 1, 200, 128}, {1, 1, 200, 32}), attn(true, 128)})};
 }
 
 }  // namespace
@@ -195,19 +198,21 @@ struct AttentionRun {
 
 // attention(q, kv, kv', bias) with q and kv leaves of shape [B, T, H, D] and [B, S, Hk, D] read
 // through permuted [B, H, T, D] views (last dim contiguous, read in place); kv' is the same view
-// handle (K = V as one tensor) or, with split, a contiguous copy (K and V apart). Loss sum(out * w).
+// handle (K = V as one tensor) or, with split, a contiguous copy (K and V apart); bias0 may be
+// undefined (no bias: dbias empty). Loss sum(out * w).
 AttentionRun run_kv(const Tensor& q0, const Tensor& kv0, const Tensor& bias0, const Tensor& w, Device dev, bool causal,
                     bool split) {
-  Tensor q = q0.to(dev).detach(), kv = kv0.to(dev).detach(), bias = bias0.to(dev).detach();
+  Tensor q = q0.to(dev).detach(), kv = kv0.to(dev).detach();
+  Tensor bias = bias0.defined() ? bias0.to(dev).detach() : Tensor();
   q.set_requires_grad();
   kv.set_requires_grad();
-  bias.set_requires_grad();
+  if (bias.defined()) bias.set_requires_grad();
   const Tensor kh = kv.permute({0, 2, 1, 3});
   const Tensor vh = split ? kh.contiguous() : kh;
   const Tensor out = attention(q.permute({0, 2, 1, 3}), kh, vh, bias, causal);
   sum(out * w.to(dev)).backward();
   return {out.to_vector<double>(), q.grad().to_vector<double>(), kv.grad().to_vector<double>(),
-          bias.grad().to_vector<double>()};
+          bias.defined() ? bias.grad().to_vector<double>() : std::vector<double>{}};
 }
 
 // An empty string when |a - b| <= tol (1 + |b|) everywhere, else the first bad element.
@@ -278,46 +283,57 @@ double relative_error(const std::vector<double>& a, const std::vector<double>& b
 
 }  // namespace
 
-// The tensor-core flash kernels (bf16 and f16 on CUDA) on the model's own layout: K = V as one
-// tensor and q, k, v as permuted views, head dims 64 and 128, query and key counts that are not
-// multiples of the 64-row tiles, causal, GQA and the (+) variants' bias. The reference is the
-// CPU in float64 on the same rounded inputs; outputs and gradients within 1% (bf16) or 0.3%
-// (f16) in norm, and a second run gives the same bits.
+// The tensor-core kernels (bf16 and f16 on CUDA) on the model's own layout: K = V as one tensor
+// or K and V apart, q, k, v as permuted views, head dims 64 and 128, query and key counts that are
+// not multiples of the tiles, causal or not, GQA, MQA and the (+) variants' bias. Where the device
+// runs the Hopper kernels (the emulated device is a 9.0), each configuration runs on them and
+// again on the mma.sync kernels (QKV_ATTENTION_KERNELS=mma) that other devices run. The reference
+// is the CPU in float64 on the same rounded inputs; outputs and gradients within 1% (bf16) or 0.3%
+// (f16) in norm, and a second run gives the same bits. The small run (QKV_HARNESS_SMALL=1) keeps
+// two configurations that between them reach every instantiation the dispatch chooses from.
 TEST_CASE("attention: bf16 and f16 flash attention, K = V as one tensor, CUDA against the CPU in float64") {
   if (!cuda_available()) return;
   struct Config {
     int64_t B, T, S, H, Hk, D;
-    bool causal;
+    bool causal, split, bias;  // split: K and V apart
+    DType dtype;
   };
   const Device gpu("cuda:0");
-  std::vector<Config> configs = {Config{2, 100, 130, 4, 2, 64, true}, Config{1, 70, 90, 4, 1, 128, true},
-                                 Config{2, 65, 65, 2, 2, 64, false}, Config{1, 130, 70, 2, 1, 128, false}};
-  std::vector<DType> dtypes = {DType::bf16, DType::f16};
-  if (small_samples_only()) {  // under a sanitizer: one config, one dtype
-    configs.resize(1);
-    dtypes.resize(1);
-  }
-  for (const Config c : configs) {
-    for (DType dt : dtypes) {
-      const std::string what = cat(dtype_name(dt), " D ", c.D, " T ", c.T, " S ", c.S, c.causal ? " causal" : "");
+  std::vector<Config> configs = {Config{2, 100, 130, 4, 2, 64, true, false, true, DType::bf16},
+                                 Config{1, 130, 70, 2, 1, 128, false, true, false, DType::f16},
+                                 Config{1, 70, 90, 4, 1, 128, true, false, true, DType::bf16},
+                                 Config{2, 65, 65, 2, 2, 64, false, true, false, DType::f16},
+                                 Config{2, 100, 130, 4, 2, 64, true, true, true, DType::f16},
+                                 Config{1, 130, 70, 2, 1, 128, false, false, true, DType::bf16}};
+  if (small_samples_only()) configs.resize(2);  // under a sanitizer or on the emulated device
+  for (const char* kernels : {"", "mma"}) {
+    if (*kernels) setenv("QKV_ATTENTION_KERNELS", kernels, 1);
+    else unsetenv("QKV_ATTENTION_KERNELS");
+    for (const Config c : configs) {
+      const std::string what = cat(*kernels ? "mma.sync " : "", dtype_name(c.dtype), " D ", c.D, " T ", c.T, " S ",
+                                   c.S, c.causal ? " causal" : "", c.split ? " K and V apart" : " K = V",
+                                   c.bias ? " with a bias" : "");
       Generator gen(uint64_t(11 + c.T + c.D));
-      auto draw = [&](Shape s) { return randn(s, {DType::f32, kCPU}, &gen).to(dt); };
+      auto draw = [&](Shape s) { return randn(s, {DType::f32, kCPU}, &gen).to(c.dtype); };
       const Tensor q = draw({c.B, c.T, c.H, c.D}), kv = draw({c.B, c.S, c.Hk, c.D});
-      const Tensor bias = draw({c.T, c.S}), w = draw({c.B, c.H, c.T, c.D});
-      auto f64 = [](const Tensor& t) { return t.to(DType::f64); };
-      const AttentionRun ref = run_kv(f64(q), f64(kv), f64(bias), f64(w), kCPU, c.causal, false);
-      const AttentionRun got = run_kv(q, kv, bias, w, gpu, c.causal, false);
-      const double tol = dt == DType::bf16 ? 1e-2 : 3e-3;
-      for (auto [name, a, b] : {std::tuple{"out", &got.out, &ref.out}, std::tuple{"dq", &got.dq, &ref.dq},
-                                std::tuple{"dkv", &got.dkv, &ref.dkv}, std::tuple{"dbias", &got.dbias, &ref.dbias}}) {
+      const Tensor bias = c.bias ? draw({c.T, c.S}) : Tensor(), w = draw({c.B, c.H, c.T, c.D});
+      auto f64 = [](const Tensor& t) { return t.defined() ? t.to(DType::f64) : t; };
+      const AttentionRun ref = run_kv(f64(q), f64(kv), f64(bias), f64(w), kCPU, c.causal, c.split);
+      const AttentionRun got = run_kv(q, kv, bias, w, gpu, c.causal, c.split);
+      const double tol = c.dtype == DType::bf16 ? 1e-2 : 3e-3;
+      for (const auto& [name, a, b] : {std::tuple{std::string("out"), &got.out, &ref.out},
+                                       std::tuple{std::string("dq"), &got.dq, &ref.dq},
+                                       std::tuple{std::string("dkv"), &got.dkv, &ref.dkv},
+                                       std::tuple{std::string("dbias"), &got.dbias, &ref.dbias}}) {
         const double err = relative_error(*a, *b);
         CHECK_MESSAGE(err <= tol, what, " ", name, ": relative error ", err, " (tolerance ", tol, ")");
       }
-      const AttentionRun again = run_kv(q, kv, bias, w, gpu, c.causal, false);
+      const AttentionRun again = run_kv(q, kv, bias, w, gpu, c.causal, c.split);
       CHECK_MESSAGE((again.out == got.out && again.dq == got.dq && again.dkv == got.dkv && again.dbias == got.dbias),
                     what, ": a second run gave different bits");
     }
   }
+  unsetenv("QKV_ATTENTION_KERNELS");
 }
 
 }  // namespace qkv::test

@@ -50,19 +50,17 @@ OpCase case_cache_attention() {
                {"not causal",
                 {real({1, 2, 2, 3}), real({1, 1, 5, 3}), real({1, 1, 5, 3}), index({}, 4)},
                 scaled(false, 3)},
-               {"split-KV sizes: GQA 4, one query, 200 cached positions, D 64",
-                {real({2, 8, 1, 64}), real({2, 2, 200, 64}), real({2, 2, 200, 64}), index({}, 200)},
-                scaled(true, 64),
-                false},
+               kernel_path({"split-KV sizes: GQA 4, one query, 200 cached positions, D 64",
+                            {real({2, 8, 1, 64}), real({2, 2, 200, 64}), real({2, 2, 200, 64}), index({}, 200)},
+                            scaled(true, 64)}),
                {"int8 cache with row scales, grouped heads, 2 queries",
                 {real({2, 4, 2, 8}), int8s({2, 2, 7, 8}), int8s({2, 2, 7, 8}), index({}, 6), scales({2, 2, 7, 1}),
                  scales({2, 2, 7, 1})},
                 scaled(true, 8)},
-               {"int8 cache, split-KV sizes: MQA, one query, 150 cached positions, D 64",
-                {real({1, 4, 1, 64}), int8s({1, 1, 150, 64}), int8s({1, 1, 150, 64}), index({}, 150),
-                 scales({1, 1, 150, 1}), scales({1, 1, 150, 1})},
-                scaled(true, 64),
-                false}};
+               kernel_path({"int8 cache, split-KV sizes: MQA, one query, 150 cached positions, D 64",
+                            {real({1, 4, 1, 64}), int8s({1, 1, 150, 64}), int8s({1, 1, 150, 64}), index({}, 150),
+                             scales({1, 1, 150, 1}), scales({1, 1, 150, 1})},
+                            scaled(true, 64)})};
   for (Sample& s : c.samples)
     if (s.inputs.size() == 4) s.inputs.insert(s.inputs.end(), {absent(), absent()});
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {

@@ -65,7 +65,7 @@ OpCase softmax_case(bool log_form) {
                {"single element", {real({3, 1})}, DimAttrs{1}},
                // The CUDA row kernels' block-wide reductions: several warps, several elements
                // per thread.
-               {"multi-warp rows: 3 x 300", {real({3, 300})}, DimAttrs{1}, false},
+               kernel_path({"multi-warp rows: 3 x 300", {real({3, 300})}, DimAttrs{1}}),
                {"long rows: 2 x 3000", {real({2, 3000})}, DimAttrs{1}, false}};
   c.reference = [log_form](const std::vector<Ref>& in, const Attrs& attrs) {
     const int64_t dim = std::get<DimAttrs>(attrs).dim;
@@ -134,7 +134,7 @@ OpCase case_layer_norm() {
       {"3-d affine", {real({2, 3, 5}), real({5}), real({5})}, LayerNormAttrs{1e-5}},
       {"no affine", {real({3, 8}), absent(), absent()}, LayerNormAttrs{1e-3}},
       {"weight only", {real({3, 4}), real({4}), absent()}, LayerNormAttrs{1e-5}},
-      {"multi-warp rows: 5 x 1000", {real({5, 1000}), real({1000}), real({1000})}, LayerNormAttrs{1e-5}, false}};
+      kernel_path({"multi-warp rows: 5 x 1000", {real({5, 1000}), real({1000}), real({1000})}, LayerNormAttrs{1e-5}})};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     return layer_norm_ref(in[0], in[1], in[2], std::get<LayerNormAttrs>(attrs).eps);
   };
@@ -247,10 +247,9 @@ OpCase case_cross_entropy() {
                {"none, 3-d", {real({2, 3, 5}), index({2, 3}, 5)}, CrossEntropyAttrs{-100, Reduction::none}},
                {"ignore index 0", {real({6, 3}), index({6}, 3)}, CrossEntropyAttrs{0, Reduction::mean}},
                {"int32 targets", {real({4, 3}), index32({4}, 3)}, CrossEntropyAttrs{-100, Reduction::mean}},
-               {"vocabulary rows: 4 x 5000",
-                {real({4, 5000}), index({4}, 5000)},
-                CrossEntropyAttrs{-100, Reduction::mean},
-                false}};
+               kernel_path({"vocabulary rows: 4 x 5000",
+                            {real({4, 5000}), index({4}, 5000)},
+                            CrossEntropyAttrs{-100, Reduction::mean}})};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<CrossEntropyAttrs>(attrs);
     Ref loss(in[1].shape), lse(in[1].shape);
@@ -272,10 +271,9 @@ OpCase case_cross_entropy_backward() {
                {"none with ignore",
                 {real({5}), real({5, 4}), index({5}, 4), real({5})},
                 CrossEntropyAttrs{1, Reduction::none}},
-               {"vocabulary rows: 4 x 5000",
-                {real({}), real({4, 5000}), index({4}, 5000), real({4})},
-                CrossEntropyAttrs{-100, Reduction::mean},
-                false}};
+               kernel_path({"vocabulary rows: 4 x 5000",
+                            {real({}), real({4, 5000}), index({4}, 5000), real({4})},
+                            CrossEntropyAttrs{-100, Reduction::mean}})};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<CrossEntropyAttrs>(attrs);
     const Ref &g = in[0], &x = in[1], &t = in[2], &lse = in[3];

@@ -20,7 +20,7 @@ std::vector<Sample> reduce_samples() {
 // rows cut into pieces, then each row's partials reduced.
 std::vector<Sample> split_samples() {
   return {{"rows split: 3 rows of 20000", {real({3, 20000})}, ReduceAttrs{{1}, false}, false},
-          {"columns split, dim 0", {real({1000, 40})}, ReduceAttrs{{0}, false}, false},
+          kernel_path({"columns split, dim 0", {real({1000, 40})}, ReduceAttrs{{0}, false}}),
           {"columns split, dims 0-1", {real({40, 50, 33})}, ReduceAttrs{{0, 1}, false}, false},
           {"columns split, middle dim", {real({3, 400, 20})}, ReduceAttrs{{1}, true}, false}};
 }

@@ -86,7 +86,19 @@ struct Sample {
   // central differences over all its elements would cost minutes on the CPU. Its analytic
   // gradients are still compared CUDA against CPU.
   bool numeric_grad = true;
+  // Kept under QKV_HARNESS_SMALL=1 although sized as above: the one sample of a CUDA kernel path
+  // or block regime the small samples do not reach (a split-KV decode, rows wider than a warp),
+  // chosen by the kernel's dispatch so that CI's emulated run compares every path with the CPU
+  // (scripts/emu-coverage-required.txt).
+  bool small_run = false;
 };
+
+// A sample sized for a CUDA kernel path that the small run keeps (Sample::small_run).
+inline Sample kernel_path(Sample s) {
+  s.numeric_grad = false;
+  s.small_run = true;
+  return s;
+}
 
 // Returns the expected outputs (a prefix of them is enough for ops that write no input). For an
 // op that writes inputs: every output, then the expected new value of every written input in
@@ -117,7 +129,8 @@ struct CaseReport {
 };
 
 // True under QKV_HARNESS_SMALL=1: the samples sized for the CUDA kernels' multi-tile paths
-// (numeric_grad false) are left out, for runs under compute-sanitizer, which is 10-100x slower.
+// (numeric_grad false) are left out but for one per kernel path (small_run), for runs under
+// compute-sanitizer and on the emulated device, 10-100x slower.
 bool small_samples_only();
 
 // Runs every check of `c` for `op`; failures are reported through doctest CHECKs.

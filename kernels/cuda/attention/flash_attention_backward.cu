@@ -408,10 +408,12 @@ size_t dkdv_smem(int D, int BQ, bool kv_shared) {
 }
 size_t dq_smem(int D, bool kv_shared) { return size_t(kv_shared ? 3 : 4) * kTile * (D + kPad) * sizeof(uint16_t); }
 
-template <class Kernel> void launch_tiles(Kernel kernel, dim3 grid, size_t smem, const BackwardArgs& a) {
+// The kernel as a template argument: each launch site is an instantiation of its own (so the
+// emulated device's coverage record names the kernel, cuda_emu/launch.h).
+template <auto kKernel> void launch_tiles(dim3 grid, size_t smem, const BackwardArgs& a) {
   if (smem > 48 * 1024)
-    QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  QKV_LAUNCH(grid, kThreads, smem, launch_stream(), kernel)(a);
+    QKV_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  QKV_LAUNCH(grid, kThreads, smem, launch_stream(), kKernel)(a);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
@@ -424,19 +426,20 @@ template <int D, bool kBF16> void delta(const BackwardArgs& a, int64_t rows) {
 }
 
 template <int D, bool kBF16> void dq(const BackwardArgs& a) {
-  launch_tiles(flash_dq_kernel<D, kBF16>, dim3(unsigned(a.B * a.H), unsigned(ceil_div(a.T, kTile))),
-               dq_smem(D, a.kv_shared), a);
+  launch_tiles<flash_dq_kernel<D, kBF16>>(dim3(unsigned(a.B * a.H), unsigned(ceil_div(a.T, kTile))),
+                                          dq_smem(D, a.kv_shared), a);
 }
 
 template <int D, bool kBF16> void dkdv(const BackwardArgs& a) {
-  launch_tiles(a.bias ? flash_dkdv_kernel<D, kBF16, true> : flash_dkdv_kernel<D, kBF16, false>,
-               dim3(unsigned(a.B * a.Hk), unsigned(ceil_div(a.S, kTile))), dkdv_smem(D, kQueryChunk<D>, a.kv_shared), a);
+  const dim3 grid(unsigned(a.B * a.Hk), unsigned(ceil_div(a.S, kTile)));
+  const size_t smem = dkdv_smem(D, kQueryChunk<D>, a.kv_shared);
+  if (a.bias) launch_tiles<flash_dkdv_kernel<D, kBF16, true>>(grid, smem, a);
+  else launch_tiles<flash_dkdv_kernel<D, kBF16, false>>(grid, smem, a);
 }
 
 template <int D, bool kBF16> void dbias(const BackwardArgs& a) {
-  launch_tiles(flash_dbias_kernel<D, kBF16>,
-               dim3(unsigned(a.B), unsigned(ceil_div(a.T, kTile)), unsigned(ceil_div(a.S, kTile))),
-               dq_smem(D, a.kv_shared), a);
+  launch_tiles<flash_dbias_kernel<D, kBF16>>(
+      dim3(unsigned(a.B), unsigned(ceil_div(a.T, kTile)), unsigned(ceil_div(a.S, kTile))), dq_smem(D, a.kv_shared), a);
 }
 
 // delta, then dq and dk/dv (the Hopper kernels where `hopper`), then dS summed over the heads.
