@@ -87,10 +87,9 @@ float operand(const MatrixDescriptor& d, bool mn_major, int mn, int k, bool bf16
 void issue_model(void* const* slots, int warpgroup, const void*) {
   Warpgroup& wg = state().groups[size_t(warpgroup)];
   const auto* first = static_cast<const Op*>(slots[0]);
-  require<AsyncError>(
-      wg.fenced, "wgmma.mma_async: warpgroup ", warpgroup,
-      " issued a product with no wgmma.fence since it last waited (or ever): the registers it "
-      "reads and writes may not be ready");
+  require<AsyncError>(wg.fenced, "wgmma.mma_async: warpgroup ", warpgroup,
+                      " issued a product with no wgmma.fence since it last waited (or ever): the registers it "
+                      "reads and writes may not be ready");
   auto op = std::make_shared<Op>(*first);
   for (int t = 0; t < kWarpgroupThreads; ++t) {
     const auto* o = static_cast<const Op*>(slots[t]);

@@ -310,9 +310,9 @@ TEST_CASE("attention: bf16 and f16 flash attention, K = V as one tensor, CUDA ag
     if (*kernels) setenv("QKV_ATTENTION_KERNELS", kernels, 1);
     else unsetenv("QKV_ATTENTION_KERNELS");
     for (const Config c : configs) {
-      const std::string what = cat(*kernels ? "mma.sync " : "", dtype_name(c.dtype), " D ", c.D, " T ", c.T, " S ",
-                                   c.S, c.causal ? " causal" : "", c.split ? " K and V apart" : " K = V",
-                                   c.bias ? " with a bias" : "");
+      const std::string what =
+          cat(*kernels ? "mma.sync " : "", dtype_name(c.dtype), " D ", c.D, " T ", c.T, " S ", c.S,
+              c.causal ? " causal" : "", c.split ? " K and V apart" : " K = V", c.bias ? " with a bias" : "");
       Generator gen(uint64_t(11 + c.T + c.D));
       auto draw = [&](Shape s) { return randn(s, {DType::f32, kCPU}, &gen).to(c.dtype); };
       const Tensor q = draw({c.B, c.T, c.H, c.D}), kv = draw({c.B, c.S, c.Hk, c.D});
@@ -321,10 +321,10 @@ TEST_CASE("attention: bf16 and f16 flash attention, K = V as one tensor, CUDA ag
       const AttentionRun ref = run_kv(f64(q), f64(kv), f64(bias), f64(w), kCPU, c.causal, c.split);
       const AttentionRun got = run_kv(q, kv, bias, w, gpu, c.causal, c.split);
       const double tol = c.dtype == DType::bf16 ? 1e-2 : 3e-3;
-      for (const auto& [name, a, b] : {std::tuple{std::string("out"), &got.out, &ref.out},
-                                       std::tuple{std::string("dq"), &got.dq, &ref.dq},
-                                       std::tuple{std::string("dkv"), &got.dkv, &ref.dkv},
-                                       std::tuple{std::string("dbias"), &got.dbias, &ref.dbias}}) {
+      for (const auto& [name, a, b] :
+           {std::tuple{std::string("out"), &got.out, &ref.out}, std::tuple{std::string("dq"), &got.dq, &ref.dq},
+            std::tuple{std::string("dkv"), &got.dkv, &ref.dkv},
+            std::tuple{std::string("dbias"), &got.dbias, &ref.dbias}}) {
         const double err = relative_error(*a, *b);
         CHECK_MESSAGE(err <= tol, what, " ", name, ": relative error ", err, " (tolerance ", tol, ")");
       }

@@ -129,12 +129,12 @@ OpCase case_log_softmax() { return softmax_case(true); }
 
 OpCase case_layer_norm() {
   OpCase c;
-  c.samples = {
-      {"affine", {real({4, 6}), real({6}), real({6})}, LayerNormAttrs{1e-5}},
-      {"3-d affine", {real({2, 3, 5}), real({5}), real({5})}, LayerNormAttrs{1e-5}},
-      {"no affine", {real({3, 8}), absent(), absent()}, LayerNormAttrs{1e-3}},
-      {"weight only", {real({3, 4}), real({4}), absent()}, LayerNormAttrs{1e-5}},
-      kernel_path({"multi-warp rows: 5 x 1000", {real({5, 1000}), real({1000}), real({1000})}, LayerNormAttrs{1e-5}})};
+  c.samples = {{"affine", {real({4, 6}), real({6}), real({6})}, LayerNormAttrs{1e-5}},
+               {"3-d affine", {real({2, 3, 5}), real({5}), real({5})}, LayerNormAttrs{1e-5}},
+               {"no affine", {real({3, 8}), absent(), absent()}, LayerNormAttrs{1e-3}},
+               {"weight only", {real({3, 4}), real({4}), absent()}, LayerNormAttrs{1e-5}},
+               kernel_path(
+                   {"multi-warp rows: 5 x 1000", {real({5, 1000}), real({1000}), real({1000})}, LayerNormAttrs{1e-5}})};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     return layer_norm_ref(in[0], in[1], in[2], std::get<LayerNormAttrs>(attrs).eps);
   };

@@ -17,9 +17,9 @@
 
 #include "kernels/cuda/attention/flash_backward_args.h"
 #include "kernels/cuda/attention/flash_mma.cuh"
+#include "kernels/cuda/attention/hopper/backward_params.h"
 #include "kernels/cuda/attention/hopper/hopper_attention.h"
 #include "kernels/cuda/attention/hopper/hopper_tiles.cuh"
-#include "kernels/cuda/attention/hopper/tensor_maps.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/layout.h"
 #include "tensor/cuda/check.h"
@@ -32,14 +32,9 @@ using namespace hopper;
 constexpr int kKeys = 128;    // keys per block: two consumer warpgroups of 64
 constexpr int kQueries = 64;  // query rows per streamed tile
 
-struct DkdvParams {
-  CUtensorMap q, g, k, v;            // q, dO: boxes of kQueries rows; k, v: of kKeys rows
-  const float *lse, *delta;          // [B, H, T]
-  const uint16_t* bias = nullptr;    // [T, S], or none
+// q, dO in boxes of kQueries rows, k, v of kKeys rows.
+struct DkdvParams : BackwardParams {
   uint16_t *dk = nullptr, *dv = nullptr;  // [B, Hk, S, D] contiguous
-  int H = 0, Hk = 0, T = 0, S = 0, group = 1;
-  float scale = 1, scale_log2 = 1;
-  bool causal = false, kv_shared = false;
 };
 
 // From a 1024-aligned start: K, V (unless K=V) [D / 64][kKeys][64], then per stage Q and dO
@@ -47,7 +42,9 @@ struct DkdvParams {
 template <int D> struct DkdvSmem {
   static constexpr int kKV = kKeys * D * 2, kStream = kQueries * D * 2;
   static __host__ __device__ constexpr int stream(bool kv_shared) { return kKV * (kv_shared ? 1 : 2); }
-  static __host__ __device__ constexpr int barriers(bool kv_shared) { return stream(kv_shared) + kStages * 2 * kStream; }
+  static __host__ __device__ constexpr int barriers(bool kv_shared) {
+    return stream(kv_shared) + kStages * 2 * kStream;
+  }
   static size_t bytes(bool kv_shared) { return 1024 + size_t(barriers(kv_shared)) + 8 * Barriers::kCount; }
 };
 
@@ -181,12 +178,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1) hopper_dkdv_kernel(const __g
 }
 
 template <int D, bool kBF16> void launch(const DkdvParams& p, int B) {
-  const size_t smem = DkdvSmem<D>::bytes(p.kv_shared);
-  auto* kernel = hopper_dkdv_kernel<D, kBF16>;
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid(unsigned((p.S + kKeys - 1) / kKeys), unsigned(p.Hk), unsigned(B));
-  QKV_LAUNCH(grid, kBlockThreads, smem, launch_stream(), kernel)(p);
-  QKV_CUDA_LAUNCH_CHECK();
+  launch_blocks<hopper_dkdv_kernel<D, kBF16>>(p, dim3(unsigned((p.S + kKeys - 1) / kKeys), unsigned(p.Hk), unsigned(B)),
+                                              DkdvSmem<D>::bytes(p.kv_shared));
 }
 
 }  // namespace
@@ -194,27 +187,10 @@ template <int D, bool kBF16> void launch(const DkdvParams& p, int B) {
 void hopper_attention_dkdv(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                            const BackwardArgs& a) {
   if (a.B * a.Hk * a.S == 0) return;
-  check<ValueError>(a.B <= 65535 && a.Hk <= 65535, "attention_backward: too many batch rows or KV heads for one launch (",
-                    a.B, ", ", a.Hk, ")");
   DkdvParams p;
-  p.q = head_rows_map(q, kQueries);
-  p.g = head_rows_map(grad_out, kQueries);
-  p.k = head_rows_map(k, kKeys);
-  p.kv_shared = a.kv_shared;
-  p.v = a.kv_shared ? p.k : head_rows_map(v, kKeys);
-  p.lse = a.lse;
-  p.delta = a.delta;
-  p.bias = a.bias;
+  static_cast<BackwardParams&>(p) = backward_params(grad_out, q, k, v, a, kQueries, kKeys);
   p.dk = a.dk;
   p.dv = a.dv;
-  p.H = int(a.H);
-  p.Hk = int(a.Hk);
-  p.T = a.T;
-  p.S = a.S;
-  p.group = a.group;
-  p.scale = a.scale;
-  p.scale_log2 = float(double(a.scale) * 1.4426950408889634);
-  p.causal = a.causal;
   set_device(q);
   const bool bf = q.dtype() == DType::bf16;
   if (q.size(3) == 64) bf ? launch<64, true>(p, int(a.B)) : launch<64, false>(p, int(a.B));

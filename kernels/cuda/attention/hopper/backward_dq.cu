@@ -12,9 +12,9 @@
 
 #include "kernels/cuda/attention/flash_backward_args.h"
 #include "kernels/cuda/attention/flash_mma.cuh"
+#include "kernels/cuda/attention/hopper/backward_params.h"
 #include "kernels/cuda/attention/hopper/hopper_attention.h"
 #include "kernels/cuda/attention/hopper/hopper_tiles.cuh"
-#include "kernels/cuda/attention/hopper/tensor_maps.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/layout.h"
 #include "tensor/cuda/check.h"
@@ -27,14 +27,9 @@ using namespace hopper;
 constexpr int kRows = 128;  // query rows per block: two consumer warpgroups of 64
 constexpr int kKeys = 64;   // keys per streamed tile
 
-struct DqParams {
-  CUtensorMap q, g, k, v;          // q, dO: boxes of kRows rows; k, v: of kKeys rows
-  const float *lse, *delta;        // [B, H, T]
-  const uint16_t* bias = nullptr;  // [T, S], or none
-  uint16_t* dq = nullptr;          // [B, H, T, D] contiguous
-  int H = 0, T = 0, S = 0, group = 1;
-  float scale = 1, scale_log2 = 1;
-  bool causal = false, kv_shared = false;
+// q, dO in boxes of kRows rows, k, v of kKeys rows.
+struct DqParams : BackwardParams {
+  uint16_t* dq = nullptr;  // [B, H, T, D] contiguous
 };
 
 // From a 1024-aligned start: Q and dO [D / 64][kRows][64], then per stage K and V (unless K=V)
@@ -42,7 +37,9 @@ struct DqParams {
 template <int D> struct DqSmem {
   static constexpr int kOnce = kRows * D * 2, kTile = kKeys * D * 2;
   static __host__ __device__ constexpr int stage_bytes(bool kv_shared) { return kTile * (kv_shared ? 1 : 2); }
-  static __host__ __device__ constexpr int barriers(bool kv_shared) { return 2 * kOnce + kStages * stage_bytes(kv_shared); }
+  static __host__ __device__ constexpr int barriers(bool kv_shared) {
+    return 2 * kOnce + kStages * stage_bytes(kv_shared);
+  }
   static size_t bytes(bool kv_shared) { return 1024 + size_t(barriers(kv_shared)) + 8 * Barriers::kCount; }
 };
 
@@ -156,18 +153,14 @@ __global__ void __launch_bounds__(kBlockThreads, 1) hopper_dq_kernel(const __gri
   }
   sm90::registers_up<kConsumerRegisters>();
   const int half = wg - 1;
-  consume<D, kBF16>(p, q + half * 64 * 128, q + Smem::kOnce + half * 64 * 128, stages, bar, i0 + 64 * half,
-                    b * p.H + h, tiles);
+  consume<D, kBF16>(p, q + half * 64 * 128, q + Smem::kOnce + half * 64 * 128, stages, bar, i0 + 64 * half, b * p.H + h,
+                    tiles);
 #endif
 }
 
 template <int D, bool kBF16> void launch(const DqParams& p, int B) {
-  const size_t smem = DqSmem<D>::bytes(p.kv_shared);
-  auto* kernel = hopper_dq_kernel<D, kBF16>;
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid(unsigned((p.T + kRows - 1) / kRows), unsigned(p.H), unsigned(B));
-  QKV_LAUNCH(grid, kBlockThreads, smem, launch_stream(), kernel)(p);
-  QKV_CUDA_LAUNCH_CHECK();
+  launch_blocks<hopper_dq_kernel<D, kBF16>>(p, dim3(unsigned((p.T + kRows - 1) / kRows), unsigned(p.H), unsigned(B)),
+                                            DqSmem<D>::bytes(p.kv_shared));
 }
 
 }  // namespace
@@ -175,25 +168,9 @@ template <int D, bool kBF16> void launch(const DqParams& p, int B) {
 void hopper_attention_dq(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                          const BackwardArgs& a) {
   if (a.B * a.H * a.T == 0) return;
-  check<ValueError>(a.B <= 65535 && a.H <= 65535, "attention_backward: too many batch rows or heads for one launch (",
-                    a.B, ", ", a.H, ")");
   DqParams p;
-  p.q = head_rows_map(q, kRows);
-  p.g = head_rows_map(grad_out, kRows);
-  p.k = head_rows_map(k, kKeys);
-  p.kv_shared = a.kv_shared;
-  p.v = a.kv_shared ? p.k : head_rows_map(v, kKeys);
-  p.lse = a.lse;
-  p.delta = a.delta;
-  p.bias = a.bias;
+  static_cast<BackwardParams&>(p) = backward_params(grad_out, q, k, v, a, kRows, kKeys);
   p.dq = a.dq;
-  p.H = int(a.H);
-  p.T = a.T;
-  p.S = a.S;
-  p.group = a.group;
-  p.scale = a.scale;
-  p.scale_log2 = float(double(a.scale) * 1.4426950408889634);
-  p.causal = a.causal;
   set_device(q);
   const bool bf = q.dtype() == DType::bf16;
   if (q.size(3) == 64) bf ? launch<64, true>(p, int(a.B)) : launch<64, false>(p, int(a.B));

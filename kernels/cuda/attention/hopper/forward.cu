@@ -29,9 +29,9 @@ namespace {
 using namespace hopper;
 
 struct ForwardParams {
-  CUtensorMap q, k, v;  // [B, H, L, D] maps, boxes of 64 columns by kBlockM (q) or kBlockN rows
-  uint16_t* out = nullptr;  // [B, H, T, D] contiguous
-  float* lse = nullptr;     // [B, H, T] contiguous
+  CUtensorMap q, k, v;             // [B, H, L, D] maps, boxes of 64 columns by kBlockM (q) or kBlockN rows
+  uint16_t* out = nullptr;         // [B, H, T, D] contiguous
+  float* lse = nullptr;            // [B, H, T] contiguous
   const uint16_t* bias = nullptr;  // [T, S] contiguous, or none
   int H = 0, T = 0, S = 0, group = 1;
   float scale_log2 = 1;  // softmax scale times log2(e): the softmax runs in base 2
@@ -43,7 +43,9 @@ struct ForwardParams {
 template <int D> struct ForwardSmem {
   static constexpr int kQ = kBlockM * D * 2, kTileKV = kBlockN * D * 2;
   static __host__ __device__ constexpr int v(bool kv_shared) { return kQ + kStages * kTileKV * (kv_shared ? 0 : 1); }
-  static __host__ __device__ constexpr int barriers(bool kv_shared) { return kQ + kStages * kTileKV * (kv_shared ? 1 : 2); }
+  static __host__ __device__ constexpr int barriers(bool kv_shared) {
+    return kQ + kStages * kTileKV * (kv_shared ? 1 : 2);
+  }
   // With up to 1023 bytes to reach the alignment.
   static size_t bytes(bool kv_shared) { return 1024 + size_t(barriers(kv_shared)) + 8 * Barriers::kCount; }
 };
@@ -113,7 +115,7 @@ __device__ __forceinline__ void consume(const ForwardParams& p, const unsigned c
   }
   for (int j = 1; j < tiles; ++j) {
     scores(j);
-    accumulate(j - 1);       // on the tensor cores while S_j's softmax runs
+    accumulate(j - 1);      // on the tensor cores while S_j's softmax runs
     sm90::wgmma_wait<1>();  // S_j
     sm90::fence_operands(s);
     sm.update(s, j * kBlockN, mask, corr);
@@ -161,12 +163,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1) hopper_forward_kernel(const 
 }
 
 template <int D, bool kBF16> void launch(const ForwardParams& p, int B) {
-  const size_t smem = ForwardSmem<D>::bytes(p.kv_shared);
-  auto* kernel = hopper_forward_kernel<D, kBF16>;
-  QKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid(unsigned((p.T + kBlockM - 1) / kBlockM), unsigned(p.H), unsigned(B));
-  QKV_LAUNCH(grid, kBlockThreads, smem, launch_stream(), kernel)(p);
-  QKV_CUDA_LAUNCH_CHECK();
+  launch_blocks<hopper_forward_kernel<D, kBF16>>(
+      p, dim3(unsigned((p.T + kBlockM - 1) / kBlockM), unsigned(p.H), unsigned(B)), ForwardSmem<D>::bytes(p.kv_shared));
 }
 
 }  // namespace
@@ -176,8 +174,8 @@ void hopper_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), S = k.size(2);
   if (B * H * T == 0) return;
   check<ValueError>(B <= 65535 && H <= 65535 && T <= int64_t(INT32_MAX) - kBlockM && S <= int64_t(INT32_MAX) - kBlockN,
-                    "attention: too many batch rows, heads or positions for one launch (", B, ", ", H, ", ", T, ", ",
-                    S, ")");
+                    "attention: too many batch rows, heads or positions for one launch (", B, ", ", H, ", ", T, ", ", S,
+                    ")");
   ForwardParams p;
   p.q = head_rows_map(q, kBlockM);
   p.k = head_rows_map(k, kBlockN);

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/attention/flash_fragments.cuh"
 #include "kernels/cuda/attention/hopper/wgmma.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace qkv::kernels::cuda::hopper {
 
@@ -19,6 +20,14 @@ inline constexpr int kConsumerThreads = 256;
 inline constexpr int kProducerRegisters = 24;
 inline constexpr int kConsumerRegisters = 240;
 inline constexpr float kNegInf = -__builtin_inff();
+
+// Launches kKernel(p) with the block shape above and `smem` bytes of dynamic shared memory. The
+// kernel is a template argument, so the emulated device's coverage record names it.
+template <auto kKernel, class Params> void launch_blocks(const Params& p, dim3 grid, size_t smem) {
+  QKV_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  QKV_LAUNCH(grid, kBlockThreads, smem, launch_stream(), kKernel)(p);
+  QKV_CUDA_LAUNCH_CHECK();
+}
 
 // Keys row i sees: all S, or bottom-right causal (j <= i + S - T).
 __host__ __device__ __forceinline__ int visible_keys(bool causal, int T, int S, int i) {
@@ -86,7 +95,8 @@ template <bool kBF16> struct RowSoftmax {
 
   __device__ __forceinline__ RowSoftmax(float scale, int row) : scale_log2(scale), rows{row, row + 8} {}
 
-  template <int N> __device__ __forceinline__ void update(float (&s)[N], int j0, const MaskInfo& mask, float (&corr)[2]) {
+  template <int N>
+  __device__ __forceinline__ void update(float (&s)[N], int j0, const MaskInfo& mask, float (&corr)[2]) {
     const int q = int(threadIdx.x) % 4;
     float mx[2] = {m[0], m[1]};
     const bool masked = mask.touches(j0, 2 * N);
@@ -123,8 +133,7 @@ template <bool kBF16> struct RowSoftmax {
   }
 
   // O / l into the head's rows of out [T][D] (rows past T left alone), lse = m ln 2 + ln l.
-  template <int N>
-  __device__ __forceinline__ void finish(const float (&o)[N], uint16_t* out, float* lse, int T) {
+  template <int N> __device__ __forceinline__ void finish(const float (&o)[N], uint16_t* out, float* lse, int T) {
     const int q = int(threadIdx.x) % 4;
     constexpr int D = 2 * N;
 #pragma unroll
@@ -151,6 +160,5 @@ template <int N> __device__ __forceinline__ void rescale(float (&o)[N], const fl
 #pragma unroll
   for (int i = 0; i < N; ++i) o[i] *= corr[i / 2 % 2];
 }
-
 
 }  // namespace qkv::kernels::cuda::hopper

@@ -41,8 +41,7 @@ CUtensorMap head_rows_map(const Tensor& t, int rows) {
   CUtensorMap map;
   const cuuint64_t dims[4] = {cuuint64_t(t.size(3)), cuuint64_t(t.size(2)), cuuint64_t(t.size(1)),
                               cuuint64_t(t.size(0))};
-  const cuuint64_t strides[3] = {cuuint64_t(t.stride(2) * 2), cuuint64_t(t.stride(1) * 2),
-                                 cuuint64_t(t.stride(0) * 2)};
+  const cuuint64_t strides[3] = {cuuint64_t(t.stride(2) * 2), cuuint64_t(t.stride(1) * 2), cuuint64_t(t.stride(0) * 2)};
   const cuuint32_t box[4] = {64, cuuint32_t(rows), 1, 1}, ones[4] = {1, 1, 1, 1};
   const CUtensorMapDataType type =
       t.dtype() == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;

@@ -84,15 +84,16 @@ template <bool kBF16, int N> __device__ __forceinline__ void to_a(uint32_t (&a)[
 #ifndef QKV_CUDA_EMU
 // Operand lists of the inline PTX: "%0, %1, ..." and "+f"(d[0]), ...
 #define QKV_OPS8(a, b, c, d, e, f, g, h) "%" #a ", %" #b ", %" #c ", %" #d ", %" #e ", %" #f ", %" #g ", %" #h
-#define QKV_D32                                                                                                  \
-  QKV_OPS8(0, 1, 2, 3, 4, 5, 6, 7) ", " QKV_OPS8(8, 9, 10, 11, 12, 13, 14, 15) ", " QKV_OPS8(16, 17, 18, 19, 20, \
-                                                                                            21, 22, 23) ", " \
-      QKV_OPS8(24, 25, 26, 27, 28, 29, 30, 31)
-#define QKV_D64                                                                                         \
-  QKV_D32 ", " QKV_OPS8(32, 33, 34, 35, 36, 37, 38, 39) ", " QKV_OPS8(40, 41, 42, 43, 44, 45, 46, 47) \
-      ", " QKV_OPS8(48, 49, 50, 51, 52, 53, 54, 55) ", " QKV_OPS8(56, 57, 58, 59, 60, 61, 62, 63)
-#define QKV_F8(i) \
-  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define QKV_D32                                                                         \
+  QKV_OPS8(0, 1, 2, 3, 4, 5, 6, 7)                                                      \
+  ", " QKV_OPS8(8, 9, 10, 11, 12, 13, 14, 15) ", " QKV_OPS8(16, 17, 18, 19, 20, 21, 22, \
+                                                            23) ", " QKV_OPS8(24, 25, 26, 27, 28, 29, 30, 31)
+#define QKV_D64                                                                                                      \
+  QKV_D32 ", " QKV_OPS8(32, 33, 34, 35, 36, 37, 38, 39) ", " QKV_OPS8(40, 41, 42, 43, 44, 45, 46, 47) ", " QKV_OPS8( \
+      48, 49, 50, 51, 52, 53, 54, 55) ", " QKV_OPS8(56, 57, 58, 59, 60, 61, 62, 63)
+#define QKV_F8(i)                                                                                             \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+      "+f"(d[i + 7])
 #define QKV_F32 QKV_F8(0), QKV_F8(8), QKV_F8(16), QKV_F8(24)
 #define QKV_F64 QKV_F32, QKV_F8(32), QKV_F8(40), QKV_F8(48), QKV_F8(56)
 #endif
@@ -106,25 +107,29 @@ __device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b
 #elif defined(QKV_HOPPER_DEVICE)
   const int scale = accumulate ? 1 : 0;
   if constexpr (N == 64 && kBF16)
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" QKV_D32
-                 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : QKV_F32
-                 : "l"(a), "l"(b), "r"(scale));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" QKV_D32
+        "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : QKV_F32
+        : "l"(a), "l"(b), "r"(scale));
   else if constexpr (N == 64)
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" QKV_D32
-                 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : QKV_F32
-                 : "l"(a), "l"(b), "r"(scale));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" QKV_D32
+        "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : QKV_F32
+        : "l"(a), "l"(b), "r"(scale));
   else if constexpr (kBF16)
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" QKV_D64
-                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : QKV_F64
-                 : "l"(a), "l"(b), "r"(scale));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" QKV_D64
+        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : QKV_F64
+        : "l"(a), "l"(b), "r"(scale));
   else
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" QKV_D64
-                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : QKV_F64
-                 : "l"(a), "l"(b), "r"(scale));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" QKV_D64
+        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : QKV_F64
+        : "l"(a), "l"(b), "r"(scale));
 #endif
 }
 
@@ -137,25 +142,29 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 #elif defined(QKV_HOPPER_DEVICE)
   const int scale = accumulate ? 1 : 0;
   if constexpr (N == 64 && kBF16)
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" QKV_D32
-                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                 : QKV_F32
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" QKV_D32
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : QKV_F32
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale));
   else if constexpr (N == 64)
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" QKV_D32
-                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                 : QKV_F32
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" QKV_D32
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : QKV_F32
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale));
   else if constexpr (kBF16)
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" QKV_D64
-                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                 : QKV_F64
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" QKV_D64
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : QKV_F64
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale));
   else
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" QKV_D64
-                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                 : QKV_F64
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" QKV_D64
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : QKV_F64
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale));
 #endif
 }
 
@@ -183,6 +192,5 @@ __device__ __forceinline__ void tile_rs(float (&d)[N / 2], const uint32_t (&p)[k
   for (int ks = 0; ks < kK / 16; ++ks)
     mma_rs<N, kBF16>(d, p[ks], descriptor(b + ks * 2048, uint32_t(kRowsB * 128)), accumulate || ks > 0);
 }
-
 
 }  // namespace qkv::kernels::cuda::sm90
