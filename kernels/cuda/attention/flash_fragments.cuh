@@ -20,6 +20,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace qkv::kernels::cuda::flash {
 
@@ -28,14 +29,18 @@ template <> struct Half16<true> {
   static __device__ __forceinline__ float to_float(uint16_t x) { return __bfloat162float(__ushort_as_bfloat16(x)); }
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
+    uint32_t bits;
+    memcpy(&bits, &h, sizeof bits);  // a register move, without punning the pair's type
+    return bits;
   }
 };
 template <> struct Half16<false> {
   static __device__ __forceinline__ float to_float(uint16_t x) { return __half2float(__ushort_as_half(x)); }
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
+    uint32_t bits;
+    memcpy(&bits, &h, sizeof bits);
+    return bits;
   }
 };
 
