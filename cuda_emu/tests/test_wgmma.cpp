@@ -168,13 +168,13 @@ template <int N> double run_product(Layout la, Layout lb, Steps sa, Steps sb, bo
 
 // ---- misuse ----------------------------------------------------------------------------------
 
-enum class Misuse { no_fence, read_before_wait, exit_in_flight, never_committed, registers_changed };
+enum class Misuse { no_fence, read_before_wait, exit_in_flight, never_committed, registers_changed, stores_unfenced };
 
 __global__ void misuse(Misuse what, float* out) {
   CUDA_EMU_DYNAMIC_SHARED(unsigned char, smem);
   unsigned char* tile = smem + (1024 - __cvta_generic_to_shared(smem) % 1024) % 1024;
   for (int i = int(threadIdx.x); i < 4096; i += 128) tile[i] = 0;
-  emu::publish_generic_writes();
+  if (what != Misuse::stores_unfenced) emu::publish_generic_writes();  // fence.proxy.async
   __syncthreads();
   const uint64_t desc = descriptor(__cvta_generic_to_shared(tile), 128, 256, none);
   float d[32] = {};
@@ -229,7 +229,8 @@ TEST_CASE("emulated wgmma: A from registers in the ISA's fragment layout") {
   CHECK(run_product<128>(k128, mn128, k128_steps, {2048, 0, 4}, true) < kTolerance);
 }
 
-TEST_CASE("emulated wgmma: a product with no fence, read before its wait, or never waited for is named") {
+TEST_CASE(
+    "emulated wgmma: a product with no fence, read before its wait, never waited for, or reading unfenced stores") {
   float* out = nullptr;
   REQUIRE(cudaMalloc(reinterpret_cast<void**>(&out), 128 * sizeof(float)) == cudaSuccess);
   auto launch = [&](Misuse m) { CUDA_EMU_LAUNCH(1, 128, 8192, nullptr, misuse)(m, out); };
@@ -238,6 +239,12 @@ TEST_CASE("emulated wgmma: a product with no fence, read before its wait, or nev
                        KernelFault);
   CHECK_THROWS_WITH_AS(launch(Misuse::never_committed), doctest::Contains("issued but never committed"), KernelFault);
   CHECK_THROWS_WITH_AS(launch(Misuse::registers_changed), doctest::Contains("changed its A registers"), KernelFault);
+  // Zeros stored with no fence.proxy.async: the product reads what the async proxy saw, the
+  // shared memory's first bytes (NaN).
+  launch(Misuse::stores_unfenced);
+  std::vector<float> unfenced(128);
+  REQUIRE(cudaMemcpy(unfenced.data(), out, unfenced.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (float x : unfenced) CHECK(std::isnan(x));
   // The accumulators read NaN until the product completes, which one schedule puts before the
   // read and another after it.
   if (emu::schedules() > 1) {
