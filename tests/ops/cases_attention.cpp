@@ -193,25 +193,28 @@ OpCase case_attention_backward() {
 namespace {
 
 struct AttentionRun {
-  std::vector<double> out, dq, dkv, dbias;
+  std::vector<double> out, dq, dkv, dv, dbias;  // dv: of a V with values of its own
 };
 
 // attention(q, kv, kv', bias) with q and kv leaves of shape [B, T, H, D] and [B, S, Hk, D] read
 // through permuted [B, H, T, D] views (last dim contiguous, read in place); kv' is the same view
-// handle (K = V as one tensor) or, with split, a contiguous copy (K and V apart); bias0 may be
-// undefined (no bias: dbias empty). Loss sum(out * w).
+// handle (K = V as one tensor) or, with split, a contiguous copy (K and V apart, equal values),
+// or, given v0, a leaf of its own with those values (read the same way). bias0 may be undefined
+// (no bias: dbias empty). Loss sum(out * w).
 AttentionRun run_kv(const Tensor& q0, const Tensor& kv0, const Tensor& bias0, const Tensor& w, Device dev, bool causal,
-                    bool split) {
+                    bool split, const Tensor& v0 = Tensor()) {
   Tensor q = q0.to(dev).detach(), kv = kv0.to(dev).detach();
-  Tensor bias = bias0.defined() ? bias0.to(dev).detach() : Tensor();
+  Tensor bias = bias0.defined() ? bias0.to(dev).detach() : Tensor(), v = v0.defined() ? v0.to(dev).detach() : Tensor();
   q.set_requires_grad();
   kv.set_requires_grad();
   if (bias.defined()) bias.set_requires_grad();
+  if (v.defined()) v.set_requires_grad();
   const Tensor kh = kv.permute({0, 2, 1, 3});
-  const Tensor vh = split ? kh.contiguous() : kh;
+  const Tensor vh = v.defined() ? v.permute({0, 2, 1, 3}) : split ? kh.contiguous() : kh;
   const Tensor out = attention(q.permute({0, 2, 1, 3}), kh, vh, bias, causal);
   sum(out * w.to(dev)).backward();
   return {out.to_vector<double>(), q.grad().to_vector<double>(), kv.grad().to_vector<double>(),
+          v.defined() ? v.grad().to_vector<double>() : std::vector<double>{},
           bias.defined() ? bias.grad().to_vector<double>() : std::vector<double>{}};
 }
 
@@ -284,13 +287,12 @@ double relative_error(const std::vector<double>& a, const std::vector<double>& b
 }  // namespace
 
 // The tensor-core kernels (bf16 and f16 on CUDA) on the model's own layout: K = V as one tensor
-// or K and V apart, q, k, v as permuted views, head dims 64 and 128, query and key counts that are
-// not multiples of the tiles, causal or not, GQA, MQA and the (+) variants' bias. Where the device
-// runs the Hopper kernels (the emulated device is a 9.0), each configuration runs on them and
-// again on the mma.sync kernels (QKV_ATTENTION_KERNELS=mma) that other devices run. The reference
-// is the CPU in float64 on the same rounded inputs; outputs and gradients within 1% (bf16) or 0.3%
-// (f16) in norm, and a second run gives the same bits. The small run (QKV_HARNESS_SMALL=1) keeps
-// two configurations that between them reach every instantiation the dispatch chooses from.
+// or K and V apart with values of their own, q, k, v as permuted views, head dims 64 and 128, query and key counts that
+// are not multiples of the tiles, causal or not, GQA, MQA and the (+) variants' bias. Where the device runs the Hopper
+// kernels (the emulated device is a 9.0), each configuration runs on them and again on the mma.sync kernels
+// (QKV_ATTENTION_KERNELS=mma) that other devices run. The reference is the CPU in float64 on the same rounded inputs;
+// outputs and gradients within 1% (bf16) or 0.3% (f16) in norm, and a second run gives the same bits. The small run
+// (QKV_HARNESS_SMALL=1) keeps two configurations that between them reach every instantiation the dispatch chooses from.
 TEST_CASE("attention: bf16 and f16 flash attention, K = V as one tensor, CUDA against the CPU in float64") {
   if (!cuda_available()) return;
   struct Config {
@@ -316,10 +318,11 @@ TEST_CASE("attention: bf16 and f16 flash attention, K = V as one tensor, CUDA ag
       Generator gen(uint64_t(11 + c.T + c.D));
       auto draw = [&](Shape s) { return randn(s, {DType::f32, kCPU}, &gen).to(c.dtype); };
       const Tensor q = draw({c.B, c.T, c.H, c.D}), kv = draw({c.B, c.S, c.Hk, c.D});
+      const Tensor v = c.split ? draw({c.B, c.S, c.Hk, c.D}) : Tensor();  // values of its own
       const Tensor bias = c.bias ? draw({c.T, c.S}) : Tensor(), w = draw({c.B, c.H, c.T, c.D});
       auto f64 = [](const Tensor& t) { return t.defined() ? t.to(DType::f64) : t; };
-      const AttentionRun ref = run_kv(f64(q), f64(kv), f64(bias), f64(w), kCPU, c.causal, c.split);
-      const AttentionRun got = run_kv(q, kv, bias, w, gpu, c.causal, c.split);
+      const AttentionRun ref = run_kv(f64(q), f64(kv), f64(bias), f64(w), kCPU, c.causal, c.split, f64(v));
+      const AttentionRun got = run_kv(q, kv, bias, w, gpu, c.causal, c.split, v);
       const double tol = c.dtype == DType::bf16 ? 1e-2 : 3e-3;
       for (const auto& [name, a, b] :
            {std::tuple{std::string("out"), &got.out, &ref.out}, std::tuple{std::string("dq"), &got.dq, &ref.dq},
@@ -328,8 +331,9 @@ TEST_CASE("attention: bf16 and f16 flash attention, K = V as one tensor, CUDA ag
         const double err = relative_error(*a, *b);
         CHECK_MESSAGE(err <= tol, what, " ", name, ": relative error ", err, " (tolerance ", tol, ")");
       }
-      const AttentionRun again = run_kv(q, kv, bias, w, gpu, c.causal, c.split);
-      CHECK_MESSAGE((again.out == got.out && again.dq == got.dq && again.dkv == got.dkv && again.dbias == got.dbias),
+      const AttentionRun again = run_kv(q, kv, bias, w, gpu, c.causal, c.split, v);
+      CHECK_MESSAGE((again.out == got.out && again.dq == got.dq && again.dkv == got.dkv && again.dv == got.dv &&
+                     again.dbias == got.dbias),
                     what, ": a second run gave different bits");
     }
   }

@@ -47,9 +47,9 @@
 #include "kernels/cuda/attention/flash_attention.h"
 #include "kernels/cuda/attention/flash_attention_backward.h"
 #include "kernels/cuda/attention/flash_backward_args.h"
+#include "kernels/cuda/attention/flash_mma.cuh"
 #include "kernels/cuda/attention/hopper/hopper_attention.h"
 #include "kernels/cuda/attention/hopper/tensor_maps.h"
-#include "kernels/cuda/attention/flash_mma.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/layout.h"
@@ -438,8 +438,9 @@ template <int D, bool kBF16> void dkdv(const BackwardArgs& a) {
 }
 
 template <int D, bool kBF16> void dbias(const BackwardArgs& a) {
-  launch_tiles<flash_dbias_kernel<D, kBF16>>(
-      dim3(unsigned(a.B), unsigned(ceil_div(a.T, kTile)), unsigned(ceil_div(a.S, kTile))), dq_smem(D, a.kv_shared), a);
+  launch_tiles<flash_dbias_kernel<D, kBF16>>(dim3(unsigned(a.B), unsigned(ceil_div(a.T, kTile)),
+                                                  unsigned(ceil_div(a.S, kTile))),
+                                             dq_smem(D, a.kv_shared), a);
 }
 
 // delta, then dq and dk/dv (the Hopper kernels where `hopper`), then dS summed over the heads.
