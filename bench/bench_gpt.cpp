@@ -1,35 +1,44 @@
-// GPT training-step benchmark at GPT-2 124M shapes (12 layers, d_model 768, 12 heads, vocab
-// 50257, 1024 positions, dropout 0): ms per step (forward, cross-entropy, backward, AdamW step,
-// zero_grad; median and best of --steps) of nn::GPT in qkvlab and of the same model in its peers
-// (bench/torch_runner.h: PyTorch eager, torch.compile, JAX), all taking turns in the same run
-// (bench/torch_session.h), with each peer's median over qkvlab's in the same precision (bf16:
-// torch.autocast's; not JAX's, whose CPU backend computes bf16 dots in float32); qkvlab's achieved
-// GFLOP/s (6 x parameters x tokens + 12 x layers x seq^2 x d_model per sequence) against the
-// machine's float32 and bfloat16 GEMM peaks, measured through qkvlab's matmul (2048^3) in the
+// GPT training-step benchmark. On the CPU (the default) at GPT-2 124M shapes (12 layers, d_model
+// 768, 12 heads, vocab 50257, 1024 positions, dropout 0): ms per step (forward, cross-entropy,
+// backward, AdamW step, zero_grad; median and best of --steps) of nn::GPT in qkvlab and of the same
+// model in its peers (bench/torch_runner.h: PyTorch eager, torch.compile, JAX), all taking turns in
+// the same run (bench/torch_session.h), with each peer's median over qkvlab's in the same precision
+// (bf16: torch.autocast's; not JAX's, whose CPU backend computes bf16 dots in float32); qkvlab's
+// achieved GFLOP/s (6 x parameters x tokens + 12 x layers x seq^2 x d_model per sequence) against
+// the machine's float32 and bfloat16 GEMM peaks, measured through qkvlab's matmul (2048^3) in the
 // same turns. Rate and peak are both bests of their turns: a shared host's noise only ever adds
 // time (here it moved the same 2048^3 GEMM by 2x within one run), so a median peak understates
 // the peak and flatters the share, and the bests compare the step's own speed with the GEMM's.
 // The step runs in float32 and again as train.precision: bf16 runs it (the forward and the loss
 // under bf16 autocast: bf16 GEMMs with float32 accumulation).
+// With --device cuda:N, the step of an experiment file's GPT (--config, default the paper's 300M:
+// experiments/lm/gpt-300m.yaml at --scale paper, its micro-batch of 6 x 2048 tokens) in one
+// precision (bf16 by default) on the GPU beside PyTorch eager and torch.compile on the same card
+// (bench/bench_gpt_gpu.h).
 //
 //   bench_gpt [--steps N] [--rounds R] [--variant QKV|Q=K-V|Q-K=V|Q=K=V|GQA-g|MQA|Q-GQA-g|Q-MQA]
 //             [--batch 4] [--seq 64] [--vocab 50257] [--precision fp32,bf16] [--peers LIST] [--no-torch]
+//   bench_gpt --device cuda:0 [--config FILE] [--scale NAME] [--variant V] [--precision bf16|fp32]
+//             [--batch B] [--seq T] [--peers LIST] [--peer-timeout S] [--steps N] [--rounds R]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <omp.h>
 
-#include "autograd/autocast.h"
+#include "bench/bench_gpt_gpu.h"
+#include "bench/bench_programs.h"
 #include "bench/gpt2_config.h"
+#include "bench/gpt_step.h"
 #include "bench/torch_runner.h"
 #include "bench/torch_session.h"
 #include "kernels/cpu/library_gemm.h"
 #include "nn/models/gpt.h"
 #include "nn/variant.h"
-#include "train/optim/adam.h"
 
 using namespace qkv;
+using bench::GPTShape;
+using bench::GPTStep;
 
 namespace {
 
@@ -41,66 +50,93 @@ std::string cat_precisions(const std::vector<std::string>& ps) {
   return out;
 }
 
-// The GPT, its optimizer and random tokens, warmed up by two steps; the forward and the loss run
-// under `autocast` (none: float32).
-struct GPTStep {
-  Generator gen{0};
-  nn::GPT model;
-  optim::AdamW opt;
-  Tensor ids, targets;
-  std::optional<DType> autocast;
-  GPTStep(const nn::GPTConfig& c, int64_t B, int64_t T, std::optional<DType> autocast_to)
-      : model(c, &gen),
-        opt(model.named_parameters(), {.lr = 1e-4, .weight_decay = 0.01}),  // torch.optim.AdamW's decay
-        autocast(autocast_to) {
-    ids = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
-    targets = cast(uniform({B, T}, 0, double(c.vocab), DType::f64, &gen), DType::i64);
-    for (int i = 0; i < 2; ++i) run();
-  }
-  void run() {
-    Tensor loss;
-    {
-      AutocastGuard guard(autocast);
-      loss = model.loss(ids, targets);
-    }
-    loss.backward();
-    opt.step();
-    opt.zero_grad();
-  }
-};
+// --shape tiny (hidden): a GPT of 2 layers, d_model 128, 2 heads of 64, vocab 512, batch 2 x 64,
+// to run the GPU path end to end where there is no GPU (the emulated device is slow).
+GPTShape tiny_shape(const nn::Variant& v) {
+  GPTShape s;
+  s.config = bench::gpt2_124m_config(v, 512, 64);
+  s.config.layers = 2;
+  s.config.attention.d_model = 128;
+  s.config.attention.heads = 2;
+  s.batch = 2;
+  s.seq = 64;
+  s.source = "--shape tiny";
+  return s;
+}
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{"qkvlab GPT training-step benchmark at GPT-2 124M shapes (qkvlab vs its peers in one run)"};
+int bench_gpt_main(int argc, char** argv) {
+  CLI::App app{
+      "qkvlab GPT training-step benchmark: GPT-2 124M shapes on the CPU, an experiment file's GPT on a GPU "
+      "(qkvlab vs its peers in one run)"};
   int steps = 8, rounds = 4;
-  std::string variant = "QKV", peer_list = "default";
+  std::string variant = "QKV", peer_list = "default", device = "cpu", config, scale, shape;
   int64_t batch = 4, seq = 64, vocab = 50257;
   bool no_torch = false;
+  double peer_timeout = 300;
   std::string precisions = "fp32,bf16";
   app.add_option("--steps", steps, "timed steps of each (median and best reported)")->check(CLI::Range(1, 1000));
   app.add_option("--rounds", rounds, "turns the steps are split into")->check(CLI::Range(1, 1000));
   app.add_option("--precision", precisions, "fp32, bf16 or fp32,bf16 (train.precision's meaning)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp32,bf16", "bf16,fp32"}));
   app.add_option("--variant", variant, "attention variant: QKV, Q=K-V, Q-K=V, Q=K=V, GQA-g, MQA, Q-GQA-g, Q-MQA");
-  app.add_option("--batch", batch, "sequences per step")->check(CLI::Range(1, 4096));
-  app.add_option("--seq", seq, "tokens per sequence (at most the 1024 positions)")->check(CLI::Range(1, 1024));
+  app.add_option("--batch", batch, "sequences per step (on a GPU default: the file's train.batch_size)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--seq", seq, "tokens per sequence (at most the positions; on a GPU default: the file's context)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--vocab", vocab, "vocabulary (GPT-2: 50257; 50304 is its multiple of 64)")
       ->check(CLI::Range(2, 1 << 20));
   app.add_option("--peers", peer_list, bench::peers_help());
   app.add_flag("--no-torch", no_torch, "no peers (--peers none)");
+  app.add_option("--device", device, "cpu (GPT-2 124M shapes) or cuda:N (an experiment file's GPT)");
+  app.add_option("--config", config,
+                 "on a GPU: the experiment file whose model and micro-batch are timed (default "
+                 "experiments/lm/gpt-300m.yaml of the source tree)");
+  app.add_option("--scale", scale, "on a GPU: the file's scale (default paper when the file has it)");
+  app.add_option("--peer-timeout", peer_timeout, "on a GPU: seconds a twin may take to be ready (compiling), 0 none")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--shape", shape, "tiny: a small GPT to test the GPU path on the emulated device")
+      ->check(CLI::IsMember({"tiny"}))
+      ->group("");
   CLI11_PARSE(app, argc, argv);
   try {
+    const Device dev(device);
+    if (dev.is_cuda()) {
+      check_device_usable(dev, "bench_gpt");
+      bench::GpuStepOptions o;
+      o.device = dev;
+      o.variant = nn::parse_variant(variant);
+      if (!shape.empty()) {
+        o.shape = tiny_shape(o.variant);
+      } else {
+        if (config.empty()) config = bench::source_dir() + "/experiments/lm/gpt-300m.yaml";
+        if (scale.empty() && config.ends_with("gpt-300m.yaml")) scale = "paper";
+        o.shape = bench::gpt_shape_from_file(config, scale, o.variant);
+      }
+      if (app.count("--batch")) o.shape.batch = batch;
+      if (app.count("--seq")) o.shape.seq = seq;
+      check<ValueError>(o.shape.seq <= o.shape.config.context, "--seq ", o.shape.seq, " exceeds the model's ",
+                        o.shape.config.context, " positions");
+      o.precision = app.count("--precision") ? precisions : "bf16";
+      check<ValueError>(o.precision == "fp32" || o.precision == "bf16",
+                        "--precision: on a GPU one precision at a time, fp32 or bf16");
+      o.steps = steps;
+      o.rounds = rounds;
+      o.peers = no_torch ? "none" : peer_list == "default" ? "torch@python3,torch-compile@python3" : peer_list;
+      o.peer_timeout = peer_timeout;
+      return bench::run_gpu_step_bench(o);
+    }
+    check<ValueError>(config.empty() && scale.empty() && shape.empty(),
+                      "--config, --scale and --shape are for a GPU (--device cuda:N)");
+    check<ValueError>(seq <= 1024, "--seq ", seq, " exceeds the 1024 positions");
     const nn::Variant v = nn::parse_variant(variant);
     // PyTorch's and JAX's twins have no +LRr or +linear form.
     const std::vector<bench::Peer> peers =
         bench::parse_peers(no_torch || !bench::torch_has_variant(v) ? "none" : peer_list);
     const nn::GPTConfig c = bench::gpt2_124m_config(v, vocab, 1024);
-    const int64_t params = nn::gpt_parameter_count(c), tokens = batch * seq;
-    // FLOPs per step: 6 N tokens (forward 2 N + backward 4 N per token, N = parameters with the
-    // tied embedding once) plus the attention scores and mixing, 12 L T^2 d per sequence.
-    const double flops = 6.0 * double(params) * double(tokens) +
-                         12.0 * double(c.layers) * double(seq) * double(seq) * double(c.d_model()) * double(batch);
+    const int64_t params = nn::gpt_parameter_count(c);
+    const double flops = bench::gpt_step_flops(c, batch, seq);
     std::printf(
         "GPT training step (forward + backward + AdamW + zero_grad): %lld layers, d_model %lld, %lld heads, "
         "vocab %lld, %s, %lld parameters, batch %lld x %lld tokens, %d threads\n",
@@ -127,11 +163,9 @@ int main(int argc, char** argv) {
     std::vector<std::unique_ptr<bench::TorchSession>> twins;
     std::vector<std::pair<size_t, std::string>> twin_runs;  // (twin, precision) of each contestant after ours
     for (const bench::Peer& peer : peers) {
-      twins.push_back(std::make_unique<bench::TorchSession>(
-          peer, bench::Workload::step,
-          cat("gpt --vocab ", c.vocab, " --context ", c.context, " --layers ", c.layers, " --d-model ", c.d_model(),
-              " --heads ", c.attention.heads, " --kv-heads ", c.attention.kv_heads, bench::torch_slots(v.sharing),
-              " --batch ", batch, " --length ", seq, " --warmup 2 --precision ", cat_precisions(precision))));
+      twins.push_back(std::make_unique<bench::TorchSession>(peer, bench::Workload::step,
+                                                            cat(bench::twin_args(c, batch, seq), " --precision ",
+                                                                cat_precisions(precision))));
       for (const std::string& p : precision)
         if (twins.back()->serves(p)) {
           twin_runs.emplace_back(twins.size() - 1, p);
@@ -181,3 +215,7 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+#ifndef QKV_BENCH_MULTI  // bench_multi.cpp holds the main of the program that bundles this one
+int main(int argc, char** argv) { return bench_gpt_main(argc, argv); }
+#endif

@@ -13,102 +13,56 @@
 //              GPT-2 small's heads: QKV, K=V, GQA-4 and MQA at batch 8 over 1024 positions, QKV
 //              and K=V at batch 1 over 4096, in GB/s of the cache bytes it must read, and as a
 //              share of the copy.
-//   attention  qkvlab's fused attention op (autograd/ops.h) in --dtype: forward (no graph) and
-//              forward + backward (dq, dk, dv from a random dO), in ms and GFLOP/s, at GPT-2 small,
-//              the paper's 300M GPT, a ViT/encoder shape, K=V (k and v one tensor) and GQA-4.
-//              FLOPs: forward 4 B H T S D (two GEMMs of B H T S D multiply-adds, 2 FLOPs each),
-//              halved when causal; the backward counts 2.5 x the forward, so fwd+bwd is 3.5 x.
-// On a GPU the GEMM and attention results are checked before they are timed: a sampled block of
-// each (the last rows and columns, where tile bounds live) against the same product on the CPU in
-// float32; a relative error over 1e-4 (float32) or 1e-2 (bf16) fails the run, so a fast wrong
-// kernel never reads as a result.
+//   attention  qkvlab's fused attention op in --dtype, forward and forward + backward
+//              (bench/attention_bench.h): the models' shapes (GPT-2 small, the paper's 300M GPT,
+//              a ViT/encoder shape, K=V, GQA-4) and FlashAttention's benchmark shapes (--attention
+//              flash: causal, sequence 2048 and 4096, head dims 64 and 128), on the default kernels
+//              and, with --attention-kernels default,mma, again on the mma.sync kernels where the
+//              default runs the Hopper ones.
+// On a GPU the GEMM and attention results are checked: a sampled block of each (the last rows and
+// columns, where tile bounds live; attention's gradients too) against the same product on the CPU
+// in float32; a relative error over 1e-4 (float32) or 1e-2 (bf16) fails the run (after the JSON is
+// written), so a fast wrong kernel never reads as a result.
 // bench/torch_kernels.py measures the same in PyTorch with the same FLOP counts and JSON keys;
 // bench/compare_kernels.py prints the two JSON files side by side.
 //
 //   bench_kernels [--sizes 256,512,1024,2048] [--elements N] [--reps R] [--device cpu|cuda:0]
-//                 [--dtype f32|bf16] [--gemm all|none] [--attention all|none|case,case]
-//                 [--batch-div K] [--json FILE]
+//                 [--dtype f32|bf16] [--gemm all|none] [--attention all,flash|none|case,case]
+//                 [--attention-kernels default|default,mma] [--batch-div K] [--json FILE]
 //
 // --json writes {"implementation", "device", ..., "attention_shapes": {case: shape},
 // "results": {key: number}} atomically; the keys are matmul.<n>.gflops (and
 // matmul.<n>.eigen_gflops on the CPU), gemm.<name>.gflops, bandwidth.<kernel>.gbps,
-// decode_attention.<case>.gbps and attention.<case>.{fwd,fwdbwd}_{ms,gflops}. Defaults: on CUDA the sizes add 4096 and
+// decode_attention.<case>.gbps and attention.<case>[@mma].{fwd,fwdbwd}_{ms,gflops}, and "attention_kernels"
+// names the default path's kernels per case. Defaults: on CUDA the sizes add 4096 and
 // the attention batches are the models' own; on the CPU the attention batches are divided by 8 (the ViT keeps 16 of
 // 128) so the whole run stays near a minute on two cores.
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <omp.h>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "bench/attention_bench.h"
+#include "bench/bench_programs.h"
+#include "bench/kernel_timing.h"
 #include "io/atomic_file.h"
-#include "tensor/cuda/cuda_runtime.h"
 
 using namespace qkv;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using Json = nlohmann::ordered_json;
-
-void sync(const Device& d) {
-#ifdef QKV_HAVE_CUDA
-  if (d.is_cuda()) cuda::synchronize(d.index);
-#else
-  (void)d;
-#endif
-}
-
-// Best of `reps` timings of each function, run alternately.
-std::vector<double> best_seconds(const std::vector<std::function<void()>>& fns, int reps, const Device& dev) {
-  std::vector<double> best(fns.size(), 1e30);
-  for (auto& f : fns) f();  // warm up: caches, allocator, thread pool
-  sync(dev);
-  for (int r = 0; r < reps; ++r)
-    for (size_t i = 0; i < fns.size(); ++i) {
-      auto t0 = Clock::now();
-      fns[i]();
-      sync(dev);
-      best[i] = std::min(best[i], std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-  return best;
-}
-
-// Repetitions for work of `flops` per run: the full count on a GPU, fewer (at least 2) on the
-// CPU where one large run already takes a second.
-int reps_for(double flops, int reps, const Device& dev) {
-  const double budget = dev.is_cpu() ? 2e9 : 2e12;
-  return std::max<int>(2, int(reps * std::min(1.0, budget / flops)));
-}
-
-// ---- sampled checks on a GPU --------------------------------------------------------------------
-
-int failed_checks = 0;
-
-// ||got - ref|| / ||ref|| of two CPU blocks, printed; counts a failure above the dtype's tolerance.
-void check_block(const std::string& what, const Tensor& got, const Tensor& ref, DType dt) {
-  const Tensor g = got.cpu().to(DType::f64).contiguous(), r = ref.cpu().to(DType::f64).contiguous();
-  double diff = 0, norm = 0;
-  const double *pg = g.data<double>(), *pr = r.data<double>();
-  for (int64_t i = 0; i < r.numel(); ++i) {
-    diff += (pg[i] - pr[i]) * (pg[i] - pr[i]);
-    norm += pr[i] * pr[i];
-  }
-  const double rel = std::sqrt(diff / std::max(norm, 1e-300)), tol = dt == DType::f32 ? 1e-4 : 1e-2;
-  const bool ok = rel <= tol;  // false for NaN too
-  failed_checks += !ok;
-  std::printf("%10s sampled block %s vs CPU: relative error %.2e (tolerance %.0e)%s\n", "", what.c_str(), rel, tol,
-              ok ? "" : "  FAILED");
-}
+using bench::best_seconds;
+using bench::check_block;
+using bench::reps_for;
 
 // The last `rows` rows and `cols` columns of y = x w^T, against the CPU's float32 product.
 void check_gemm_block(const std::string& what, const Tensor& x, const Tensor& w, const Tensor& y, DType dt) {
@@ -272,115 +226,15 @@ void bench_decode_attention(int reps, const Device& dev, double copy_bw, Json& r
   }
 }
 
-// ---- attention ----------------------------------------------------------------------------------
-
-struct AttnCase {
-  std::string name;
-  int64_t B, H, Hk, T, S, D;
-  bool causal, kv_shared;
-};
-
-// The shapes, with every batch divided by `batch_div` (at least 1). bench/torch_kernels.py holds
-// the same table.
-std::vector<AttnCase> attention_cases(int64_t batch_div) {
-  std::vector<AttnCase> cases = {
-      {"gpt2_small", 8, 12, 12, 1024, 1024, 64, true, false},     // GPT-2 small: d 768, 12 heads
-      {"gpt_300m", 6, 16, 16, 2048, 2048, 64, true, false},       // experiments/lm/gpt-300m.yaml
-      {"vit", 128, 4, 4, 64, 64, 16, false, false},               // ViT / encoder: d 64, 4 heads
-      {"gpt2_kv_shared", 8, 12, 12, 1024, 1024, 64, true, true},  // K=V: k and v one tensor
-      {"gpt2_gqa4", 8, 12, 3, 1024, 1024, 64, true, false},       // GQA: 4 query heads per KV head
-  };
-  for (auto& c : cases) c.B = std::max<int64_t>(1, c.B / batch_div);
-  return cases;
-}
-
-double attention_fwd_flops(const AttnCase& c) {
-  const double f = 4.0 * double(c.B) * double(c.H) * double(c.T) * double(c.S) * double(c.D);
-  return c.causal ? f / 2 : f;
-}
-
-// "B8 H12 Hk12 T1024 S1024 D64 causal k=v": the same string as torch_kernels.py's.
-std::string shape_str(const AttnCase& c) {
-  std::ostringstream os;
-  os << "B" << c.B << " H" << c.H << " Hk" << c.Hk << " T" << c.T << " S" << c.S << " D" << c.D
-     << (c.causal ? " causal" : "") << (c.kv_shared ? " k=v" : "");
-  return os.str();
-}
-
-void bench_attention(const std::vector<AttnCase>& cases, int reps, const Device& dev, DType dt, Json& res,
-                     Json& shapes) {
-  if (cases.empty()) return;
-  std::printf("\nattention (%s, fused, forward and forward+backward, best of up to %d)\n", dtype_name(dt), reps);
-  std::printf("%16s %36s %10s %10s %12s %12s\n", "case", "shape", "fwd ms", "fwd GF/s", "fwd+bwd ms", "fwd+bwd GF/s");
-  for (const AttnCase& c : cases) {
-    Generator g(11);
-    const TensorOptions o{DType::f32, dev};
-    Tensor q = randn({c.B, c.H, c.T, c.D}, o, &g).to(dt), k = randn({c.B, c.Hk, c.S, c.D}, o, &g).to(dt);
-    Tensor v = c.kv_shared ? k : randn({c.B, c.Hk, c.S, c.D}, o, &g).to(dt);
-    Tensor dout = randn({c.B, c.H, c.T, c.D}, o, &g).to(dt);
-    q.set_requires_grad();
-    k.set_requires_grad();
-    if (!c.kv_shared) v.set_requires_grad();
-    auto fwd = [&] {
-      NoGradGuard no_grad;
-      Tensor out = attention(q, k, v, Tensor(), c.causal);
-    };
-    auto fwdbwd = [&] {
-      Tensor out = attention(q, k, v, Tensor(), c.causal);
-      out.backward(dout);
-      q.zero_grad();  // drop the gradients, so every run allocates them afresh as the first did
-      k.zero_grad();
-      v.zero_grad();
-    };
-    const double flops = attention_fwd_flops(c);
-    auto t = best_seconds({fwd, fwdbwd}, reps_for(3.5 * flops, reps, dev), dev);
-    const double fwd_gf = flops / t[0] / 1e9, fb_gf = 3.5 * flops / t[1] / 1e9;
-    std::printf("%16s %36s %10.3f %10.1f %12.3f %12.1f\n", c.name.c_str(), shape_str(c).c_str(), 1e3 * t[0], fwd_gf,
-                1e3 * t[1], fb_gf);
-    const std::string key = "attention." + c.name + ".";
-    res[key + "fwd_ms"] = 1e3 * t[0];
-    res[key + "fwd_gflops"] = fwd_gf;
-    res[key + "fwdbwd_ms"] = 1e3 * t[1];
-    res[key + "fwdbwd_gflops"] = fb_gf;
-    shapes[c.name] = shape_str(c);
-    if (!dev.is_cpu()) {
-      // The last batch row's last head (its KV head is the last), its last 64 queries, on the CPU.
-      NoGradGuard no_grad;
-      const int64_t rows = std::min<int64_t>(64, c.T);
-      auto last = [](const Tensor& t, int64_t n) {
-        return t.narrow(0, t.shape()[0] - 1, 1).narrow(1, t.shape()[1] - 1, 1).narrow(2, t.shape()[2] - n, n);
-      };
-      const Tensor out = attention(q, k, v, Tensor(), c.causal);
-      const Tensor qs = last(q, rows).cpu().to(DType::f32), ks = last(k, c.S).cpu().to(DType::f32);
-      const Tensor vs = c.kv_shared ? ks : last(v, c.S).cpu().to(DType::f32);
-      check_block(c.name, last(out, rows), attention(qs, ks, vs, Tensor(), c.causal), dt);
-    }
-  }
-}
-
-// --attention: "all", "none", or a comma-separated list of case names.
-std::vector<AttnCase> select_cases(const std::string& which, int64_t batch_div) {
-  std::vector<AttnCase> all = attention_cases(batch_div), out;
-  if (which == "all") return all;
-  if (which == "none") return out;
-  std::stringstream ss(which);
-  for (std::string name; std::getline(ss, name, ',');) {
-    auto it = std::find_if(all.begin(), all.end(), [&](const AttnCase& c) { return c.name == name; });
-    if (it == all.end()) throw ValueError(cat("--attention: no case '", name, "'"));
-    out.push_back(*it);
-  }
-  return out;
-}
-
 }  // namespace
 
-int main(int argc, char** argv) {
+int bench_kernels_main(int argc, char** argv) {
   CLI::App app{"qkvlab kernel benchmark: matmul vs Eigen, kernel bandwidth vs copy, fused attention"};
   std::vector<int64_t> sizes;
   int64_t elements = int64_t(1) << 24;
   int64_t batch_div = 0;
   int reps = 10;
-  std::string device = "cpu", which = "all", json_path, dtype = "f32", gemm;
+  std::string device = "cpu", which = "all", json_path, dtype = "f32", gemm, kernel_paths = "default";
   app.add_option("--sizes", sizes, "square matmul sizes (default 256,512,1024,2048, and 4096 on CUDA)")->delimiter(',');
   app.add_option("--elements", elements, "elements per tensor in the bandwidth test")
       ->check(CLI::Range(int64_t(1024), int64_t(1) << 32));
@@ -390,7 +244,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--gemm", gemm, "the 300M GPT's GEMM shapes: all or none (default all on CUDA, none on the CPU)")
       ->check(CLI::IsMember({"all", "none"}));
-  app.add_option("--attention", which, "attention cases: all, none, or a list of gpt2_small,gpt_300m,vit,...");
+  app.add_option("--attention", which,
+                 "attention cases, comma-separated: all (the models' shapes), flash (FlashAttention's benchmark "
+                 "shapes), none, or cases gpt2_small,gpt_300m,vit,flash_t4096_d128,...");
+  app.add_option("--attention-kernels", kernel_paths,
+                 "default, or default,mma: each attention case again on the mma.sync kernels where the default "
+                 "runs the Hopper ones (QKV_ATTENTION_KERNELS=mma)");
   app.add_option("--batch-div", batch_div, "divide the attention batches by this (default 8 on the CPU, 1 on CUDA)")
       ->check(CLI::Range(int64_t(0), int64_t(1024)));
   app.add_option("--json", json_path, "also write every number to this JSON file (atomically)");
@@ -402,17 +261,18 @@ int main(int argc, char** argv) {
       sizes =
           dev.is_cpu() ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{256, 512, 1024, 2048, 4096};
     if (batch_div == 0) batch_div = dev.is_cpu() ? 8 : 1;
-    const std::vector<AttnCase> cases = select_cases(which, batch_div);
+    const std::vector<bench::AttnCase> cases = bench::select_attention_cases(which, batch_div);
+    const std::vector<std::string> paths = bench::parse_kernel_paths(kernel_paths);
     const DType dt = parse_dtype(dtype);
     if (gemm.empty()) gemm = dev.is_cuda() ? "all" : "none";
     std::printf("qkvlab kernel benchmark on %s (%s), %d OpenMP threads, %s\n", dev.str().c_str(),
                 device_name(dev).c_str(), omp_get_max_threads(), dtype_name(dt));
-    Json res = Json::object(), shapes = Json::object();
+    Json res = Json::object(), shapes = Json::object(), attention_kernels = Json::object();
     bench_matmul(sizes, reps, dev, dt, res);
     if (gemm == "all") bench_gemm(reps, dev, dt, res);
     const double copy_bw = bench_bandwidth(elements, reps, dev, res);
     bench_decode_attention(reps, dev, copy_bw, res);
-    bench_attention(cases, reps, dev, dt, res, shapes);
+    bench::bench_attention(cases, paths, reps, dev, dt, res, shapes, attention_kernels);
     if (!json_path.empty()) {
       Json j = {{"implementation", "qkvlab"},
                 {"device", dev.str()},
@@ -424,14 +284,15 @@ int main(int argc, char** argv) {
                 {"batch_div", batch_div},
                 {"timing", "best of N, wall clock around each call plus a device synchronize"},
                 {"attention_shapes", shapes},
+                {"attention_kernels", attention_kernels},
                 {"results", res}};
       write_file_atomically(json_path, [&](std::ostream& os) { os << j.dump(2) << "\n"; });
       std::printf("\nwrote %s\n", json_path.c_str());
     }
-    if (failed_checks > 0) {
+    if (bench::failed_checks() > 0) {
       std::fprintf(stderr,
                    "bench_kernels: %d sampled block(s) differ from the CPU: the numbers above are of wrong results\n",
-                   failed_checks);
+                   bench::failed_checks());
       return 1;
     }
   } catch (const Error& e) {
@@ -440,3 +301,7 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+#ifndef QKV_BENCH_MULTI  // bench_multi.cpp holds the main of the program that bundles this one
+int main(int argc, char** argv) { return bench_kernels_main(argc, argv); }
+#endif

@@ -31,6 +31,7 @@ def step_arguments(ap):
     ap.add_argument("--vocab", type=int, default=10)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda[:N] (the GPU twins: bench_gpt --device cuda:0)")
     ap.add_argument("--serve", action="store_true", help="take step requests on stdin (bench/torch_session.cpp)")
 
 
@@ -48,6 +49,9 @@ def decode_arguments(ap):
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--warmup", type=int, default=2, help="untimed decode steps after the prefill")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda[:N] (bench_decode --device cuda:0)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="the weights' and the cache's dtype (bf16: bench_decode --precision bf16 --cache-dtype bf16)")
     ap.add_argument("--serve", action="store_true", help="take step requests on stdin (bench/torch_session.cpp)")
 
 
@@ -63,10 +67,13 @@ def times_ms(run, n, *args):
 
 def serve(about, answer):
     """--serve: {"ready": true, ...about} once, then for each request line read from stdin (its
-    words: a step count and, for the step twins, a precision) {"times_ms": answer(words)}."""
+    words: a step count and, for the step twins, a precision) {"times_ms": answer(words)}; an
+    answer that is a dict is the reply itself (its "times_ms" and more: a GPU twin's
+    "peak_bytes")."""
     print(json.dumps(dict(ready=True, **about)), flush=True)
     for line in sys.stdin:
-        print(json.dumps({"times_ms": answer(line.split())}), flush=True)
+        reply = answer(line.split())
+        print(json.dumps(reply if isinstance(reply, dict) else {"times_ms": reply}), flush=True)
 
 
 def report_decode(decode, a, about):

@@ -13,6 +13,9 @@ then for each line N read from stdin decodes N tokens and prints {"times_ms": [.
 decoding uses (gpt-fast's): the new rows written at a position tensor, attention over the whole
 preallocated cache with the rows past the position masked; the cache holds prompt + warm-up +
 new tokens, so a step reads up to that many rows (1-3% more than the prefix at prompt 1024).
+--device cuda[:N] (bench_decode --device cuda:0): the model, the cache and every index on the GPU,
+each step ending with a device synchronize (qkvlab's step reads its tokens back); --precision
+bf16: bfloat16 weights, activations and cache (bench_decode --precision bf16 --cache-dtype bf16).
 Exit 77 when PyTorch is not installed.
 """
 import argparse
@@ -29,6 +32,8 @@ except ImportError:
     fail(f"PyTorch is not installed in {sys.executable} (Debian: python3-torch; "
          "PyTorch 2: bash bench/peers/setup.sh)", 77)
 
+import torch_gpu  # noqa: E402
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "parity"))
 import torch_models  # noqa: E402
 
@@ -39,9 +44,11 @@ class Cache:
 
     def __init__(self, model, batch, context):
         a = model.blocks[0].attn
+        w = model.wte.weight
         self.kv_slots = list(dict.fromkeys(a.slots[1:]))
         heads = {s: a.h if s == a.slots[0] else a.hk for s in self.kv_slots}  # Q=K-V: K is Q's projection
-        self.layers = [{s: torch.zeros(batch, heads[s], context, a.dh) for s in self.kv_slots} for _ in model.blocks]
+        self.layers = [{s: torch.zeros(batch, heads[s], context, a.dh, dtype=w.dtype, device=w.device)
+                        for s in self.kv_slots} for _ in model.blocks]
         self.length = 0
 
 
@@ -77,14 +84,15 @@ def attend(attn, x, cache_layer, start):
     n = start + T
     k = cache_layer[attn.slots[1]][:, :, :n]
     v = cache_layer[attn.slots[2]][:, :, :n]
-    allowed = torch.arange(n)[None, :] <= (start + torch.arange(T))[:, None] if T > 1 else None
+    dev = x.device
+    allowed = torch.arange(n, device=dev)[None, :] <= (start + torch.arange(T, device=dev))[:, None] if T > 1 else None
     return grouped_attention(attn, out[attn.slots[0]], k, v, allowed)
 
 
 def forward_cached(model, ids, cache):
     start = cache.length
     T = ids.shape[1]
-    x = model.wte(ids) + model.wpe(torch.arange(start, start + T))
+    x = model.wte(ids) + model.wpe(torch.arange(start, start + T, device=ids.device))
     for b, layer in zip(model.blocks, cache.layers):
         x = x + attend(b.attn, b.ln1(x), layer, start)
         x = x + b.proj(F.gelu(b.fc(b.ln2(x))))
@@ -99,7 +107,7 @@ def attend_static(attn, x, cache_layer, pos):
     for name, buf in cache_layer.items():
         buf[:, :, pos] = out[name]
     k, v = cache_layer[attn.slots[1]], cache_layer[attn.slots[2]]
-    allowed = torch.arange(k.shape[2])[None, :] <= pos[:, None]
+    allowed = torch.arange(k.shape[2], device=pos.device)[None, :] <= pos[:, None]
     return grouped_attention(attn, out[attn.slots[0]], k, v, allowed)
 
 
@@ -117,26 +125,29 @@ class Decoder:
 
     def __init__(self, model, a, compiled=True):
         self.model, self.mode = model, a.mode
+        self.dev = model.wte.weight.device
         self.cache = Cache(model, a.batch, a.prompt + a.warmup + a.new_tokens)
-        self.prompt = torch.randint(0, a.vocab, (a.batch, a.prompt))
+        self.prompt = torch.randint(0, a.vocab, (a.batch, a.prompt), device=self.dev)
         if a.mode == "eager":
             self.next = forward_cached(model, self.prompt, self.cache).argmax(-1)
             return
         self.static = forward_static
         if compiled:
             import torch._inductor.config as inductor
-            inductor.compile_threads = 1  # no pool of compile processes holding memory
+            if self.dev.type == "cpu":
+                inductor.compile_threads = 1  # no pool of compile processes holding memory
             self.static = torch.compile(forward_static)
-        self.next = forward_static(model, self.prompt, self.cache.layers, torch.arange(a.prompt))
+        self.next = forward_static(model, self.prompt, self.cache.layers, torch.arange(a.prompt, device=self.dev))
         self.cache.length = a.prompt
 
     def step(self):
         if self.mode == "eager":
             self.next = forward_cached(self.model, self.next, self.cache).argmax(-1)
         else:
-            pos = torch.tensor([self.cache.length])
+            pos = torch.tensor([self.cache.length], device=self.dev)
             self.next = self.static(self.model, self.next, self.cache.layers, pos)
             self.cache.length += 1
+        torch_gpu.synchronize(self.dev)
 
 
 def main():
@@ -146,13 +157,15 @@ def main():
     a = ap.parse_args()
     if a.mode == "compile" and not hasattr(torch, "compile"):
         fail(f"PyTorch {torch.__version__} has no torch.compile (PyTorch 2: bash bench/peers/setup.sh)")
+    dev, dev_name = torch_gpu.open_device(a.device)
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     cfg = {"vocab": a.vocab, "context": max(a.context, a.prompt + a.warmup + a.new_tokens), "layers": a.layers,
            "d_model": a.d_model, "heads": a.heads, "kv_heads": a.kv_heads, "slots": a.slots.split(","),
            "ffn": 4 * a.d_model}
-    model = torch_models.GPT(cfg).eval()
+    (model,) = torch_gpu.build_on(dev, lambda: (torch_models.GPT(cfg),))
+    model = model.to(torch.bfloat16 if a.precision == "bf16" else torch.float32).eval()
 
     with torch.inference_mode():
         decoder = Decoder(model, a)
@@ -162,6 +175,8 @@ def main():
         about = {"name": f"torch.compile {version}" if a.mode == "compile" else f"PyTorch {version}",
                  "mode": a.mode, "threads": torch.get_num_threads(), "torch": torch.__version__,
                  "parameters": sum(p.numel() for p in model.parameters())}
+        if dev.type == "cuda":
+            about.update(device=dev_name, precision=f"{a.precision} weights and cache")
         report_decode(decoder.step, a, about)
 
 

@@ -13,9 +13,15 @@ the two side by side.
              CUDA only (--gemm).
   bandwidth  float32 [elements / 1024, 1024]: dst.copy_(x), x + y, F.gelu (erf), torch.softmax
              over the last dim, F.layer_norm over the last dim; GB/s of bytes read + written.
-  attention  F.scaled_dot_product_attention in float32, forward (under no_grad) and forward +
+  attention  F.scaled_dot_product_attention in --dtype, forward (under no_grad) and forward +
              backward (out.backward(dO), gradients dropped after each run), at GPT-2 small, the
-             paper's 300M GPT, a ViT/encoder shape, K=V (k and v one tensor) and GQA-4. is_causal
+             paper's 300M GPT, a ViT/encoder shape, K=V (k and v one tensor) and GQA-4 ("all"),
+             and FlashAttention's benchmark shapes ("flash": causal, 16k tokens a batch, d_model
+             2048, sequence 2048 and 4096, head dims 64 and 128). --sdpa-backends default,cudnn,flash
+             times each case again with SDPA forced to each backend (torch.nn.attention.sdpa_kernel;
+             keys attention.<case>@<backend>), a backend that cannot take a case noted, not fatal;
+             every row's output first checked on a sampled block (the last batch row's last head,
+             its last 64 queries) against float32 arithmetic on the same device. is_causal
              masks top-left, which is qkvlab's bottom-right alignment when T == S (all cases here).
              GQA: k and v repeated per query head with repeat_interleave inside the timed call
              (--gqa repeat, the default: in float32 SDPA's enable_gqa routes to the math backend),
@@ -29,11 +35,13 @@ best time is reported (bench_kernels' scheme exactly).
 
   torch_kernels.py [--device cpu|cuda:0] [--dtype float32|bfloat16] [--gemm all|none]
                    [--sizes 256,512,...] [--elements N] [--reps R]
-                   [--attention all|none|case,...] [--batch-div K] [--gqa repeat|enable]
+                   [--attention all,flash|none|case,...] [--sdpa-backends default,cudnn,flash]
+                   [--batch-div K] [--gqa repeat|enable]
                    [--threads N] [--json FILE]
 Exit 77 when PyTorch is not installed.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -55,6 +63,19 @@ CASES = [
     ("gpt2_kv_shared", 8, 12, 12, 1024, 1024, 64, True, True),
     ("gpt2_gqa4", 8, 12, 3, 1024, 1024, 64, True, False),
 ]
+# bench/attention_bench.cpp's flash_cases(): FlashAttention's benchmark shapes.
+FLASH_CASES = [
+    ("flash_t2048_d64", 8, 32, 32, 2048, 2048, 64, True, False),
+    ("flash_t2048_d128", 8, 16, 16, 2048, 2048, 128, True, False),
+    ("flash_t4096_d64", 4, 32, 32, 4096, 4096, 64, True, False),
+    ("flash_t4096_d128", 4, 16, 16, 4096, 4096, 128, True, False),
+]
+# bench/attention_bench.cpp's small_cases(): shapes an emulated device runs in seconds.
+SMALL_CASES = [
+    ("small_gqa", 2, 4, 2, 80, 80, 64, True, False),
+    ("small_kv", 1, 2, 2, 72, 72, 128, True, True),
+]
+FORCED = {"cudnn": "CUDNN_ATTENTION", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "math": "MATH"}
 # name, M, K, N: bench_kernels.cpp's kGemmCases (the 300M GPT: 6 x 2048 tokens, d 1024).
 GEMMS = [("qkv", 12288, 1024, 3072), ("proj", 12288, 1024, 1024), ("fc", 12288, 1024, 4096),
          ("fc_proj", 12288, 4096, 1024), ("lm_head", 12288, 1024, 50304)]
@@ -198,12 +219,43 @@ def sdpa_backend(q, k, v, causal, gqa, group):
         return "?"
 
 
-def bench_attention(cases, reps, dev, dtype, gqa, res, shapes, backends):
+def forced_backend(name):
+    """A context forcing SDPA's backend `name` (cudnn, flash, ...), or (None, why not)."""
+    if name == "default":
+        return contextlib.nullcontext, ""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        return None, f"PyTorch {torch.__version__} has no torch.nn.attention.sdpa_kernel"
+    if not hasattr(SDPBackend, FORCED[name]):
+        return None, f"PyTorch {torch.__version__} has no {FORCED[name]} backend"
+    return (lambda: sdpa_kernel(getattr(SDPBackend, FORCED[name]))), ""
+
+
+def sampled_error(attn, q, k, v, causal):
+    """||out - ref|| / ||ref|| on the last batch row's last head, its last 64 queries: `attn`'s
+    output against float32 softmax(scale q k^T + mask) v on the same device."""
+    T, S, D = q.shape[2], k.shape[2], q.shape[3]
+    rows = min(64, T)
+    with torch.no_grad():
+        out = attn(q, k, v)[-1, -1, T - rows:].float()
+        qs = q[-1, -1, T - rows:].float()
+        ks, vs = k[-1, k.shape[1] - 1].float(), v[-1, v.shape[1] - 1].float()  # the last head's KV head
+        s = qs @ ks.t() / math.sqrt(D)
+        if causal:  # bottom-right: query i (of T) sees key j <= i + S - T
+            i = torch.arange(T - rows, T, device=q.device)[:, None]
+            s = s.masked_fill(torch.arange(S, device=q.device)[None, :] > i + S - T, float("-inf"))
+        ref = torch.softmax(s, -1) @ vs
+        return float((out - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def bench_attention(cases, reps, dev, dtype, gqa, backends_wanted, res, shapes, backends, notes, checks):
     if not cases:
         return
-    print(f"\nattention ({dtype}, forward and forward+backward, best of up to {reps})")
-    print(f"{'case':>16} {'shape':>36} {'fwd ms':>10} {'fwd GF/s':>10} {'fwd+bwd ms':>12} {'fwd+bwd GF/s':>12}"
-          + ("  SDPA backend fwd/bwd" if HAVE_SDPA and dev.type == "cuda" else ""))
+    print(f"\nattention ({dtype}, forward and forward+backward, best of up to {reps}"
+          "; each output first checked on a sampled block against float32)")
+    print(f"{'case':>16} {'SDPA':>8} {'shape':>36} {'fwd ms':>10} {'fwd GF/s':>10} {'fwd+bwd ms':>12} "
+          f"{'fwd+bwd GF/s':>12}" + ("  SDPA backend fwd/bwd" if HAVE_SDPA and dev.type == "cuda" else ""))
     g = torch.Generator(device=dev)
     for name, B, H, Hk, T, S, D, causal, kv_shared in cases:
         g.manual_seed(11)
@@ -216,6 +268,8 @@ def bench_attention(cases, reps, dev, dtype, gqa, res, shapes, backends):
         if not kv_shared:
             v.requires_grad_()
         attn = make_attention(H, Hk, T, S, D, causal, gqa, dev)
+        shape = shape_str(B, H, Hk, T, S, D, causal, kv_shared)
+        shapes[name] = shape
 
         def fwd():
             with torch.no_grad():
@@ -226,39 +280,54 @@ def bench_attention(cases, reps, dev, dtype, gqa, res, shapes, backends):
             q.grad = k.grad = v.grad = None
 
         flops = 4.0 * B * H * T * S * D / (2 if causal else 1)
-        t = best_seconds([fwd, fwdbwd], reps_for(3.5 * flops, reps, dev), dev)
-        fwd_gf, fb_gf = flops / t[0] / 1e9, 3.5 * flops / t[1] / 1e9
-        shape = shape_str(B, H, Hk, T, S, D, causal, kv_shared)
-        line = f"{name:>16} {shape:>36} {1e3 * t[0]:>10.3f} {fwd_gf:>10.1f} {1e3 * t[1]:>12.3f} {fb_gf:>12.1f}"
-        if HAVE_SDPA:
-            with torch.no_grad():
-                bf = sdpa_backend(q.detach(), k.detach(), v.detach(), causal, gqa, H // Hk)
-            bb = sdpa_backend(q, k, v, causal, gqa, H // Hk)
-            backends[name] = f"{bf}/{bb}"
-            if dev.type == "cuda":
-                line += f"  {bf}/{bb}"
-        print(line)
-        key = f"attention.{name}."
-        res[key + "fwd_ms"] = 1e3 * t[0]
-        res[key + "fwd_gflops"] = fwd_gf
-        res[key + "fwdbwd_ms"] = 1e3 * t[1]
-        res[key + "fwdbwd_gflops"] = fb_gf
-        shapes[name] = shape
+        for backend in backends_wanted:
+            context, why = forced_backend(backend) if HAVE_SDPA or backend == "default" else \
+                (None, f"PyTorch {torch.__version__} has no scaled_dot_product_attention")
+            label = f"{name}@{backend}" if backend != "default" else name
+            if context is None:
+                notes[label] = why
+                print(f"{name:>16} {backend:>8}  not run: {why}")
+                continue
+            try:
+                with context():
+                    checks[label] = sampled_error(attn, q, k, v, causal)
+                    t = best_seconds([fwd, fwdbwd], reps_for(3.5 * flops, reps, dev), dev)
+            except RuntimeError as e:  # the forced backend cannot take this case
+                notes[label] = (str(e).strip().splitlines() or [""])[0][:160]
+                q.grad = k.grad = v.grad = None
+                print(f"{name:>16} {backend:>8}  not run: {notes[label]}")
+                continue
+            fwd_gf, fb_gf = flops / t[0] / 1e9, 3.5 * flops / t[1] / 1e9
+            line = (f"{name:>16} {backend:>8} {shape:>36} {1e3 * t[0]:>10.3f} {fwd_gf:>10.1f} {1e3 * t[1]:>12.3f} "
+                    f"{fb_gf:>12.1f}")
+            if HAVE_SDPA and backend == "default":
+                with torch.no_grad():
+                    bf = sdpa_backend(q.detach(), k.detach(), v.detach(), causal, gqa, H // Hk)
+                bb = sdpa_backend(q, k, v, causal, gqa, H // Hk)
+                backends[name] = f"{bf}/{bb}"
+                if dev.type == "cuda":
+                    line += f"  {bf}/{bb}"
+            if label in checks:
+                line += f"  (sampled block vs float32: {checks[label]:.1e})"
+            print(line)
+            key = f"attention.{label}."
+            res[key + "fwd_ms"] = 1e3 * t[0]
+            res[key + "fwd_gflops"] = fwd_gf
+            res[key + "fwdbwd_ms"] = 1e3 * t[1]
+            res[key + "fwdbwd_gflops"] = fb_gf
 
 
 def select_cases(which, batch_div):
-    cases = [(c[0], max(1, c[1] // batch_div)) + c[2:] for c in CASES]
-    if which == "all":
-        return cases
-    if which == "none":
-        return []
-    by_name = {c[0]: c for c in cases}
+    known = CASES + FLASH_CASES + SMALL_CASES
+    groups = {"all": CASES, "flash": FLASH_CASES, "small": SMALL_CASES, "none": []}
     out = []
     for name in which.split(","):
-        if name not in by_name:
-            sys.exit(f"torch_kernels.py: --attention: no case '{name}' (have {', '.join(by_name)})")
-        out.append(by_name[name])
-    return out
+        add = groups[name] if name in groups else [c for c in known if c[0] == name]
+        if not add and name != "none":
+            sys.exit(f"torch_kernels.py: --attention: no case or group '{name}' "
+                     f"(all, flash, small, none, or one of {', '.join(c[0] for c in known)})")
+        out += [c for c in add if c[0] not in {o[0] for o in out}]
+    return [(c[0], max(1, c[1] // batch_div)) + c[2:] for c in out]
 
 
 def write_json_atomically(path, obj):
@@ -281,7 +350,12 @@ def main():
     ap.add_argument("--sizes", default="", help="square matmul sizes (default 256,512,1024,2048, and 4096 on CUDA)")
     ap.add_argument("--elements", type=int, default=1 << 24, help="elements per tensor in the bandwidth test")
     ap.add_argument("--reps", type=int, default=10, help="timed repetitions (best is reported)")
-    ap.add_argument("--attention", default="all", help="attention cases: all, none, or a comma-separated list")
+    ap.add_argument("--attention", default="all",
+                    help="attention cases, comma-separated: all (the models' shapes), flash (FlashAttention's "
+                         "benchmark shapes), none, or case names")
+    ap.add_argument("--sdpa-backends", default="default",
+                    help="SDPA backends each case runs on, comma-separated: default (SDPA's choice), cudnn, flash, "
+                         "efficient, math")
     ap.add_argument("--batch-div", type=int, default=0, help="divide the attention batches (default 8 on CPU, 1 on CUDA)")
     ap.add_argument("--gqa", choices=["repeat", "enable"], default="repeat",
                     help="GQA by repeat_interleave of k/v (default) or SDPA's enable_gqa (PyTorch >= 2.5)")
@@ -303,6 +377,10 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     if hasattr(torch, "set_float32_matmul_precision"):
         torch.set_float32_matmul_precision("highest")
+    backends_wanted = a.sdpa_backends.split(",")
+    for b in backends_wanted:
+        if b != "default" and b not in FORCED:
+            sys.exit(f"torch_kernels.py: --sdpa-backends: '{b}' is not default, {', '.join(FORCED)}")
     gqa = a.gqa
     if gqa == "enable" and not HAVE_ENABLE_GQA:
         print(f"note: PyTorch {torch.__version__} has no enable_gqa; GQA uses repeat_interleave")
@@ -323,12 +401,12 @@ def main():
     print(f"PyTorch {torch.__version__} kernel benchmark on {a.device} ({dev_name}), {torch.get_num_threads()} threads, "
           f"{a.dtype}")
     print(f"attention: {attn_impl}")
-    res, shapes, backends = {}, {}, {}
+    res, shapes, backends, notes, checks = {}, {}, {}, {}, {}
     bench_matmul(sizes, a.reps, dev, dtype, res)
     if gemm == "all":
         bench_gemm(a.reps, dev, dtype, res)
     bench_bandwidth(a.elements, a.reps, dev, res)
-    bench_attention(cases, a.reps, dev, dtype, gqa, res, shapes, backends)
+    bench_attention(cases, a.reps, dev, dtype, gqa, backends_wanted, res, shapes, backends, notes, checks)
     if a.json:
         write_json_atomically(a.json, {
             "implementation": f"PyTorch {torch.__version__}",
@@ -343,6 +421,8 @@ def main():
             "tf32": False,
             "attention_impl": attn_impl,
             "sdpa_backends": backends,  # case -> "forward/backward" backend SDPA picks, when known
+            "sdpa_not_run": notes,  # case@backend -> why a forced backend did not run
+            "checks": checks,  # case[@backend] -> relative error of the sampled block against float32
             "attention_shapes": shapes,
             "results": res,
         })

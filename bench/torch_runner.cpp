@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace qkv::bench {
@@ -15,7 +16,28 @@ std::string venv_dir() {
 
 std::string venv_python() { return venv_dir() + "/bin/python"; }
 
+// A bare interpreter name ("python3") as the first executable of that name in PATH; a path, or a
+// name PATH does not hold, as it is (then refused as missing).
+std::string resolve_interpreter(const std::string& python) {
+  const char* path = std::getenv("PATH");
+  if (python.find('/') != std::string::npos || !path) return python;
+  std::string dirs = path;
+  for (size_t start = 0; start <= dirs.size();) {
+    const size_t colon = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = dirs.substr(start, colon - start);
+    const std::string candidate = cat(dir.empty() ? "." : dir, "/", python);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = colon + 1;
+  }
+  return python;
+}
+
 }  // namespace
+
+std::string source_dir() {
+  const char* env = std::getenv("QKV_SOURCE_DIR");
+  return env && *env ? std::string(env) : std::string(QKV_SOURCE_DIR);
+}
 
 std::vector<Peer> parse_peers(const std::string& list) {
   if (list == "none" || list.empty()) return {};
@@ -34,6 +56,7 @@ std::vector<Peer> parse_peers(const std::string& list) {
     check<ValueError>(p.kind == "torch" || p.kind == "torch-compile" || p.kind == "jax", "--peers: '", spec,
                       "': the kind is torch, torch-compile or jax");
     if (p.python == "venv") p.python = venv_python();
+    p.python = resolve_interpreter(p.python);
     check<ValueError>(access(p.python.c_str(), X_OK) == 0, "--peers: '", spec, "': no interpreter ", p.python,
                       p.python == venv_python() ? " (make the venv: bash bench/peers/setup.sh)" : "");
     peers.push_back(p);
@@ -46,7 +69,7 @@ std::vector<Peer> parse_peers(const std::string& list) {
 std::string peer_command(const Peer& peer, Workload workload) {
   const char* script = workload == Workload::step ? (peer.kind == "jax" ? "peers/jax_step.py" : "torch_step.py")
                                                   : (peer.kind == "jax" ? "peers/jax_decode.py" : "torch_decode.py");
-  return cat("exec ", peer.python, " ", QKV_SOURCE_DIR, "/bench/", script,
+  return cat("exec ", peer.python, " ", source_dir(), "/bench/", script,
              peer.kind == "torch-compile" ? " --mode compile" : "");
 }
 

@@ -2,14 +2,17 @@
 
 #include <fcntl.h>
 #include <omp.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 
@@ -19,7 +22,14 @@ extern char** environ;
 
 namespace qkv::bench {
 
-TorchSession::TorchSession(const Peer& peer, Workload workload, const std::string& args) : name_(peer.spec) {
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
+
+TorchSession::TorchSession(const Peer& peer, Workload workload, const std::string& args, bool wait)
+    : spec_(peer.spec), name_(peer.spec) {
   std::signal(SIGPIPE, SIG_IGN);  // a twin that dies makes our write fail, not kill the benchmark
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
@@ -30,10 +40,13 @@ TorchSession::TorchSession(const Peer& peer, Workload workload, const std::strin
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  // The twin's own messages (a compiler's error, a traceback) where the caller keeps its logs.
+  const char* log = std::getenv("QKV_PEER_LOG");
+  posix_spawn_file_actions_addopen(&fa, 2, log && *log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
   const std::string cmd =
       cat(peer_command(peer, workload), " ", args, " --threads ", omp_get_max_threads(), " --serve");
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  started_s_ = now_s();
   const int rc = posix_spawn(&pid_, "/bin/sh", &fa, nullptr, const_cast<char* const*>(argv), environ);
   posix_spawn_file_actions_destroy(&fa);
   close(in[0]);
@@ -45,23 +58,38 @@ TorchSession::TorchSession(const Peer& peer, Workload workload, const std::strin
     stop(cat("cannot start ", peer.python));
     return;
   }
-  const std::string line = read_line();
+  if (wait) wait_ready();
+}
+
+void TorchSession::wait_ready(double timeout_s) {
+  if (ready_ || !ok()) return;
+  bool timed_out = false;
+  const std::string line = read_line(timeout_s > 0 ? now_s() + timeout_s : 0, &timed_out);
+  if (timed_out) {
+    kill(pid_, SIGKILL);  // still building or compiling: it would not notice its stdin closing
+    stop(
+        cat(spec_, " was not ready ", int(now_s() - started_s_), " s after its start (still warming up or compiling)"));
+    return;
+  }
   try {
     const auto j = nlohmann::json::parse(line);
     if (!j.value("ready", false)) {
-      stop(j.value("error", cat(peer.spec, " failed")));
+      stop(j.value("error", cat(spec_, " failed")));
       return;
     }
+    ready_ = true;
     name_ = j["name"].get<std::string>();
     note_ = cat(j["mode"].get<std::string>(), ", ", j["threads"].get<int>(), " threads, ",
                 j["parameters"].get<int64_t>(), " parameters");
+    for (const char* extra : {"device", "precision", "attention", "optimizer"})  // what a GPU twin runs
+      if (j.contains(extra) && j[extra].is_string()) note_ += cat(", ", j[extra].get<std::string>());
     precisions_ = j.value("precisions", std::vector<std::string>{"fp32"});
     unsupported_ = j.value("unsupported", "");
-  } catch (const std::exception&) { stop(cat(peer.spec, " failed before it was ready (run its twin by hand)")); }
+  } catch (const std::exception&) { stop(cat(spec_, " failed before it was ready (run its twin by hand)")); }
 }
 
 bool TorchSession::serves(const std::string& precision, std::string* why) const {
-  if (!ok()) {
+  if (!ok() || !ready_) {
     if (why) *why = note_;
     return false;
   }
@@ -82,7 +110,7 @@ void TorchSession::stop(const std::string& why) {
   pid_ = -1;
 }
 
-std::string TorchSession::read_line() {
+std::string TorchSession::read_line(double deadline_s, bool* timed_out) {
   for (;;) {
     const size_t nl = pending_.find('\n');
     if (nl != std::string::npos) {
@@ -90,14 +118,26 @@ std::string TorchSession::read_line() {
       pending_.erase(0, nl + 1);
       return line;
     }
+    if (deadline_s > 0) {
+      pollfd p{from_child_, POLLIN, 0};
+      const double left = deadline_s - now_s();
+      const int rc = left > 0 ? poll(&p, 1, int(std::min(left, 3600.0) * 1000) + 1) : 0;
+      if (rc == 0) {
+        if (timed_out) *timed_out = true;
+        return "";
+      }
+      if (rc < 0 && errno == EINTR) continue;
+    }
     char buf[4096];
     const ssize_t n = read(from_child_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return std::exchange(pending_, "");
     pending_.append(buf, size_t(n));
   }
 }
 
 std::vector<double> TorchSession::steps(int n, const std::string& precision) {
+  wait_ready();
   if (!ok()) return {};
   const std::string request = cat(n, precision.empty() ? "" : " ", precision, "\n");
   if (write(to_child_, request.data(), request.size()) != ssize_t(request.size())) {
@@ -107,7 +147,10 @@ std::vector<double> TorchSession::steps(int n, const std::string& precision) {
   const std::string reply = read_line();
   try {
     const auto j = nlohmann::json::parse(reply);
-    if (j.contains("times_ms")) return j["times_ms"].get<std::vector<double>>();
+    if (j.contains("times_ms")) {
+      if (j.contains("peak_bytes")) peak_bytes_ = j["peak_bytes"].get<int64_t>();
+      return j["times_ms"].get<std::vector<double>>();
+    }
     stop(j.value("error", cat("the ", name_, " twin stopped")));
   } catch (const std::exception&) { stop(cat("the ", name_, " twin stopped")); }
   return {};

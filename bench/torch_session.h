@@ -4,6 +4,7 @@
 // speed drifts by 20% within a minute, the ratio of two medians taken one after the other measures
 // the drift as much as the code.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,12 +18,18 @@ namespace qkv::bench {
 class TorchSession {
  public:
   // Starts the peer's twin of `workload` with `args` (e.g. "vit --d-model 64"), the machine's
-  // thread count and --serve, and waits until its model is built and warmed up (compiled). ok() is
-  // false, with note() saying why, when the framework is missing or the twin fails.
-  TorchSession(const Peer& peer, Workload workload, const std::string& args);
+  // thread count and --serve, and (with `wait`) waits until its model is built and warmed up
+  // (compiled). ok() is false, with note() saying why, when the framework is missing or the twin
+  // fails. The twin's stderr goes to the file $QKV_PEER_LOG names (appended), else nowhere.
+  TorchSession(const Peer& peer, Workload workload, const std::string& args, bool wait = true);
   ~TorchSession();
   TorchSession(const TorchSession&) = delete;
   TorchSession& operator=(const TorchSession&) = delete;
+
+  // For a session started without waiting: waits until the twin is ready, at most `timeout_s`
+  // seconds (0: no limit); a twin not ready by then is stopped (ok() false, note() saying so).
+  // Several twins started together warm up (compile) side by side, and beside qkvlab's own set-up.
+  void wait_ready(double timeout_s = 0);
 
   bool ok() const { return pid_ > 0; }
   // "PyTorch 2.5.1", "torch.compile 2.5.1", "JAX 0.4.35"; the peer's spec when it did not start.
@@ -34,13 +41,21 @@ class TorchSession {
   // The ms of each of n steps (in `precision`, the twin's first when empty); empty (and ok() false)
   // when the twin has died.
   std::vector<double> steps(int n, const std::string& precision = "");
+  // The device memory peak the twin last reported (torch.cuda.max_memory_allocated since its
+  // warm-up), -1 when it reports none (a CPU twin).
+  int64_t peak_bytes() const { return peak_bytes_; }
 
  private:
   void stop(const std::string& why);
-  std::string read_line();
+  // The next line of the twin's stdout; "" once it has ended, or when `deadline_s` (a
+  // steady-clock time in seconds, 0: none) passes first (then *timed_out is set).
+  std::string read_line(double deadline_s = 0, bool* timed_out = nullptr);
   pid_t pid_ = -1;
   int to_child_ = -1, from_child_ = -1;
-  std::string name_, note_, pending_, unsupported_;
+  bool ready_ = false;
+  double started_s_ = 0;  // when the twin was started (steady clock, seconds)
+  int64_t peak_bytes_ = -1;
+  std::string spec_, name_, note_, pending_, unsupported_;
   std::vector<std::string> precisions_;
 };
 

@@ -4,17 +4,26 @@
 # most 5 minutes, at most 8 files back).
 #
 #   bash scripts/gpu-check.sh build
-#       On the development machine: builds build/gpu (CUDA for sm_80 and sm_90, no -march=native,
+#       On the development machine: builds build/gpu (CUDA for sm_80 and sm_90a, no -march=native,
 #       -lineinfo for the sanitizers) and packs the programs the check runs with the shared
 #       libraries they need, except the C library and the large CUDA libraries (cuBLAS, NCCL),
 #       into build/gpu-check/bundle.tar.gz (carry that path; it must stay under 64 MiB). The
 #       programs find those libraries through an $ORIGIN rpath: nothing exports LD_LIBRARY_PATH,
-#       so python, PyTorch and compute-sanitizer keep the machine's own libraries.
+#       so python, PyTorch and compute-sanitizer keep the machine's own libraries. The benchmarks
+#       bench_kernels, bench_gpt and bench_decode are one program, bench_multi, packed once and
+#       linked under the three names (each alone would carry its own copy of the CUDA kernels).
 #   bash scripts/gpu-check.sh run core|more [--budget SECONDS] [--dry-run]
-#       On the GPU machine, with the archive carried. `core`: preflight, ops, harness, GPU parity,
-#       memcheck and racecheck on small samples, bf16 kernel benchmarks beside PyTorch. `more`:
-#       synthetic runs cuda:0 vs CPU, bf16/fp16 model runs at head dim 64, a one-rank NCCL job,
-#       decode, float32 kernel benchmarks. Every step runs under its own timeout and a global
+#       On the GPU machine, with the archive carried, in the order of what matters most when the
+#       budget runs out: correctness, the attention ratio, the training step, the decode study.
+#       `core`: preflight, ops, harness, GPU parity, the bf16 kernel benchmarks beside PyTorch
+#       (attention on the Hopper and the mma.sync kernels beside SDPA's cuDNN and flash backends),
+#       memcheck and racecheck on small samples; then, in the time left, the 300M step of Q-K=V.
+#       `more`: synthetic runs cuda:0 vs CPU, bf16/fp16 model runs at head dim 64, a one-rank NCCL
+#       job, the 300M GPT's training step beside PyTorch eager and torch.compile, the decode study
+#       (QKV, Q-K=V, Q-MQA at 2k and 8k positions, bf16 and int8 caches, eager and CUDA graphs,
+#       beside PyTorch's decode twin); then, in the time left, `qkvlab bench decode` of the
+#       variants the study cannot build and the float32 kernel benchmarks. Every step runs under
+#       its own timeout (each part's first steps' timeouts add up to about 290 s) and a global
 #       deadline (--budget, default 270 s), after which the remaining steps are "skipped
 #       (budget)". After every step the summary and a tarball of the logs are rewritten in $OUT
 #       (default build/gpu-check/out): summary-PART.md, logs-PART.tar.gz and bench-PART.md (the
@@ -31,9 +40,11 @@ bundle=build/gpu-check
 
 # ---- the build half ------------------------------------------------------------------------------
 
-# Programs packed into bin/ (the NCCL plugin sits beside qkvlab, where it is looked for).
-packed_programs=("$build/qkvlab" "$build/tests/op_harness" "$build/tests/gpu_parity" "$build/bench/bench_kernels"
+# Programs packed into bin/ (the NCCL plugin sits beside qkvlab, where it is looked for), and the
+# names bench_multi answers to there (bench/bench_multi.cpp).
+packed_programs=("$build/qkvlab" "$build/tests/op_harness" "$build/tests/gpu_parity" "$build/bench/bench_multi"
   "$build/libqkv_dist_nccl.so")
+bench_names=(bench_kernels bench_gpt bench_decode)
 
 pack() {
   set -e
@@ -55,10 +66,14 @@ pack() {
     patchelf --force-rpath --set-rpath '$ORIGIN/../lib:/usr/local/cuda/lib64' "$bin"
   done
   for lib in "$bundle/stage/lib/"*; do patchelf --force-rpath --set-rpath '$ORIGIN' "$lib"; done
-  tar -C "$bundle/stage" -czf "$bundle/bundle.tar.gz" bin lib
+  for name in "${bench_names[@]}"; do ln -s bench_multi "$bundle/stage/bin/$name"; done
+  tar -C "$bundle/stage" -cf - bin lib | gzip -9 >"$bundle/bundle.tar.gz"
   rm -rf "$bundle/stage"
-  local mib=$(($(stat -c %s "$bundle/bundle.tar.gz") / 1048576))
-  echo "gpu-check: packed $bundle/bundle.tar.gz (${mib} MiB); carry it and run 'bash scripts/gpu-check.sh run core' there"
+  local bytes mib
+  bytes=$(stat -c %s "$bundle/bundle.tar.gz")
+  mib=$((bytes / 1048576))
+  echo "gpu-check: packed $bundle/bundle.tar.gz ($(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }') MiB of the" \
+    "64 a device machine takes); carry it and run 'bash scripts/gpu-check.sh run core' there"
   if ((mib >= 64)); then
     echo "gpu-check: the archive is over the 64 MiB a device machine takes" >&2
     exit 1
@@ -131,13 +146,57 @@ sanitize() {
 }
 
 # bench DTYPE: qkvlab's kernels and PyTorch's in one dtype (f32 or bf16), side by side; the
-# table goes to $OUT/bench-PART.md.
+# table goes to $OUT/bench-PART.md. In bf16 the attention also covers FlashAttention's shapes
+# (sequence 2048 and 4096, head dims 64 and 128, causal) on both of qkvlab's kernel paths, every
+# case checked against the CPU first, beside SDPA forced to cuDNN and to flash. A side that fails
+# still leaves the other's numbers in the table; the step fails after it.
 bench() {
-  local dt=$1 torch_dt=float32
-  [ "$dt" = bf16 ] && torch_dt=bfloat16
-  "$bin/bench_kernels" --device cuda:0 --dtype "$dt" --json "$work/bench-qkvlab-$dt.json" || return 1
-  python3 bench/torch_kernels.py --device cuda:0 --dtype "$torch_dt" --json "$work/bench-torch-$dt.json" || return 1
+  local dt=$1 torch_dt=float32 rc=0 cases=all paths=default backends=default
+  if [ "$dt" = bf16 ]; then
+    torch_dt=bfloat16 cases=all,flash paths=default,mma backends=default,cudnn,flash
+  fi
+  "$bin/bench_kernels" --device cuda:0 --dtype "$dt" --attention "$cases" --attention-kernels "$paths" \
+    --json "$work/bench-qkvlab-$dt.json" || rc=1
+  python3 -u bench/torch_kernels.py --device cuda:0 --dtype "$torch_dt" --attention "$cases" --sdpa-backends "$backends" \
+    --json "$work/bench-torch-$dt.json" || rc=1
   python3 bench/compare_kernels.py "$work/bench-qkvlab-$dt.json" "$work/bench-torch-$dt.json" | tee -a "$bench_table"
+  return "$rc"
+}
+
+# gpt_step VARIANT PEER-TIMEOUT: the training step of the paper's 300M GPT (experiments/lm/gpt-300m.yaml
+# at --scale paper: micro-batch 6 x 2048 tokens, bf16 autocast) on cuda:0 beside PyTorch eager
+# (SDPA, cuDNN's backend first) and torch.compile of the same model on the same card, in turns:
+# tokens/s, MFU against the card's data-sheet peak, peak memory. A twin not ready (compiled) within
+# PEER-TIMEOUT seconds, or failing, gets a line saying so; qkvlab's row prints regardless.
+gpt_step() {
+  "$bin/bench_gpt" --device cuda:0 --variant "$1" --steps 10 --rounds 2 --peer-timeout "$2" \
+    --peers torch@python3,torch-compile@python3 | tee -a "$bench_table"
+}
+
+# The decode study: QKV, Q-K=V and Q-MQA of the 300M GPT with bf16 weights, decoding to 2048 and
+# 8192 positions (32 new tokens after a prompt of 2016 or 8160) from bf16 and int8 caches, eager
+# and replayed as CUDA graphs, in turns; each variant's bytes per step against its speedup, Q-K=V's
+# speedup beside the byte ratios (the goal: 95% of the ideal); PyTorch's decode twin (eager, bf16)
+# for QKV and Q-K=V in the same turns.
+decode() {
+  {
+    echo "#### bench_decode (the 300M GPT, bf16 weights)"
+    echo '```'
+  } >>"$bench_table"
+  "$bin/bench_decode" --device cuda:0 --config experiments/lm/gpt-300m.yaml --scale paper \
+    --variants QKV,Q-K=V,Q-MQA --cases 1x2016,1x8160 --new-tokens 32 --precision bf16 --cache-dtype bf16,int8 \
+    --modes eager,graph --peers torch@python3 --peer-variants QKV,Q-K=V --peer-timeout 30 | tee -a "$bench_table"
+  local rc=${PIPESTATUS[0]}
+  echo '```' >>"$bench_table"
+  return "$rc"
+}
+
+# `qkvlab bench decode` (the app's own study, with the variants bench_decode cannot build: a
+# low-rank V residual, linear attention) with an int8 cache, 300M shapes at 2k positions.
+decode_cli() {
+  "$bin/qkvlab" bench decode experiments/lm/gpt-300m.yaml --scale paper \
+    "sweep.variants=[Q-K=V,Q-MQA,Q-K=V+LR16,Q=K=V+linear]" --context 2048 --prompt 2016 --new-tokens 32 \
+    --cache-dtype int8 --device cuda:0 | tee -a "$bench_table" || return 1
 }
 
 # The smoke runs shortened for a lease: 4096 training sequences, 2 epochs (64 steps), every
@@ -188,22 +247,6 @@ nccl_world_of_one() {
     --rtol-late 1e-6 --atol-late 0
 }
 
-# Decode tokens/s of QKV and Q-K=V, the 300M shapes with bf16 weights and cache (the split-KV
-# kernel), at 2k and 8k positions, eager and replayed as a CUDA graph; then an int8 cache.
-decode() {
-  local ctx graph
-  for ctx in 2048 8192; do
-    for graph in "" --graph; do
-      "$bin/qkvlab" bench decode experiments/lm/gpt-300m.yaml --scale paper "sweep.variants=[QKV,Q-K=V]" \
-        --context "$ctx" --prompt $((ctx - 32)) --new-tokens 32 --precision bf16 --cache-dtype bf16 --device cuda:0 $graph |
-        tee -a "$bench_table" || return 1
-    done
-  done
-  "$bin/qkvlab" bench decode experiments/lm/gpt-300m.yaml --scale paper \
-    "sweep.variants=[Q-K=V,Q-MQA,Q-K=V+LR16,Q=K=V+linear]" --context 2048 --prompt 2016 --new-tokens 32 \
-    --cache-dtype int8 --device cuda:0 | tee -a "$bench_table" || return 1
-}
-
 # ---- the run half --------------------------------------------------------------------------------
 
 steps=() # "name|result|seconds|what|detail"
@@ -237,7 +280,7 @@ step() {
   fi
   echo "== $name (at most ${limit}s): $*" >"$log"
   if [ "$dry_run" = 1 ]; then
-    result="dry-run"
+    result="dry-run (limit ${limit}s)"
     declare -F "$1" >/dev/null && declare -f "$1" >>"$log"
   else
     if declare -F "$1" >/dev/null; then set -- bash "$self" _do "$@"; fi
@@ -286,27 +329,35 @@ run_check() {
   tar -C "$bundle/unpacked" -xzf "$bundle/bundle.tar.gz"
   [ "$dry_run" = 1 ] || link_machine_libraries
   bin=$PWD/$bundle/unpacked/bin
-  export bin work bench_table
+  # The benchmarks find their twins (bench/*.py) and experiment files in this checkout, and the
+  # twins' own messages (a compiler's, a traceback) go to a log in the tarball.
+  QKV_SOURCE_DIR=$PWD QKV_PEER_LOG=$work/peers-stderr.log
+  export bin work bench_table QKV_SOURCE_DIR QKV_PEER_LOG
 
   step preflight 10 "GPU, driver, glibc, every program's libraries" preflight
   if [[ ${steps[0]} != *"|passed|"* && $dry_run == 0 ]]; then
     echo "gpu-check: the preflight failed; nothing else runs (see $out/summary-$part.md)"
     exit 1
   fi
+  # Each part's first steps' timeouts add up to about 290 s (with the preflight), most valuable
+  # first; the last steps of each run in whatever time the budget leaves.
   if [ "$part" = core ]; then
-    step ops 15 "every op-table row has a CUDA kernel" every_row_has_cuda
-    step harness 100 "every op on cuda:0 vs the CPU, float32 and bf16/f16" env QKV_CUDA_SYNC=1 "$bin/op_harness" --require-gpu
-    step parity 80 "GPT, ResNet34, encoder, ViT, graphs: cuda:0 vs CPU" "$bin/gpu_parity" --require-gpu
-    step memcheck 50 "compute-sanitizer memcheck, every op, small samples" sanitize memcheck 'op *,attention: bf16*'
-    step racecheck 50 "compute-sanitizer racecheck, the ops that share memory" sanitize racecheck \
+    step ops 10 "every op-table row has a CUDA kernel" every_row_has_cuda
+    step harness 80 "every op on cuda:0 vs the CPU, float32 and bf16/f16" env QKV_CUDA_SYNC=1 "$bin/op_harness" --require-gpu
+    step parity 50 "GPT, ResNet34, encoder, ViT, graphs: cuda:0 vs CPU" "$bin/gpu_parity" --require-gpu
+    step bench_bf16 60 "bf16 GEMMs; attention (Hopper, mma.sync) vs SDPA cuDNN/flash, 2k/4k, D 64/128" bench bf16
+    step memcheck 40 "compute-sanitizer memcheck, every op, small samples" sanitize memcheck 'op *,attention: bf16*'
+    step racecheck 40 "compute-sanitizer racecheck, the ops that share memory" sanitize racecheck \
       'op attention,op attention_backward,op softmax,op log_softmax,op layer_norm*,op cross_entropy,op sum,op amax,op cache_attention,attention: bf16*'
-    step bench_bf16 60 "bf16 GEMMs and flash attention beside PyTorch" bench bf16
+    step gpt_step_kv 110 "300M step, Q-K=V, bf16, vs PyTorch eager/compile (time left)" gpt_step Q-K=V 80
   else
-    step synthetic 80 "smoke runs cuda:0 vs CPU (1e-4 first 10 steps, 1e-2 after)" synthetic_runs
-    step precision 60 "bf16/fp16 runs at head dim 64 vs float32" low_precision
-    step nccl 40 "one-rank NCCL job vs plain cuda:0, 1e-6" nccl_world_of_one
-    step decode 80 "decode tokens/s, 300M shapes, bf16, 2k/8k, eager and graph; int8" decode
-    step bench_f32 50 "float32 kernels beside PyTorch" bench f32
+    step synthetic 55 "smoke runs cuda:0 vs CPU (1e-4 first 10 steps, 1e-2 after)" synthetic_runs
+    step precision 40 "bf16/fp16 runs at head dim 64 vs float32" low_precision
+    step nccl 25 "one-rank NCCL job vs plain cuda:0, 1e-6" nccl_world_of_one
+    step gpt_step 115 "300M step, QKV, bf16: tokens/s, MFU, memory vs PyTorch eager/compile" gpt_step QKV 90
+    step decode 45 "decode QKV/Q-K=V/Q-MQA, 300M, 2k/8k, bf16/int8, eager/graph, vs PyTorch" decode
+    step decode_cli 30 "qkvlab bench decode: Q-K=V, Q-MQA, +LR16, +linear, int8 (time left)" decode_cli
+    step bench_f32 40 "float32 kernels beside PyTorch (time left)" bench f32
   fi
 
   echo
@@ -325,7 +376,7 @@ case "${1:-}" in
     # Without oneDNN: the check is about CUDA, and its 40 MB library would not fit the bundle.
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQKV_CUDA=ON -DQKV_NATIVE=OFF -DQKV_BUILD_BENCH=ON \
       -DQKV_ONEDNN=OFF "-DCMAKE_CUDA_ARCHITECTURES=80;90a" -DCMAKE_CUDA_FLAGS=-lineinfo
-    cmake --build "$build" --target qkvlab op_harness gpu_parity bench_kernels qkv_dist_nccl
+    cmake --build "$build" --target qkvlab op_harness gpu_parity bench_multi qkv_dist_nccl
     pack
     ;;
   pack) pack ;;

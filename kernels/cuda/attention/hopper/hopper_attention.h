@@ -1,5 +1,6 @@
-// The Hopper (sm_90a) attention kernels, private to kernels/cuda/attention: the FlashAttention-3
-// design (hopper/forward.cu, hopper/backward_*.cu) for bf16 and f16 at head dims 64 and 128, with
+// The Hopper (sm_90a) attention kernels, called by kernels/cuda/attention (bench_kernels asks the
+// dispatch which kernels a case runs on): the FlashAttention-3 design (hopper/forward.cu,
+// hopper/backward_*.cu) for bf16 and f16 at head dims 64 and 128, with
 // the semantics of the other attention kernels (GQA by index, bottom-right causal masking, the
 // (+) variants' additive [T, S] bias, K=V read as one tile, the float32 log-sum-exp).
 //
