@@ -65,23 +65,11 @@ def build(a):
             torch.randint(0, 10, (a.batch,)))
 
 
-def split_heads(attn, x):
-    """q, k, v [B, heads, T, d_head] of torch_models.Attention, K/V heads repeated to Q's (GQA)."""
-    out = {name: attn.heads(getattr(attn, name)(x), attn.h if name == attn.slots[0] else attn.hk)
-           for name in dict.fromkeys(attn.slots)}
-    q, k, v = (out[name] for name in attn.slots)
-    if k.shape[1] != attn.h:
-        k = k.repeat_interleave(attn.h // k.shape[1], dim=1)
-    if v.shape[1] != attn.h:
-        v = v.repeat_interleave(attn.h // v.shape[1], dim=1)
-    return q, k, v
-
-
 def sdpa_attention(attn, x):
     """torch_models.Attention.forward, causal, with the scores, softmax and mixing fused in
     F.scaled_dot_product_attention (K = V: k and v one tensor)."""
     B, T, _ = x.shape
-    q, k, v = split_heads(attn, x)
+    q, k, v = attn.split_heads(x)
     y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     return attn.o(y.transpose(1, 2).reshape(B, T, attn.d))
 
@@ -90,7 +78,7 @@ def explicit_attention(attn, x):
     """torch_models.Attention.forward, causal, with the mask made on x's device (PyTorch < 2 has no
     scaled_dot_product_attention)."""
     B, T, _ = x.shape
-    q, k, v = split_heads(attn, x)
+    q, k, v = attn.split_heads(x)
     s = q @ k.transpose(-1, -2) / math.sqrt(attn.dh)
     s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
     return attn.o((torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, attn.d))

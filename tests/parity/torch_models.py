@@ -100,8 +100,8 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, n, self.dh).transpose(1, 2)
 
-    def forward(self, x):
-        B, T, _ = x.shape
+    def split_heads(self, x):
+        """q, k, v [B, heads, T, d_head], K/V heads repeated to Q's (GQA)."""
         out = {name: self.heads(getattr(self, name)(x), self.h if name == self.slots[0] else self.hk)
                for name in dict.fromkeys(self.slots)}
         q, k, v = (out[name] for name in self.slots)
@@ -109,6 +109,11 @@ class Attention(nn.Module):
             k = k.repeat_interleave(self.h // k.shape[1], dim=1)
         if v.shape[1] != self.h:
             v = v.repeat_interleave(self.h // v.shape[1], dim=1)
+        return q, k, v
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q, k, v = self.split_heads(x)
         s = q @ k.transpose(-1, -2) / math.sqrt(self.dh)
         if self.pos2d_m:
             P = pos2d_table(T, self.pos2d_m).to(x.dtype)
