@@ -35,6 +35,7 @@
 #include "kernels/cpu/library_gemm.h"
 #include "nn/models/gpt.h"
 #include "nn/variant.h"
+#include "train/loops/mfu.h"
 
 using namespace qkv;
 using bench::GPTShape;
@@ -136,7 +137,7 @@ int bench_gpt_main(int argc, char** argv) {
         bench::parse_peers(no_torch || !bench::torch_has_variant(v) ? "none" : peer_list);
     const nn::GPTConfig c = bench::gpt2_124m_config(v, vocab, 1024);
     const int64_t params = nn::gpt_parameter_count(c);
-    const double flops = bench::gpt_step_flops(c, batch, seq);
+    const double flops = loops::lm_train_flops_per_token(c, seq) * double(batch * seq);
     std::printf(
         "GPT training step (forward + backward + AdamW + zero_grad): %lld layers, d_model %lld, %lld heads, "
         "vocab %lld, %s, %lld parameters, batch %lld x %lld tokens, %d threads\n",

@@ -47,7 +47,7 @@ void print_row(const std::string& name, const std::vector<double>& ms, int64_t p
 int run_gpu_step_bench(const GpuStepOptions& o) {
   const nn::GPTConfig& c = o.shape.config;
   const int64_t B = o.shape.batch, T = o.shape.seq;
-  const double tokens = double(B * T), flops = gpt_step_flops(c, B, T);
+  const double tokens = double(B * T), flops = loops::lm_train_flops_per_token(c, T) * tokens;
   const bool bf16 = o.precision == "bf16";
   const std::string device = device_name(o.device);
   const std::optional<double> peak_flops =

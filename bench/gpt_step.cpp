@@ -31,12 +31,6 @@ void GPTStep::run() {
   opt->zero_grad();
 }
 
-double gpt_step_flops(const nn::GPTConfig& c, int64_t batch, int64_t seq) {
-  const double params = double(nn::gpt_parameter_count(c)), tokens = double(batch * seq);
-  return 6.0 * params * tokens +
-         12.0 * double(c.layers) * double(seq) * double(seq) * double(c.d_model()) * double(batch);
-}
-
 GPTShape gpt_shape_from_file(const std::string& path, const std::string& scale, const nn::Variant& variant) {
   check_gpt_variant(variant);
   const experiment::Experiment e = experiment::load_experiment(path, scale);

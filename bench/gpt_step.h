@@ -24,10 +24,6 @@ struct GPTStep {
   void run();
 };
 
-// FLOPs of one step: 6 N tokens (forward 2 N + backward 4 N per token, N = parameters with the
-// tied embedding once) plus the attention scores and mixing, 12 L T^2 d per sequence.
-double gpt_step_flops(const nn::GPTConfig& c, int64_t batch, int64_t seq);
-
 // A GPT shape from an experiment file at a scale (model.*: layers, width, heads, vocab, context;
 // train.batch_size: the micro-batch) under `variant`, with dropout 0 (the twins have none).
 struct GPTShape {

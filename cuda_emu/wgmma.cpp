@@ -183,16 +183,25 @@ void commit_model(void* const*, int warpgroup, const void*) {
   wg.groups.push_back(posted->ticket);
 }
 
+// The warpgroup meets at wgmma.wait_group; each thread then waits (wait_ready) until no more
+// than `keep` of its groups are in flight. The groups complete when the schedule chooses, not at
+// the wait: meanwhile other warps run, so an mbarrier arrive placed before the wait lets a
+// producer refill a stage the product has yet to read.
 void wait_model(void* const* slots, int warpgroup, const void*) {
-  Warpgroup& wg = state().groups[size_t(warpgroup)];
   const int keep = *static_cast<const int*>(slots[0]);
   require<AsyncError>(keep >= 0 && keep <= 7, "wgmma.wait_group: ", keep, " (expected 0 to 7)");
-  while (int(wg.groups.size()) > keep) {
-    const uint64_t oldest = wg.groups.front();
-    complete_now(oldest);  // completes it (and what is older) unless the schedule already did
-    wg.groups.pop_front();
-  }
-  wg.fenced = false;
+  state().groups[size_t(warpgroup)].fenced = false;
+}
+
+struct WaitFor {
+  int warpgroup, keep;
+};
+
+bool wait_ready(const void* context) {
+  const auto* w = static_cast<const WaitFor*>(context);
+  std::deque<uint64_t>& groups = state().groups[size_t(w->warpgroup)].groups;
+  while (!groups.empty() && !pending(groups.front())) groups.pop_front();  // they retire in order
+  return int(groups.size()) <= w->keep;
 }
 
 int warpgroup_of_caller(const char* what) {
@@ -230,9 +239,11 @@ void wgmma_fence() { warpgroup_converge("wgmma.fence", nullptr, fence_model); }
 
 void wgmma_commit_group() { warpgroup_converge("wgmma.commit_group", nullptr, commit_model); }
 
-void wgmma_wait_group(int pending) {
-  int keep = pending;
+void wgmma_wait_group(int in_flight) {
+  int keep = in_flight;
   warpgroup_converge("wgmma.wait_group", &keep, wait_model);
+  const WaitFor w{thread_index() / kWarpgroupThreads, keep};
+  wait_until("wgmma.wait_group", wait_ready, &w);
 }
 
 void wgmma_mma_async(float* d, int n, const uint64_t* desc_a, const uint32_t* a_regs, uint64_t desc_b, bool scale_d,

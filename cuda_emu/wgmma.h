@@ -26,15 +26,16 @@
 //   is not on a row of its swizzle pattern (its bits 7 and up within the pattern must be zero).
 //
 // Asynchrony: mma_async reads its operands and writes D when the product completes, which is at
-// a point the schedule chooses after its group was committed (wgmma.commit_group), or at the
-// latest at the wgmma.wait_group that waits for it (cuda_emu/block.h). Until then the threads' D
-// registers hold NaN, so code that reads them before waiting reads NaN, and a store to D or to
-// A's registers in between is lost or caught. What the model refuses (AsyncError): mma_async with
-// no wgmma.fence since the warpgroup last waited (after a wait its threads use the registers;
-// the ISA asks for a fence between any such use and a product touching them, which the model
-// checks only across waits), a
-// thread that changed its A registers before the product completed, a warpgroup that exits with
-// products issued but not committed or not waited for.
+// a point the schedule chooses after its group was committed (wgmma.commit_group): a thread at
+// wgmma.wait_group waits for it as for any asynchronous work (cuda_emu/block.h) while the other
+// warps run on, so a stage released before the wait may be refilled before the product reads it.
+// Until then the threads' D registers hold NaN, so code that reads them before waiting reads NaN,
+// and a store to D or to A's registers in between is lost or caught. What the model refuses
+// (AsyncError): mma_async with no wgmma.fence since the warpgroup last waited (after a wait its
+// threads use the registers; the ISA asks for a fence between any such use and a product
+// touching them, which the model checks only across waits), a thread that changed its A
+// registers before the product completed, a warpgroup that exits with products issued but not
+// committed or not waited for.
 //
 // Each instruction is a warpgroup collective (cuda_emu/block.h): all 128 threads must call it.
 #pragma once
@@ -53,7 +54,7 @@ uint32_t operand_address(const MatrixDescriptor& d, bool mn_major, int mn, int k
 
 void wgmma_fence();
 void wgmma_commit_group();
-void wgmma_wait_group(int pending);
+void wgmma_wait_group(int in_flight);
 // d: the calling thread's n / 2 accumulators; desc_a null: A is a_regs (4 registers).
 void wgmma_mma_async(float* d, int n, const uint64_t* desc_a, const uint32_t* a_regs, uint64_t desc_b, bool scale_d,
                      bool trans_a, bool trans_b, bool bf16);

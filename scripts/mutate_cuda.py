@@ -42,7 +42,7 @@ def copy_tree():
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
         if not dst.exists() or dst.read_bytes() != src.read_bytes():
-            shutil.copy2(src, dst)
+            shutil.copy(src, dst)  # a fresh mtime: the build must see the change
     shared = ROOT.parent / "shared"
     link = SCRATCH.parent / "shared"
     if shared.exists() and not link.exists():

@@ -190,6 +190,41 @@ __global__ void misuse(Misuse what, float* out) {
   if (what != Misuse::read_before_wait) out[threadIdx.x] = d[0];
 }
 
+// A consumer warpgroup (threads 0-127) multiplies A = ones (registers) by a B tile of zeros in
+// shared memory, then releases the tile on an mbarrier; warp 4, the producer, waits for the
+// release and refills the tile with ones. Released after wgmma.wait_group, the product is 0;
+// released before it (`early`), the refill may land before the product reads its operand.
+__global__ void release_tile(bool early, float* out) {
+  CUDA_EMU_DYNAMIC_SHARED(unsigned char, smem);
+  unsigned char* tile = smem + (1024 - __cvta_generic_to_shared(smem) % 1024) % 1024;
+  auto* released = reinterpret_cast<uint64_t*>(tile + 4096);
+  const int t = int(threadIdx.x);
+  for (int i = t; i < 4096; i += 160) tile[i] = 0;
+  if (t == 0) {
+    emu::mbarrier_init(released, 128);
+    emu::fence_mbarrier_init();
+  }
+  emu::publish_generic_writes();
+  __syncthreads();
+  if (t >= 128) {  // the producer
+    emu::mbarrier_try_wait_parity(released, 0);
+    const uint16_t one = bits(1.f);
+    for (int i = t - 128; i < 2048; i += 32) reinterpret_cast<uint16_t*>(tile)[i] = one;
+    emu::publish_generic_writes();
+    return;
+  }
+  const uint64_t desc = descriptor(__cvta_generic_to_shared(tile), 128, 256, none);
+  float d[32] = {};
+  const uint32_t ones = uint32_t(bits(1.f)) * 0x10001u, a[4] = {ones, ones, ones, ones};
+  emu::wgmma_fence();
+  emu::wgmma_mma_async(d, 64, nullptr, a, desc, false, false, false, true);
+  emu::wgmma_commit_group();
+  if (early) emu::mbarrier_arrive(released);
+  emu::wgmma_wait_group(0);
+  if (!early) emu::mbarrier_arrive(released);
+  out[t] = d[0];
+}
+
 }  // namespace
 
 // Products of 64 bf16 terms, exact and summed in double, rounded once per k-step: well below 1e-4.
@@ -254,6 +289,28 @@ TEST_CASE(
     std::vector<float> got(128);
     REQUIRE(cudaMemcpy(got.data(), out, got.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
     for (float x : got) CHECK(std::isnan(x));
+  }
+  cudaFree(out);
+}
+
+TEST_CASE("emulated wgmma: a tile released before wgmma.wait_group is refilled under the product's feet") {
+  float* out = nullptr;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&out), 128 * sizeof(float)) == cudaSuccess);
+  auto launch = [&](bool early) { CUDA_EMU_LAUNCH(1, 160, 8192, nullptr, release_tile)(early, out); };
+  auto results = [&] {
+    std::vector<float> got(128);
+    REQUIRE(cudaMemcpy(got.data(), out, got.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return got;
+  };
+  launch(false);
+  for (float x : results()) CHECK(x == 0.f);
+  // The product completes while the warpgroup waits, after the producer ran: first to last reads
+  // the refill (16 = a row of ones times a column of ones); last to first completes it earlier.
+  if (emu::schedules() > 1) {
+    CHECK_THROWS_WITH_AS(launch(true), doctest::Contains("without waiting for it"), KernelFault);
+  } else {
+    launch(true);
+    for (float x : results()) CHECK(x == 16.f);
   }
   cudaFree(out);
 }

@@ -139,7 +139,7 @@ class LmRun final : public TrainingRun {
 
   // Model FLOP utilization per device at `tokens_per_second` for the whole job.
   double mfu(double tokens_per_second) const {
-    return tokens_per_second / world_ * lm_train_flops_per_token(model_, seq_len_) / o_.peak_flops;
+    return tokens_per_second / world_ * lm_train_flops_per_token(model_.config(), seq_len_) / o_.peak_flops;
   }
   int64_t seq_len() const { return seq_len_; }
 

@@ -23,9 +23,8 @@ constexpr KnownGpu kKnownGpus[] = {
 
 }  // namespace
 
-double lm_train_flops_per_token(const nn::GPT& model, int64_t seq_len) {
-  const auto& c = model.config();
-  return 6.0 * double(model.num_parameters()) + 12.0 * double(c.layers) * double(seq_len) * double(c.d_model());
+double lm_train_flops_per_token(const nn::GPTConfig& c, int64_t seq_len) {
+  return 6.0 * double(nn::gpt_parameter_count(c)) + 12.0 * double(c.layers) * double(seq_len) * double(c.d_model());
 }
 
 double measure_gemm_flops(const Device& device, int64_t n, int reps, DType dtype) {

@@ -13,7 +13,7 @@ namespace qkv::loops {
 
 // FLOPs of one training token (forward and backward): 6 per parameter plus the attention
 // scores and mixing, 12 x layers x T x d (PaLM's accounting).
-double lm_train_flops_per_token(const nn::GPT& model, int64_t seq_len);
+double lm_train_flops_per_token(const nn::GPTConfig& config, int64_t seq_len);
 
 // GEMM FLOP/s of the device in `dtype`, timed on an n^3 matmul (best of `reps` after a warm-up).
 double measure_gemm_flops(const Device& device, int64_t n = 1024, int reps = 4, DType dtype = DType::f32);
