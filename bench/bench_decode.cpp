@@ -143,7 +143,7 @@ int bench_decode_main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     const Device dev(device);
-    check_device_usable(dev, "bench_decode");
+    check_device_usable(dev, "--device");
     std::vector<bench::Peer> peers;
     std::string peers_failed;  // a missing interpreter: qkvlab decodes alone
     try {

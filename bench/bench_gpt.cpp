@@ -104,7 +104,7 @@ int bench_gpt_main(int argc, char** argv) {
   try {
     const Device dev(device);
     if (dev.is_cuda()) {
-      check_device_usable(dev, "bench_gpt");
+      check_device_usable(dev, "--device");
       bench::GpuStepOptions o;
       o.device = dev;
       o.variant = nn::parse_variant(variant);

@@ -256,7 +256,7 @@ int bench_kernels_main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     const Device dev(device);
-    check_device_usable(dev, "bench_kernels");
+    check_device_usable(dev, "--device");
     if (sizes.empty())
       sizes =
           dev.is_cpu() ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{256, 512, 1024, 2048, 4096};

@@ -306,7 +306,7 @@ std::vector<int> order_of(int n, Schedule schedule) {
 // schedule's order: a warp's lanes (in the schedule's order) run to their next meeting point,
 // its collectives go ahead as they form; then the warpgroup collectives that formed, the waits
 // whose condition holds and the asynchronous work the schedule completes now. A round in which
-// nothing moved opens the barrier, or else completes pending work (the oldest; under `shuffled`
+// nothing moved opens the barrier, or else completes pending work (the newest; under `shuffled`
 // any); a block that can do neither is stuck. So a warp runs ahead of the others up to the next
 // barrier, as it may on a GPU, and a missing barrier lets it overwrite what a later warp still
 // reads.
@@ -347,8 +347,8 @@ void schedule_threads(Block& b) {
       throw AsyncError(str("emulated block: every thread exited with asynchronous work still in flight: ", names));
     }
     if (progress || open_barrier(b)) continue;
-    if (!b.pending.empty()) {  // the oldest, or under `shuffled` any: async units keep no order among them
-      complete_at(b, b.schedule == Schedule::shuffled ? size_t(b.gen() % b.pending.size()) : 0);
+    if (!b.pending.empty()) {  // the newest, or under `shuffled` any: async units keep no order among them
+      complete_at(b, b.schedule == Schedule::shuffled ? size_t(b.gen() % b.pending.size()) : b.pending.size() - 1);
       continue;
     }
     std::vector<int> stuck;

@@ -16,10 +16,11 @@
 // another thread writes without a barrier between them.
 //
 // Asynchronous work (a bulk copy, a wgmma) is posted to the block and completes at a point the
-// schedule chooses: under `forward` as late as possible (when no thread could otherwise go on, the
-// oldest first), under `reverse` at the first scheduling point after it was issued, under
-// `shuffled` at seeded random points in between, in any order (a later copy may land before an
-// earlier product reads its operands). A thread that reads what
+// schedule chooses: under `forward` as late as possible (when no thread could otherwise go on) and
+// the newest first, under `reverse` at the first scheduling point after it was issued, under
+// `shuffled` at seeded random points in between, in any order. So a product issued without
+// waiting for its tile's copy reads before the copy lands (forward), and a copy into a stage
+// released before the product reading it completed lands first (forward, shuffled). A thread that reads what
 // the work writes without waiting for it therefore sees what was there before (poisoned by the
 // instruction's model) under one schedule and the result under another.
 #pragma once

@@ -292,7 +292,7 @@ step() {
       *) result="FAILED (exit $rc)" ;;
     esac
   fi
-  tail -n 3 "$log"
+  if [ "$dry_run" = 1 ]; then head -n 1 "$log"; else tail -n 3 "$log"; fi  # a dry run's log: the command, then its body
   local detail="$*"
   [ "$dry_run" = 1 ] || detail=$(grep -v '^\s*$' "$log" | tail -n 1)
   detail=$(echo "$detail" | tr -d '|' | cut -c1-140)
