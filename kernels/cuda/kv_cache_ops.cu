@@ -16,6 +16,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/layout.h"
 #include "tensor/cuda/device_errors.cuh"
+#include "tensor/cuda/stream.h"
 #include "tensor/index_errors.h"
 
 namespace qkv::kernels::cuda {
@@ -117,7 +118,8 @@ void kv_write(const KernelArgs& k) {
 void cache_attention(const KernelArgs& k) {
   const auto& at = attr<AttentionAttrs>(k.attrs, "cache_attention");
   const Tensor &q = k.in[0], &keys = k.in[1], &values = k.in[2], &start = k.in[3];
-  if (split_kv_supports(q, keys, values, Tensor())) {  // any cache dtype, int8 read in place
+  // Any cache dtype, int8 read in place; a short cache too while a CUDA graph captures the step.
+  if (split_kv_supports(q, keys, values, Tensor(), qkv::cuda::capturing())) {
     split_kv_attention(q, keys, values, at, k.out[0], k.out[1], start.data<int64_t>(), k.in[4], k.in[5]);
     return;
   }
@@ -128,7 +130,8 @@ void cache_attention(const KernelArgs& k) {
     const Tensor in[] = {q, wide_keys, wide_values, start, Tensor(), Tensor()};
     return cache_attention(KernelArgs{in, k.out, k.attrs});
   }
-  // Other shapes: the start read on the host, then the attention kernels on the keys in use.
+  // Other shapes: the start read on the host (refused while capturing), then the attention
+  // kernels on the keys in use.
   const int64_t s = start.cpu().item<int64_t>(), T = q.size(2), C = keys.size(2);
   if (s < 0 || s + T > C) throw index_out_of_range("cache_attention", s, 0, C - T + 1);
   const int64_t n = s + T;

@@ -377,12 +377,15 @@ TEST_CASE("cuda graph: a GPT decodes through its replayed step as through forwar
     DType cache_dtype;
     int64_t v_rank = 0;
     bool linear = false;
+    int64_t capacity = 0;  // 0: the context
   };
-  // Float caches, an int8 cache, the low-rank V residual's [K | X A] rows, linear attention's state.
+  // Float caches, an int8 cache, the low-rank V residual's [K | X A] rows, linear attention's
+  // state, and caches shorter than the split-KV kernel's eager minimum (128 keys).
   for (const Case& k :
        {Case{nn::Sharing::q_kv, DType::f32}, Case{nn::Sharing::qkv, DType::bf16}, Case{nn::Sharing::q_kv, DType::i8},
-        Case{nn::Sharing::q_kv, DType::bf16, 16}, Case{nn::Sharing::all, DType::f32, 0, true}}) {
-    const auto [sharing, cache_dtype, v_rank, linear] = k;
+        Case{nn::Sharing::q_kv, DType::bf16, 16}, Case{nn::Sharing::all, DType::f32, 0, true},
+        Case{nn::Sharing::qk_v, DType::f32, 0, false, 60}, Case{nn::Sharing::q_kv, DType::i8, 0, false, 60}}) {
+    const auto [sharing, cache_dtype, v_rank, linear, capacity] = k;
     nn::GPTConfig c;
     c.vocab = 97;
     c.context = 256;
@@ -398,9 +401,12 @@ TEST_CASE("cuda graph: a GPT decodes through its replayed step as through forwar
     model.to(gpu());
     model.eval();
     NoGradGuard no_grad;
-    const int64_t batch = 2, prompt = 140;  // past 128 keys: the eager step splits over the keys too
+    // Past 128 keys the eager step splits over the keys too; below, it reads the position on the
+    // host, which the captured step cannot.
+    const int64_t batch = 2, prompt = capacity ? capacity - 20 : 140;
     const Tensor ids = cast(uniform({batch, prompt}, 0, 97, DType::f64, &gen), DType::i64).to(gpu());
-    nn::KVCache eager = model.make_cache(batch, 0, cache_dtype), fixed = model.make_cache(batch, 0, cache_dtype);
+    nn::KVCache eager = model.make_cache(batch, capacity, cache_dtype),
+                fixed = model.make_cache(batch, capacity, cache_dtype);
     auto greedy = [](const Tensor& logits) { return argmax(logits.narrow(1, logits.size(1) - 1, 1), -1); };
     Tensor next = greedy(model.forward_cached(ids, eager));
     model.forward_cached(ids, fixed);
@@ -420,7 +426,8 @@ TEST_CASE("cuda graph: a GPT decodes through its replayed step as through forwar
       next = greedy(want.to(gpu()));
     }
     MESSAGE(cat("graph decode, ", nn::variant_name({sharing, 0, false, v_rank, linear}), ", ", dtype_name(cache_dtype),
-                " cache: largest relative difference of the logits, replayed vs forward_cached ", worst));
+                " cache of ", capacity ? capacity : c.context,
+                " positions: largest relative difference of the logits, replayed vs forward_cached ", worst));
   }
 }
 #endif

@@ -292,12 +292,12 @@ void run(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs
 
 }  // namespace
 
-bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias) {
+bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool any_length) {
   const DType dt = q.dtype();
   if ((dt != DType::f32 && dt != DType::bf16 && dt != DType::f16) || bias.defined()) return false;
   if (k.dtype() != v.dtype() || (k.dtype() != dt && k.dtype() != DType::i8)) return false;
   const int64_t T = q.size(2), G = (q.size(1) / k.size(1)) * T, D = q.size(3), Dv = v.size(3), S = k.size(2);
-  if (T > kMaxQueryRows || G > kMaxRows || D > kMaxDim || Dv > kMaxDim || S < 2 * kKeys) return false;
+  if (T > kMaxQueryRows || G > kMaxRows || D > kMaxDim || Dv > kMaxDim || (S < 2 * kKeys && !any_length)) return false;
   if (q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1) return false;
   const bool kv_shared = same_view(k, v);
   return smem_floats(int(G), int(D), int(Dv), kv_shared) * int64_t(sizeof(float)) <= shared_limit();

@@ -10,8 +10,9 @@ namespace qkv::kernels::cuda {
 
 // Whether these operands are a decode step this path takes: q in float32, bf16 or f16, k and v
 // in q's dtype or int8; no bias; at most 8 query rows; group x rows at most 16; head dims at most
-// 256; keys at least 128.
-bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias);
+// 256; keys at least 128, or any number with `any_length` (fewer are faster on the flash kernels,
+// which need the position on the host: a CUDA graph's capture cannot read it).
+bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool any_length = false);
 
 // out [B, H, T, Dv] (q's dtype, contiguous), lse [B, H, T] float32 contiguous; q, k, v with a
 // contiguous last dim. `start` (device memory, or nullptr): the new rows' first position, as
