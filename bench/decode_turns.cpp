@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <optional>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "bench/kernel_timing.h"
@@ -82,29 +84,22 @@ TurnTimes decode_in_turns(const std::vector<const nn::GPT*>& models, const Decod
 
 double copy_bandwidth(const Device& device, int64_t mib) {
   const int64_t n = mib << 18;  // floats
-  double best = 0;
+  Tensor a, b;
+  std::vector<float> host_a, host_b;
+  std::function<void()> copy;
   if (device.is_cuda()) {
-    const Tensor a = ones({n}, {DType::f32, device});
-    Tensor b = zeros({n}, {DType::f32, device});
-    b.copy_(a);
-    sync(device);
-    for (int r = 0; r < 5; ++r) {
-      const auto t0 = Clock::now();
-      b.copy_(a);
-      sync(device);
-      best = std::max(best, 2.0 * double(n) * sizeof(float) / std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    return best;
-  }
-  std::vector<float> a(size_t(n), 1.0f), b(size_t(n), 0.0f);
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = Clock::now();
+    a = ones({n}, {DType::f32, device});
+    b = zeros({n}, {DType::f32, device});
+    copy = [&] { b.copy_(a); };
+  } else {
+    host_a.assign(size_t(n), 1.0f);
+    host_b.assign(size_t(n), 0.0f);
+    copy = [&] {
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < size_t(n); ++i) b[i] = a[i];
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, 2.0 * double(n) * sizeof(float) / s);
+      for (size_t i = 0; i < size_t(n); ++i) host_b[i] = host_a[i];
+    };
   }
-  return best;
+  return 2.0 * double(n) * sizeof(float) / best_seconds({copy}, 5, device)[0];
 }
 
 }  // namespace qkv::bench
