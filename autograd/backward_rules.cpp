@@ -187,6 +187,29 @@ Grads dropout_add_layer_norm(const BackwardArgs& a) {
   return {dsum, dy, a.input_meta[2].defined ? ln.dweight : Tensor(), a.input_meta[3].defined ? ln.dbias : Tensor()};
 }
 
+Grads rms_norm(const BackwardArgs& a) {
+  RmsNormGrads r = rms_norm_backward(a.grads[0], a.inputs[0], a.inputs[1], a.outputs[1]);
+  return {r.dx, a.input_meta[1].defined ? r.dweight : Tensor()};
+}
+
+// Outputs (normed, rstd, sum = x + dropout(y)), as dropout_add_layer_norm's.
+Grads dropout_add_rms_norm(const BackwardArgs& a) {
+  const auto& at = attr<DropoutAddNormAttrs>(a.attrs, "dropout_add_rms_norm");
+  RmsNormGrads n = rms_norm_backward(a.grads[0], a.outputs[2], a.inputs[2], a.outputs[1]);
+  const Tensor dsum = a.grad_arrived[2] ? n.dx + a.grads[2] : n.dx;
+  Tensor dy = dsum;
+  if (at.p > 0) dy = call_op(OpId::dropout, {dsum}, DropoutAttrs{at.p, at.seed, at.offset})[0];
+  return {dsum, dy, a.input_meta[2].defined ? n.dweight : Tensor()};
+}
+
+// The rotation's transpose is the opposite rotation; the tables and the start are constants.
+Grads rope(const BackwardArgs& a) {
+  const bool inverse = attr<RopeAttrs>(a.attrs, "rope").inverse;
+  return {qkv::rope(a.grads[0], {a.inputs[1], a.inputs[2]}, a.inputs[3], !inverse), Tensor(), Tensor(), Tensor()};
+}
+
+Grads swiglu(const BackwardArgs& a) { return {swiglu_backward(a.grads[0], a.inputs[0])}; }
+
 Grads cross_entropy(const BackwardArgs& a) {
   const Tensor dx =
       call_op(OpId::cross_entropy_backward, {a.grads[0], a.inputs[0], a.inputs[1], a.outputs[1]}, a.attrs)[0];

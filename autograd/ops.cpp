@@ -116,6 +116,38 @@ AddNorm dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& w
   return {out[3], out[0]};
 }
 
+Tensor rms_norm(const Tensor& x, const Tensor& w, double eps) {
+  check<ValueError>(eps >= 0, "rms_norm: eps must be non-negative, got ", eps);
+  return one(OpId::rms_norm, {x, w}, LayerNormAttrs{eps});
+}
+
+RmsNormGrads rms_norm_backward(const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& rstd) {
+  auto out = call_op(OpId::rms_norm_backward, {g, x, w, rstd});
+  return {out[0], out[1]};
+}
+
+AddNorm dropout_add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& w, double p, bool training,
+                             Generator* gen, double eps) {
+  check<ValueError>(p >= 0 && p <= 1, "dropout_add_rms_norm: p must be in [0, 1], got ", p);
+  check<ValueError>(eps >= 0, "dropout_add_rms_norm: eps must be non-negative, got ", eps);
+  DropoutAddNormAttrs attrs{0, 0, 0, eps};
+  if (training && p > 0) {  // the numbers dropout(y, p, training, gen) would draw
+    const DropoutAttrs d = draw_dropout(y, p, gen);
+    attrs.p = p;
+    attrs.seed = d.seed;
+    attrs.offset = d.offset;
+  }
+  auto out = call_op(OpId::dropout_add_rms_norm, {x, y, w}, attrs);
+  return {out[2], out[0]};
+}
+
+Tensor rope(const Tensor& x, const RotaryTables& t, const Tensor& start, bool inverse) {
+  return one(OpId::rope, {x, t.cos, t.sin, start}, RopeAttrs{inverse});
+}
+
+Tensor swiglu(const Tensor& h) { return one(OpId::swiglu, {h}); }
+Tensor swiglu_backward(const Tensor& g, const Tensor& h) { return one(OpId::swiglu_backward, {g, h}); }
+
 Tensor embedding(const Tensor& weight, const Tensor& ids) { return one(OpId::embedding, {weight, ids}); }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
@@ -148,18 +180,21 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
 }
 
 Tensor cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& start, bool causal,
-                       double scale) {
+                       double scale, const RotaryTables& rotary) {
   scale = attention_scale("cache_attention", q, scale);
-  return one(OpId::cache_attention, {q, k, v, start, Tensor(), Tensor()}, AttentionAttrs{causal, scale});
+  return one(OpId::cache_attention, {q, k, v, start, Tensor(), Tensor(), rotary.cos, rotary.sin},
+             AttentionAttrs{causal, scale});
 }
 void kv_write_(const Tensor& cache, const Tensor& src, const Tensor& start) {
   call_op(OpId::kv_write, {cache, src, start}, NoAttrs{});
 }
 
 Tensor cache_attention_int8(const Tensor& q, const Tensor& k, const Tensor& k_scale, const Tensor& v,
-                            const Tensor& v_scale, const Tensor& start, bool causal, double scale) {
+                            const Tensor& v_scale, const Tensor& start, bool causal, double scale,
+                            const RotaryTables& rotary) {
   scale = attention_scale("cache_attention", q, scale);
-  return one(OpId::cache_attention, {q, k, v, start, k_scale, v_scale}, AttentionAttrs{causal, scale});
+  return one(OpId::cache_attention, {q, k, v, start, k_scale, v_scale, rotary.cos, rotary.sin},
+             AttentionAttrs{causal, scale});
 }
 
 std::pair<Tensor, Tensor> quantize_int8(const Tensor& x) {

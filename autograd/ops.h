@@ -77,6 +77,30 @@ struct AddNorm {
 };
 AddNorm dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& weight, const Tensor& bias, double p,
                                bool training, Generator* gen, double eps = 1e-5);
+// RMS norm over the last dim: x / sqrt(mean(x^2) + eps) * weight (weight [D] may be undefined).
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+struct RmsNormGrads {
+  Tensor dx, dweight;
+};
+RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd);
+// dropout_add_layer_norm's RMS form: sum = x + dropout(y, p, training, gen) and its RMS norm.
+AddNorm dropout_add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& weight, double p, bool training,
+                             Generator* gen, double eps = 1e-6);
+
+// Rotary position embedding (nn/rope.h makes the tables): x [B, T, H, D], token t at position
+// start + t (start: one int64 on x's device, or undefined for 0), turned pair by pair in the
+// rotate-half layout by the angles of cos, sin [P, R/2] (read in the dtype the kernel computes
+// in: float64 for float64 x, else float32); dims past R unchanged. `inverse` turns the other way (the backward).
+struct RotaryTables {
+  Tensor cos, sin;
+  bool defined() const { return cos.defined(); }
+};
+Tensor rope(const Tensor& x, const RotaryTables& tables, const Tensor& start = Tensor(), bool inverse = false);
+
+// The SwiGLU gate: h [..., 2F] (the gate projection's F columns, then the up projection's) ->
+// silu(gate) * up [..., F].
+Tensor swiglu(const Tensor& h);
+Tensor swiglu_backward(const Tensor& grad, const Tensor& h);
 
 // ---- lookup, loss, regularization ----------------------------------------------------------
 Tensor embedding(const Tensor& weight, const Tensor& ids);
@@ -99,16 +123,19 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
 // tensor of one element read on the device, so a CUDA graph replays them at every position.
 // cache_attention: q [B, H, T, D] of the new rows attends over positions [0, start + T) of a
 // preallocated cache k [B, Hk, C, D], v [B, Hk, C, Dv] (k and v may be one tensor), causal
-// bottom-right (row t sees positions up to start + t); not differentiable. kv_write_:
+// bottom-right (row t sees positions up to start + t); not differentiable. With `rotary`, the
+// cached keys are stored unrotated and turned as they are read (position j by row j of the
+// tables): a K=V cache under RoPE stores s once and serves RoPE(s) as keys, s as values. kv_write_:
 // cache[:, :, start:start + T] = src [B, Hk, T, D] in place. Either raises an IndexError (on a
 // GPU at the next synchronisation) when start + T does not fit the cache.
 Tensor cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& start, bool causal = true,
-                       double scale = 0);
+                       double scale = 0, const RotaryTables& rotary = {});
 void kv_write_(const Tensor& cache, const Tensor& src, const Tensor& start);
 // An int8 cache: rows quantized by quantize_int8 (below), read with their float32 scales
 // k_scale, v_scale [B, Hk, C, 1] (K=V: the same tensor and scales twice).
 Tensor cache_attention_int8(const Tensor& q, const Tensor& k, const Tensor& k_scale, const Tensor& v,
-                            const Tensor& v_scale, const Tensor& start, bool causal = true, double scale = 0);
+                            const Tensor& v_scale, const Tensor& start, bool causal = true, double scale = 0,
+                            const RotaryTables& rotary = {});
 // Symmetric int8 rows: x [..., D] -> (q int8 [..., D], scale float32 [..., 1]) with
 // scale = max |x| / 127 per row and q = round(x / scale), so |q * scale - x| <= scale / 2.
 // A row holding a NaN or inf gets a NaN scale. Not differentiable.

@@ -28,6 +28,21 @@ void mask_dtype(const Tensor& t, const char* op, const char* what) {
                     describe(t));
 }
 
+// A position of the static decode step: one int64, read on the device.
+void position_scalar(const Tensor& t, const char* op, const char* what) {
+  check<DTypeError>(t.dtype() == DType::i64 && t.numel() == 1, op, ": ", what, " must be one int64, got ", describe(t));
+}
+
+// RoPE's cos and sin [positions, R/2], R even and at most the head dim, of one float dtype (the
+// kernels read them in the dtype they compute in).
+void rope_tables(const Tensor& cos, const Tensor& sin, int64_t head_dim, const char* op) {
+  check<ShapeError>(cos.dim() == 2 && cos.shape() == sin.shape() && 2 * cos.size(1) <= head_dim, op,
+                    ": expected cos and sin tables [positions, R/2] with R at most the head dim ", head_dim, ", got ",
+                    describe(cos), " and ", describe(sin));
+  check<DTypeError>(is_floating(cos.dtype()) && cos.dtype() == sin.dtype(), op,
+                    ": the rotary tables must be of one float dtype, got ", describe(cos), " and ", describe(sin));
+}
+
 }  // namespace
 
 Specs broadcast(std::span<const Tensor> in, const Attrs&, const char* op) {
@@ -155,6 +170,46 @@ Specs layer_norm_backward(std::span<const Tensor> in, const Attrs&, const char* 
   return {{x.shape(), x.dtype()}, {{n}, x.dtype()}, {{n}, x.dtype()}};
 }
 
+Specs rms_norm(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  Specs s = layer_norm(std::array<Tensor, 3>{in[0], in[1], Tensor()}, attrs, op);  // y, mean, rstd
+  return {s[0], s[2]};
+}
+
+Specs rms_norm_backward(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  Specs s = layer_norm_backward(in, attrs, op);  // dx, dweight, dbias
+  return {s[0], s[1]};
+}
+
+Specs dropout_add_rms_norm(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  Specs s = dropout_add_layer_norm(std::array<Tensor, 4>{in[0], in[1], in[2], Tensor()}, attrs, op);
+  return {s[0], s[2], s[3]};  // normed, rstd, sum
+}
+
+Specs rope(std::span<const Tensor> in, const Attrs&, const char* op) {
+  const Tensor& x = in[0];
+  check<ShapeError>(x.dim() == 4, op, ": expected x [batch, len, heads, dim], got ", describe(x));
+  rope_tables(in[1], in[2], x.size(3), op);
+  if (in[3].defined()) position_scalar(in[3], op, "start");
+  return {{x.shape(), x.dtype()}};
+}
+
+Specs swiglu(std::span<const Tensor> in, const Attrs&, const char* op) {
+  const Tensor& h = in[0];
+  check<ShapeError>(h.dim() >= 1 && h.size(-1) % 2 == 0, op,
+                    ": expected [..., 2F] (the gate's F columns, then the up projection's), got ", describe(h));
+  Shape out = h.shape();
+  out.back() /= 2;
+  return {{out, h.dtype()}};
+}
+
+Specs swiglu_backward(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
+  const Tensor &g = in[0], &h = in[1];
+  same_dtype(g, h, op);
+  check<ShapeError>(swiglu(in.subspan(1, 1), attrs, op)[0].shape == g.shape(), op, ": grad ", describe(g),
+                    " does not match the gate's output for ", describe(h));
+  return {{h.shape(), h.dtype()}};
+}
+
 Specs embedding(std::span<const Tensor> in, const Attrs&, const char* op) {
   const Tensor &w = in[0], &ids = in[1];
   check<ShapeError>(w.dim() == 2, op, ": weight must be [num_embeddings, dim], got ", describe(w));
@@ -223,11 +278,6 @@ Specs attention(std::span<const Tensor> in, const Attrs&, const char* op) {
 }
 
 namespace {
-// A position of the static decode step: one int64, read on the device.
-void position_scalar(const Tensor& t, const char* op, const char* what) {
-  check<DTypeError>(t.dtype() == DType::i64 && t.numel() == 1, op, ": ", what, " must be one int64, got ", describe(t));
-}
-
 // An int8 cache tensor's scales: float32 [B, Hk, C, 1], one per row.
 void row_scales(const Tensor& t, const Tensor& scales, const char* op, const char* what) {
   check<ValueError>(scales.defined(), op, ": an int8 ", what, " needs its float32 row scales");
@@ -244,6 +294,12 @@ void row_scales(const Tensor& t, const Tensor& scales, const char* op, const cha
 Specs cache_attention(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
   position_scalar(in[3], op, "start");
   const Tensor &q = in[0], &k = in[1], &v = in[2];
+  check<ValueError>(in[6].defined() == in[7].defined(), op, ": the rotary tables come as a pair, cos and sin");
+  if (in[6].defined()) {
+    rope_tables(in[6], in[7], k.dim() == 4 ? k.size(3) : 0, op);
+    check<ShapeError>(k.dim() == 4 && in[6].size(0) >= k.size(2), op, ": the rotary tables hold ", in[6].size(0),
+                      " positions, fewer than the cache's ", describe(k));
+  }
   if (k.dtype() != DType::i8 && v.dtype() != DType::i8) {
     check<ValueError>(!in[4].defined() && !in[5].defined(), op, ": scales are for int8 keys and values only, got ",
                       describe(k));

@@ -38,6 +38,16 @@ std::vector<OutputSpec> layer_norm(std::span<const Tensor>, const Attrs&, const 
 std::vector<OutputSpec> layer_norm_backward(std::span<const Tensor>, const Attrs&, const char* op);
 // x, y [..., D], weight? bias? [D] -> normed [..., D], mean, rstd [...], sum [..., D].
 std::vector<OutputSpec> dropout_add_layer_norm(std::span<const Tensor>, const Attrs&, const char* op);
+// x, weight? [D] -> y [..., D], rstd [...]; its backward (grad, x, weight?, rstd) -> dx, dweight.
+std::vector<OutputSpec> rms_norm(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> rms_norm_backward(std::span<const Tensor>, const Attrs&, const char* op);
+// x, y [..., D], weight? [D] -> normed [..., D], rstd [...], sum [..., D].
+std::vector<OutputSpec> dropout_add_rms_norm(std::span<const Tensor>, const Attrs&, const char* op);
+// x [B, T, H, D], cos, sin [P, R/2], start? -> like x.
+std::vector<OutputSpec> rope(std::span<const Tensor>, const Attrs&, const char* op);
+// h [..., 2F] -> [..., F]; its backward (grad [..., F], h) -> [..., 2F].
+std::vector<OutputSpec> swiglu(std::span<const Tensor>, const Attrs&, const char* op);
+std::vector<OutputSpec> swiglu_backward(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> embedding(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> cross_entropy(std::span<const Tensor>, const Attrs&, const char* op);
 std::vector<OutputSpec> cross_entropy_backward(std::span<const Tensor>, const Attrs&, const char* op);

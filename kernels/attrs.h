@@ -39,6 +39,10 @@ struct CrossEntropyAttrs {
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::mean;
 };
+// rope: turn by the tables' angles, or (inverse, the backward) by their opposites.
+struct RopeAttrs {
+  bool inverse = false;
+};
 struct DropoutAttrs {
   double p = 0;
   uint64_t seed = 0, offset = 0;
@@ -104,7 +108,8 @@ struct RandomAttrs {
 
 using Attrs = std::variant<NoAttrs, ReduceAttrs, DimAttrs, ScalarAttrs, GeluAttrs, MatmulAttrs, LayerNormAttrs,
                            CrossEntropyAttrs, DropoutAttrs, DropoutAddNormAttrs, CastAttrs, RandomAttrs, AttentionAttrs,
-                           Conv2dAttrs, BatchNormAttrs, Pool2dAttrs, AdaptivePoolAttrs, AdamAttrs, SgdAttrs, ClipAttrs>;
+                           Conv2dAttrs, BatchNormAttrs, Pool2dAttrs, AdaptivePoolAttrs, AdamAttrs, SgdAttrs, ClipAttrs,
+                           RopeAttrs>;
 
 template <class T> const T& attr(const Attrs& a, const char* op) {
   const T* p = std::get_if<T>(&a);

@@ -12,8 +12,10 @@
   /* matmul */ X(matmul) X(matmul_accumulate) \
   /* linear */ X(linear) X(linear_weight_grad) \
   /* softmax */ X(softmax) X(log_softmax) \
-  /* layer_norm */ X(layer_norm) X(layer_norm_backward) \
-  /* residual_norm */ X(dropout_add_layer_norm) \
+  /* layer_norm */ X(layer_norm) X(layer_norm_backward) X(rms_norm) X(rms_norm_backward) \
+  /* residual_norm */ X(dropout_add_layer_norm) X(dropout_add_rms_norm) \
+  /* rope */ X(rope) \
+  /* swiglu */ X(swiglu) X(swiglu_backward) \
   /* cross_entropy */ X(cross_entropy) X(cross_entropy_backward) \
   /* index */ X(embedding) X(index_select) X(index_add) X(index_accumulate) X(gather) X(scatter_add) \
   /* random */ X(dropout) X(relu_dropout) X(uniform) X(normal) X(bernoulli) \

@@ -11,8 +11,13 @@
 namespace qkv::nn {
 
 void AttentionConfig::validate() const {
-  check<ValueError>(d_model > 0 && heads > 0 && d_model % heads == 0, "attention: d_model ", d_model,
-                    " must be a positive multiple of heads ", heads);
+  check<ValueError>(d_model > 0 && heads > 0 && head_size >= 0 && (head_size > 0 || d_model % heads == 0),
+                    "attention: d_model ", d_model, " must be a positive multiple of heads ", heads,
+                    " unless the head dim is given, got head dim ", head_size);
+  if (rope) {
+    rope->validate(head_dim());
+    check<ValueError>(!linear, "attention: rotary positions are for softmax attention, not linear attention");
+  }
   const int64_t hk = kv_head_count();
   check<ValueError>(hk > 0 && heads % hk == 0, "attention: ", heads, " heads cannot be grouped over kv_heads ", hk);
   for (Role r : {Role::k, Role::v})
@@ -32,12 +37,13 @@ void AttentionConfig::validate() const {
                     "attention only (PAPER.md: '(+) ... non-causal tasks only')");
 }
 
-Attention::Attention(const AttentionConfig& c, Generator* gen) : o(c.d_model, c.d_model, c.bias, gen), config_(c) {
+Attention::Attention(const AttentionConfig& c, Generator* gen)
+    : o(c.query_width(), c.d_model, c.bias, gen), config_(c) {
   c.validate();
   const SharingPattern& p = c.pattern();
   const int64_t d = c.d_model, dkv = c.kv_head_count() * c.head_dim();
   for (int i = 0; i < p.slot_count(); ++i) {
-    slots_.push_back(std::make_unique<Linear>(d, p.serves_query(i) ? d : dkv, c.bias, gen));
+    slots_.push_back(std::make_unique<Linear>(d, p.serves_query(i) ? c.query_width() : dkv, c.bias, gen));
     register_module(std::string(p.slot_name(i)), slots_.back().get());
   }
   register_module("o", &o);
@@ -60,15 +66,40 @@ Tensor Attention::split_heads(const Tensor& x, int64_t heads, int64_t width) con
   return x.reshape({B, T, heads, width > 0 ? width : config_.head_dim()}).permute({0, 2, 1, 3});
 }
 
-Attention::Heads Attention::project_slots(const Tensor& x) const {
+RotaryTables Attention::rotary(int64_t rows, const Device& device) const {
+  std::lock_guard lock(table_mu_);
+  for (auto& [d, t] : rope_tables_)
+    if (d == device) {
+      if (t.cos.size(0) < rows) t = rope_tables(*config_.rope, config_.head_dim(), std::max(rows, 2 * t.cos.size(0)), device);
+      return t;
+    }
+  rope_tables_.emplace_back(device, rope_tables(*config_.rope, config_.head_dim(), std::max<int64_t>(rows, 64), device));
+  return rope_tables_.back().second;
+}
+
+Attention::Heads Attention::project_slots(const Tensor& x, const TokenPositions& at) const {
   check<ShapeError>(x.dim() == 3 && x.size(2) == config_.d_model, "attention: expected input [batch, len, ",
                     config_.d_model, "], got ", shape_str(x.shape()));
   const SharingPattern& p = config_.pattern();
-  std::vector<Tensor> out;  // one per slot, in slot order: a tied role gets the same handle
-  for (int i = 0; i < p.slot_count(); ++i)
-    out.push_back(
-        split_heads(slots_[size_t(i)]->forward(x), p.serves_query(i) ? config_.heads : config_.kv_head_count()));
-  return {out[size_t(p.slot_index(Role::q))], out[size_t(p.slot_index(Role::k))], out[size_t(p.slot_index(Role::v))]};
+  const int64_t B = x.size(0), T = x.size(1);
+  // The rotary tables for these tokens: rows [first, first + T), or all rows with a device start.
+  RotaryTables turn;
+  if (config_.rope) {
+    turn = rotary(at.start.defined() ? at.capacity : at.first + T, x.device());
+    if (!at.start.defined()) turn = {turn.cos.narrow(0, at.first, T), turn.sin.narrow(0, at.first, T)};
+  }
+  // One per slot, in slot order: a tied role gets the same handle. Slots serving Q or K are
+  // turned once (their tokens [B, T, h, dh]), the slot serving V never.
+  std::vector<Tensor> plain, turned;
+  for (int i = 0; i < p.slot_count(); ++i) {
+    const int64_t h = p.serves_query(i) ? config_.heads : config_.kv_head_count();
+    const Tensor tokens = slots_[size_t(i)]->forward(x).reshape({B, T, h, config_.head_dim()});
+    const bool positional = p.slot_index(Role::q) == i || p.slot_index(Role::k) == i;
+    plain.push_back(tokens.permute({0, 2, 1, 3}));
+    turned.push_back(config_.rope && positional ? rope(tokens, turn, at.start).permute({0, 2, 1, 3}) : plain.back());
+  }
+  return {turned[size_t(p.slot_index(Role::q))], turned[size_t(p.slot_index(Role::k))],
+          plain[size_t(p.slot_index(Role::v))]};
 }
 
 Attention::Heads Attention::project(const Tensor& x) const {
@@ -79,8 +110,9 @@ Attention::Heads Attention::project(const Tensor& x) const {
 }
 
 Tensor Attention::cache_rows(const Tensor& x, const Heads& h) const {
-  if (config_.v_rank == 0) return h.k;
-  return concat({h.k, split_heads(v_down->forward(x), config_.kv_head_count(), config_.v_rank)}, -1);
+  const Tensor& keys = keys_turned_on_read() ? h.v : h.k;  // K=V under RoPE: s, turned as read
+  if (config_.v_rank == 0) return keys;
+  return concat({keys, split_heads(v_down->forward(x), config_.kv_head_count(), config_.v_rank)}, -1);
 }
 
 Tensor Attention::finish_residual(const Tensor& y) const {
@@ -93,7 +125,7 @@ Tensor Attention::finish_residual(const Tensor& y) const {
 
 Tensor Attention::merge_heads(const Tensor& y) const {
   const int64_t B = y.size(0), T = y.size(2);
-  return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.d_model}));
+  return o.forward(y.permute({0, 2, 1, 3}).reshape({B, T, config_.query_width()}));
 }
 
 std::pair<Tensor, Tensor> Attention::pos2d_terms(int64_t T) const {
@@ -143,10 +175,11 @@ Tensor Attention::forward_cached(const Tensor& x, KVCache& cache, int64_t layer)
                     "attention: a KV cache serves causal attention without "
                     "2D positional scores");
   if (config_.linear) return linear_step(x, cache, layer);  // the cache is a state: no position
-  // An int8 cache is read with its scales by cache_attention: the static step at this position.
-  if (cache.quantized())
+  // An int8 cache is read with its scales by cache_attention, and keys stored unrotated are turned
+  // by it as read: the static step at this position.
+  if (cache.quantized() || keys_turned_on_read())
     return decode_step(x, cache, layer, full({1}, double(cache.length()), TensorOptions(DType::i64, x.device())));
-  Heads h = project_slots(x);
+  Heads h = project_slots(x, {cache.length()});
   const Tensor rows = cache_rows(x, h);
   auto [k, v] = cache.append(layer, rows, h.v);
   if (config_.v_rank > 0) std::tie(k, v) = std::pair(k.narrow(-1, 0, config_.head_dim()), k);
@@ -160,15 +193,17 @@ Tensor Attention::decode_step(const Tensor& x, KVCache& cache, int64_t layer, co
   check<ValueError>(config_.causal && config_.pos2d == 0,
                     "attention: a KV cache serves causal attention without 2D positional scores");
   if (config_.linear) return linear_step(x, cache, layer);  // the state carries the position
-  Heads h = project_slots(x);
+  Heads h = project_slots(x, {0, start, cache.capacity()});
   CachedKV c = cache.write_at(layer, cache_rows(x, h), h.v, start);
   if (config_.v_rank > 0) {  // the rows serve as values; their first d_head columns as keys
     c.values = c.keys;
     c.value_scales = c.key_scales;
     c.keys = c.keys.narrow(-1, 0, config_.head_dim());
   }
-  Tensor y = c.quantized() ? cache_attention_int8(h.q, c.keys, c.key_scales, c.values, c.value_scales, start)
-                           : cache_attention(h.q.to(c.keys.dtype()), c.keys, c.values, start).to(x.dtype());
+  const RotaryTables on_read = keys_turned_on_read() ? rotary(cache.capacity(), x.device()) : RotaryTables{};
+  Tensor y = c.quantized()
+                 ? cache_attention_int8(h.q, c.keys, c.key_scales, c.values, c.value_scales, start, true, 0, on_read)
+                 : cache_attention(h.q.to(c.keys.dtype()), c.keys, c.values, start, true, 0, on_read).to(x.dtype());
   return merge_heads(finish_residual(y));
 }
 

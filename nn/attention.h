@@ -17,13 +17,21 @@
 //
 // `linear`: the appendix's linear attention (nn/linear_attention.h) in place of softmax, in
 // parallel form for training and as a recurrence over a fixed-size state for decoding.
+//
+// `rope`: rotary positions (nn/rope.h) on the roles Q and K, never on V. A slot serving K and V
+// computes s = X W once: the key is RoPE(s) and the value s, so K=V stays one projection and,
+// in a KV cache, one tensor: the cache stores s, and decoding turns each cached key as it reads
+// it (cache_attention's rotary tables). Other rows cache their keys turned. A slot serving Q and
+// K (Q=K-V, Q=K=V) is turned once for both.
 #pragma once
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "nn/layers.h"
+#include "nn/rope.h"
 #include "nn/sharing.h"
 
 namespace qkv::nn {
@@ -43,13 +51,25 @@ struct AttentionConfig {
   // the decay lambda; a KV cache then holds the recurrent state, not rows per position.
   bool linear = false;
   double linear_decay = 1.0;
+  int64_t head_size = 0;          // the head dim; 0: d_model / heads
+  std::optional<RopeConfig> rope;  // rotary positions on Q and K; none: the model places tokens itself
 
-  int64_t head_dim() const { return d_model / heads; }
+  int64_t head_dim() const { return head_size > 0 ? head_size : d_model / heads; }
+  int64_t query_width() const { return heads * head_dim(); }  // W_q's outputs, W_o's inputs
   int64_t kv_head_count() const { return kv_heads == 0 ? heads : kv_heads; }
   // Width of one cached row per KV head: d_head, plus r for the low-rank V residual's X A.
   int64_t cache_row_width() const { return head_dim() + v_rank; }
   const SharingPattern& pattern() const { return sharing_pattern(sharing); }
   void validate() const;  // throws ValueError naming the bad combination
+};
+
+// Where the T tokens an attention reads are: from position `first`, or (`start` defined: one
+// int64 on the device, as decode_step reads it) from the position it holds, within the first
+// `capacity`.
+struct TokenPositions {
+  int64_t first = 0;
+  Tensor start;
+  int64_t capacity = 0;
 };
 
 class Attention : public Module {
@@ -78,6 +98,10 @@ class Attention : public Module {
   Tensor probabilities(const Tensor& x) const;  // softmax of the masked scores [B, H, T, T]
 
   const AttentionConfig& config() const { return config_; }
+  // Whether a KV cache stores this layer's keys unrotated, turned as they are read: RoPE with K=V.
+  bool keys_turned_on_read() const { return config_.rope && config_.pattern().ties(Role::k, Role::v); }
+  // cos and sin of positions [0, rows) (at least; shared by every call) on `device`.
+  RotaryTables rotary(int64_t rows, const Device& device) const;
   // The projection serving `role`; tied roles get the same Linear.
   Linear& projection(Role role) const { return *slots_[size_t(config_.pattern().slot_index(role))]; }
   Linear o;
@@ -90,7 +114,7 @@ class Attention : public Module {
   std::pair<Tensor, Tensor> pos2d_terms(int64_t T) const;
   // [B, T, h*w] -> [B, h, T, w], w the head dim unless given.
   Tensor split_heads(const Tensor& x, int64_t heads, int64_t width = 0) const;
-  Heads project_slots(const Tensor& x) const;  // project() without the low-rank V residual
+  Heads project_slots(const Tensor& x, const TokenPositions& at = {}) const;  // project() without the V residual
   // The cached rows [B, Hk, T, dh (+ r)]: K, or [K | X A] with the low-rank V residual.
   Tensor cache_rows(const Tensor& x, const Heads& h) const;
   // Attention's output [B, H, T, dh] from one over cached rows: as it is, or with the residual,
@@ -103,6 +127,7 @@ class Attention : public Module {
   std::vector<std::unique_ptr<Linear>> slots_;  // one per distinct slot of the pattern's row
   mutable std::mutex table_mu_;
   mutable std::map<int64_t, Tensor> pos2d_tables_;  // P by sequence length, on the weights' device
+  mutable std::vector<std::pair<Device, RotaryTables>> rope_tables_;  // per device, grown to need
 };
 
 // Sees the input x of every Attention::forward on this thread while alive: how analyses read

@@ -51,16 +51,18 @@ Embedding::Embedding(int64_t num, int64_t dim, Generator* gen) {
 
 Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
 
-LayerNorm::LayerNorm(int64_t dim, double eps_, bool affine) : eps(eps_) {
-  if (affine) {
-    weight = ones({dim});
-    bias = zeros({dim});
-    register_parameter("weight", &weight);
-    register_parameter("bias", &bias);
-  }
+LayerNorm::LayerNorm(int64_t dim, double eps_, bool affine, NormKind kind_) : eps(eps_), kind(kind_) {
+  if (!affine) return;
+  weight = ones({dim});
+  register_parameter("weight", &weight);
+  if (kind == NormKind::rms) return;
+  bias = zeros({dim});
+  register_parameter("bias", &bias);
 }
 
-Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
+Tensor LayerNorm::forward(const Tensor& x) const {
+  return kind == NormKind::rms ? rms_norm(x, weight, eps) : layer_norm(x, weight, bias, eps);
+}
 
 Dropout::Dropout(double p_, Generator* gen) : p(p_), gen_(gen) {
   check<ValueError>(p >= 0 && p < 1, "Dropout: p must be in [0, 1), got ", p);
@@ -71,6 +73,7 @@ Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p, is_trainin
 Tensor Dropout::after_relu(const Tensor& x) const { return relu_dropout(x, p, is_training(), gen_); }
 
 AddNorm Dropout::add_norm(const Tensor& x, const Tensor& y, const LayerNorm& norm) const {
+  if (norm.kind == NormKind::rms) return dropout_add_rms_norm(x, y, norm.weight, p, is_training(), gen_, norm.eps);
   return dropout_add_layer_norm(x, y, norm.weight, norm.bias, p, is_training(), gen_, norm.eps);
 }
 

@@ -27,13 +27,19 @@ class Embedding : public Module {
   Tensor weight;
 };
 
-// Normalizes the last dim; weight 1 and bias 0 when affine.
+// How a norm layer normalizes: centered and scaled (LayerNorm), or scaled by the root mean square
+// alone (RMSNorm, as Llama-style models; weight only, no bias).
+enum class NormKind : uint8_t { layer, rms };
+
+// Normalizes the last dim; weight 1 and bias 0 when affine. One module for both kinds, so a
+// block holds either and its fused residual step (Dropout::add_norm) takes either.
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true);
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true, NormKind kind = NormKind::layer);
   Tensor forward(const Tensor& x) const;
-  Tensor weight, bias;
+  Tensor weight, bias;  // bias undefined for the RMS norm
   double eps;
+  NormKind kind;
 };
 
 // Zeroes elements with probability p while training (scaling the rest by 1/(1-p)).
@@ -45,7 +51,7 @@ class Dropout : public Module {
   // the output alone.
   Tensor after_relu(const Tensor& x) const;
   // The pre-LN residual step: x + forward(y) and `norm` of it, as one op
-  // (dropout_add_layer_norm), drawing the random numbers forward(y) would.
+  // (dropout_add_layer_norm or dropout_add_rms_norm), drawing the random numbers forward(y) would.
   AddNorm add_norm(const Tensor& x, const Tensor& y, const LayerNorm& norm) const;
   double p;
 

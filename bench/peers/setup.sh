@@ -7,16 +7,17 @@
 #
 # The benchmarks (bench_encoder, bench_vit, bench_gpt, bench_decode) find the venv at
 # $QKV_PEERS_VENV or build/peers-venv and time torch, torch-compile and jax from it beside qkvlab
-# (their --peers). PYTHON=python3.X picks the interpreter (torch 2.5.1 has wheels for Python
-# 3.9-3.12, jax 0.4.35 for 3.10-3.13). PyPI's torch 2.5.1 wheel is its CUDA build (about 3 GB of
-# nvidia-* packages come with it); on the CPU it runs the same kernels as the CPU-only wheel.
+# (their --peers). PYTHON=python3.X picks the interpreter (the pins have wheels for Python
+# 3.11-3.13). PyPI's torch wheel is its CUDA build (a few GB of nvidia-* packages come with it);
+# on the CPU it runs the same kernels as the CPU-only wheel. transformers also makes the Hugging
+# Face fixtures (tests/parity/make_hf_*_fixture.py) and checks the exports (tests/parity).
 # Needs a network connection to PyPI; about 5 GB of disk.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 venv="${1:-${QKV_PEERS_VENV:-$root/build/peers-venv}}"
 python="${PYTHON:-python3}"
-pins=(torch==2.5.1 transformers==4.46.3 safetensors==0.4.5 "jax[cpu]==0.4.35" numpy==2.4.6)
+pins=(torch==2.15.0 transformers==5.25.0 safetensors==0.8.0 "jax[cpu]==0.10.2" numpy==2.4.6)
 
 command -v "$python" >/dev/null || { echo "peers/setup: no $python (set PYTHON=...)" >&2; exit 1; }
 if [ ! -x "$venv/bin/python" ]; then

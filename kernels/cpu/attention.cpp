@@ -20,7 +20,7 @@ template <class St, class Kv>
 void attend(const Heads& Q, const Heads& K, const Heads& V, const Tensor& bias_in, const KernelArgs& k,
             const AttentionAttrs& a) {
   using F = compute_t<St>;
-  const bool kv_shared = same_view(K.t, V.t);
+  const bool kv_shared = reads_once(K, V);
   const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, Dv = V.cols;
   const int64_t group = H / Hk, qblocks = (T + kBlockQ - 1) / kBlockQ;
   const Tensor bias = bias_in.defined() ? raw::to(raw::contiguous(bias_in), dtype_of<F>(), kCPU) : Tensor();
@@ -71,14 +71,24 @@ void attention(const KernelArgs& k) {
   });
 }
 
-void attention_int8_kv(const Tensor& q, const Tensor& keys, const Tensor& key_scales, const Tensor& values,
-                       const Tensor& value_scales, const KernelArgs& k) {
+void attention_over_cache(const Tensor& q, const CacheOperand& keys, const CacheOperand& values,
+                          const Tensor& cos, const Tensor& sin, const KernelArgs& k) {
   const auto& a = attr<AttentionAttrs>(k.attrs, "cache_attention");
-  const Heads Q(q), K(keys, key_scales), V(values, value_scales);
+  const Heads Q(q), V(values.rows, values.scales);
+  Heads K(keys.rows, keys.scales);
   const bool decode = is_decode_shape(Q, K);
   visit_any_float(Q.t.dtype(), "cache_attention", [&]<class St>() {
-    if (decode) attend_decode<St, int8_t>(Q, K, V, k, a);
-    else attend<St, int8_t>(Q, K, V, Tensor(), k, a);
+    using F = compute_t<St>;
+    if (cos.defined()) {
+      K.cos = raw::contiguous(raw::to(cos, dtype_of<F>(), kCPU));
+      K.sin = raw::contiguous(raw::to(sin, dtype_of<F>(), kCPU));
+    }
+    auto run = [&]<class Kv>() {
+      if (decode) attend_decode<St, Kv>(Q, K, V, k, a);
+      else attend<St, Kv>(Q, K, V, Tensor(), k, a);
+    };
+    if (K.t.dtype() == DType::i8) run.template operator()<int8_t>();
+    else run.template operator()<St>();
   });
 }
 

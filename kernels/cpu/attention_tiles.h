@@ -27,8 +27,10 @@ inline constexpr int64_t kBlockQ = kMaxTile, kBlockK = kMaxTile;
 // A [B, H, T, D] tensor whose last dim is contiguous (a permuted [B, T, H, D] projection is
 // used in place); heads are read as T x D row-major matrices with the tensor's row stride. An
 // int8 tensor (a quantized KV cache) comes with its float32 scales [B, H, T, 1], one per row.
+// Cached keys stored unrotated (a K=V cache under RoPE) come with the rotary tables cos, sin
+// [P, R/2], contiguous in the compute dtype: row r is turned by row r of the tables as read.
 struct Heads {
-  Tensor t, scales;
+  Tensor t, scales, cos, sin;
   int64_t heads = 0, rows = 0, cols = 0;
   explicit Heads(const Tensor& x, const Tensor& row_scales = Tensor())
       : t(x.stride(-1) == 1 ? x : raw::contiguous(x)), scales(row_scales) {
@@ -40,11 +42,16 @@ struct Heads {
     const T* p = static_cast<const T*>(t.raw_data()) + b * t.stride(0) + h * t.stride(1);
     return ConstMap<T>(p, rows, cols, Eigen::OuterStride<>(t.stride(2)));
   }
+  bool rotary() const { return cos.defined(); }
   // The scale of row r of head (b, h).
   float scale(int64_t b, int64_t h, int64_t r) const {
     return scales.data<float>()[b * scales.stride(0) + h * scales.stride(1) + r * scales.stride(2)];
   }
 };
+
+// Whether keys and values are one tensor read once per tile: K=V, unless the keys are turned as
+// read (then the values are the rows as stored).
+inline bool reads_once(const Heads& K, const Heads& V) { return same_view(K.t, V.t) && !K.rotary(); }
 
 // Head (b, h) of a [B, H, T, D] output as a writable T x D map with the output's row stride:
 // outputs follow their operand's layout (autograd/shape_rules.cpp), heads within tokens or not.
@@ -80,23 +87,38 @@ inline void tile_scores(RowMat<T>& s, const ConstMap<T>& q, const ConstMap<T>& k
   scores_of<T>(s, q.middleRows(i0, ni), k.middleRows(j0, nj), i0, j0, scale, bias, S, T_, causal);
 }
 
+// Turns rows [r0, r0 + n) held in buf by rows r0.. of x's rotary tables (rotate-half pairs).
+template <class F> void turn_rows(const Heads& x, int64_t r0, RowMat<F>& buf) {
+  const int64_t half = x.cos.shape()[1];
+  for (int64_t r = 0; r < buf.rows(); ++r) {
+    const F* c = x.cos.data<F>() + (r0 + r) * half;
+    const F* s = x.sin.data<F>() + (r0 + r) * half;
+    F* row = buf.data() + r * buf.cols();
+#pragma omp simd
+    for (int64_t i = 0; i < half; ++i) {
+      const F a = row[i], b = row[i + half];
+      row[i] = a * c[i] - b * s[i];
+      row[i + half] = b * c[i] + a * s[i];
+    }
+  }
+}
+
 // Rows [r0, r0 + n) of head (b, h) as a ConstMap<F>: in place when stored as F, else converted
 // into `buf` (so a bf16 KV cache is read as bf16, one tile at a time, never copied whole); int8
-// rows are multiplied by their scales on the way.
+// rows are multiplied by their scales on the way; rotary rows are turned in `buf`.
 template <class F, class S>
 ConstMap<F> rows_of(const Heads& x, int64_t b, int64_t h, int64_t r0, int64_t n, RowMat<F>& buf) {
   const int64_t ld = x.t.stride(2);
   const S* p = static_cast<const S*>(x.t.raw_data()) + b * x.t.stride(0) + h * x.t.stride(1) + r0 * ld;
-  if constexpr (std::is_same_v<S, F>) {
-    return ConstMap<F>(p, n, x.cols, Eigen::OuterStride<>(ld));
-  } else {
-    buf.resize(n, x.cols);
-    for (int64_t r = 0; r < n; ++r) {
-      const F scale = std::is_same_v<S, int8_t> ? F(x.scale(b, h, r0 + r)) : F(1);
-      for (int64_t c = 0; c < x.cols; ++c) buf(r, c) = F(p[r * ld + c]) * scale;
-    }
-    return ConstMap<F>(buf.data(), n, x.cols, Eigen::OuterStride<>(x.cols));
+  if constexpr (std::is_same_v<S, F>)
+    if (!x.rotary()) return ConstMap<F>(p, n, x.cols, Eigen::OuterStride<>(ld));
+  buf.resize(n, x.cols);
+  for (int64_t r = 0; r < n; ++r) {
+    const F scale = std::is_same_v<S, int8_t> ? F(x.scale(b, h, r0 + r)) : F(1);
+    for (int64_t c = 0; c < x.cols; ++c) buf(r, c) = F(p[r * ld + c]) * scale;
   }
+  if (x.rotary()) turn_rows(x, r0, buf);
+  return ConstMap<F>(buf.data(), n, x.cols, Eigen::OuterStride<>(x.cols));
 }
 
 // Calls f with a score row (contiguous) as an Eigen array: a fixed-size map when the row is a

@@ -80,7 +80,7 @@ template <class F> void scores(const RowMat<F>& q, const ConstMap<F>& kt, F scal
 template <class St, class Kv>
 void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelArgs& k, const AttentionAttrs& a) {
   using F = compute_t<St>;
-  const bool kv_shared = same_view(K.t, V.t);
+  const bool kv_shared = reads_once(K, V);
   const int64_t B = Q.t.shape()[0], H = Q.heads, Hk = K.heads, T = Q.rows, S = K.rows, D = Q.cols, Dv = V.cols;
   const int64_t group = H / Hk, R = group * T;  // rows of a task: query head g's row t is g * T + t
   const int64_t splits = key_splits(B * Hk, S);
@@ -88,9 +88,9 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
   const F scale = F(a.scale), ninf = -std::numeric_limits<F>::infinity();
   // float32 heads of width 16, 32 or 64 take the fixed-width loop (decode_keys.h); a cache stored
   // as float32 is then read in place, the whole split as one tile, so each block's prefetch of
-  // the next runs on to the split's end.
+  // the next runs on to the split's end (keys turned as read: a tile at a time, in a buffer).
   const bool fixed = std::is_same_v<F, float> && D == Dv && fixed_width::with_width(D, []<int>() {});
-  const int64_t tile = fixed && std::is_same_v<Kv, F> ? chunk : kDecodeTile;
+  const int64_t tile = fixed && std::is_same_v<Kv, F> && !K.rotary() ? chunk : kDecodeTile;
   // Per (b, hk, split): the unnormalized output rows, their running max and sum.
   std::vector<F> part_acc(size_t(B * Hk * splits * R * Dv)), part_m(size_t(B * Hk * splits * R)),
       part_l(size_t(B * Hk * splits * R));

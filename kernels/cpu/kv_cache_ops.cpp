@@ -26,8 +26,9 @@ void kv_write(const KernelArgs& k) {
 }
 
 // Inputs (q [B, H, T, D], k [B, Hk, C, D], v [B, Hk, C, Dv], start: one int64, k_scale?,
-// v_scale? [B, Hk, C, 1] for int8 k and v) -> (out, lse): the T new rows at positions
-// start .. start + T - 1 attend over keys [0, start + T), causal bottom-right when attrs.causal.
+// v_scale? [B, Hk, C, 1] for int8 k and v, cos? sin? [P, R/2] to turn the keys as read) ->
+// (out, lse): the T new rows at positions start .. start + T - 1 attend over keys
+// [0, start + T), causal bottom-right when attrs.causal.
 void cache_attention(const KernelArgs& k) {
   const int64_t T = k.in[0].size(2), C = k.in[1].size(2), start = *k.in[3].data<int64_t>();
   if (start < 0 || start + T > C) throw index_out_of_range("cache_attention", start, 0, C - T + 1);
@@ -36,10 +37,10 @@ void cache_attention(const KernelArgs& k) {
   const Tensor keys = raw::slice(k.in[1], 2, 0, length, 1);
   const bool shared = same_view(k.in[1], k.in[2]);
   const Tensor values = shared ? keys : raw::slice(k.in[2], 2, 0, length, 1);
-  if (k.in[1].dtype() != DType::i8)
-    return run_kernel(attention, {k.in[0], keys, values, Tensor()}, {k.out.begin(), k.out.end()}, k.attrs);
-  const Tensor key_scales = raw::slice(k.in[4], 2, 0, length, 1);
-  attention_int8_kv(k.in[0], keys, key_scales, values, shared ? key_scales : raw::slice(k.in[5], 2, 0, length, 1), k);
+  const bool int8 = k.in[1].dtype() == DType::i8;
+  const Tensor key_scales = int8 ? raw::slice(k.in[4], 2, 0, length, 1) : Tensor();
+  const Tensor value_scales = int8 && !shared ? raw::slice(k.in[5], 2, 0, length, 1) : key_scales;
+  attention_over_cache(k.in[0], {keys, key_scales}, {values, value_scales}, k.in[6], k.in[7], k);
 }
 
 // Inputs (x [..., D]) -> (q int8 [..., D], scale float32 [..., 1]): per row, scale = max |x| / 127

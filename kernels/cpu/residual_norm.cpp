@@ -1,6 +1,6 @@
-// dropout_add_layer_norm on the CPU: one pass over the rows, each row's dropout, add and layer
-// norm computed as the unfused kernels compute them (the dropout's select, the add, the shared
-// layer_norm_row), so the fused op equals dropout, add and layer_norm bit for bit. The branch
+// dropout_add_layer_norm and dropout_add_rms_norm on the CPU: one pass over the rows, each row's
+// dropout, add and norm computed as the unfused kernels compute them (the dropout's select, the
+// add, the shared norm_row), so the fused op equals dropout, add and the norm bit for bit. The branch
 // after dropout is never stored: per row it goes from registers into the sum.
 #include <omp.h>
 
@@ -13,19 +13,27 @@
 namespace qkv::kernels::cpu {
 namespace {
 
-// sum = x + dropout(y) and its layer norm, row by row; p in (0, 1).
-template <class T> void fused_rows(const KernelArgs& k, const DropoutAddNormAttrs& a) {
-  const Tensor x = raw::contiguous(k.in[0]), y = raw::contiguous(k.in[1]);
-  const Tensor w = k.in[2].defined() ? raw::contiguous(k.in[2]) : Tensor();
-  const Tensor b = k.in[3].defined() ? raw::contiguous(k.in[3]) : Tensor();
+// The tensors of one fused call: b and mean undefined for the RMS norm.
+struct NormOperands {
+  Tensor x, y, w, b;
+  Tensor normed, mean, rstd, sum;
+};
+
+// sum = x + dropout(y) and its norm, row by row; p in (0, 1).
+template <bool kCentered, class T> void fused_rows(const NormOperands& o, const DropoutAddNormAttrs& a) {
+  const Tensor x = raw::contiguous(o.x), y = raw::contiguous(o.y);
+  const Tensor w = o.w.defined() ? raw::contiguous(o.w) : Tensor();
+  const Tensor b = o.b.defined() ? raw::contiguous(o.b) : Tensor();
   const int64_t n = x.shape().back(), rows = x.numel() / n;
   const T *xp = x.data<T>(), *yp = y.data<T>();
   const T* wp = w.defined() ? w.data<T>() : nullptr;
   const T* bp = b.defined() ? b.data<T>() : nullptr;
-  T *normed = k.out[0].data<T>(), *mean = k.out[1].data<T>(), *rstd = k.out[2].data<T>(), *sum = k.out[3].data<T>();
+  T *normed = o.normed.data<T>(), *rstd = o.rstd.data<T>(), *sum = o.sum.data<T>();
+  T* mean = o.mean.defined() ? o.mean.data<T>() : nullptr;
+  T unused_mean = 0;
   const T scale = T(1.0 / (1.0 - a.p));
   const uint32_t threshold = uint32_t(unit_threshold(a.p));
-#pragma omp parallel if (rows * n >= kParallelGrain)
+#pragma omp parallel firstprivate(unused_mean) if (rows * n >= kParallelGrain)
   {
     PhiloxWords words(a.seed, a.offset);  // a thread's rows are consecutive: batches are reused
 #pragma omp for schedule(static)
@@ -44,9 +52,23 @@ template <class T> void fused_rows(const KernelArgs& k, const DropoutAddNormAttr
         }
         i += m;
       }
-      layer_norm_row(sum + r * n, normed + r * n, n, a.eps, wp, bp, mean[r], rstd[r]);
+      norm_row<kCentered>(sum + r * n, normed + r * n, n, a.eps, wp, bp, mean ? mean[r] : unused_mean, rstd[r]);
     }
   }
+}
+
+// The fused rows, or without dropout (or with all of it) the add and the unfused norm.
+template <bool kCentered> void dropout_add_norm(const NormOperands& o, const DropoutAddNormAttrs& a, const char* op) {
+  if (a.p > 0 && a.p < 1 && o.x.numel() > 0)
+    return visit_float(o.x.dtype(), op, [&]<class T>() { fused_rows<kCentered, T>(o, a); });
+  Tensor branch = o.y;
+  if (a.p > 0) {
+    branch = empty(o.y.shape(), {o.y.dtype(), o.y.device()});
+    run_kernel(dropout, {o.y}, {branch}, DropoutAttrs{a.p, a.seed, a.offset});
+  }
+  run_kernel(add, {o.x, branch}, {o.sum}, NoAttrs{});
+  if (kCentered) run_kernel(layer_norm, {o.sum, o.w, o.b}, {o.normed, o.mean, o.rstd}, LayerNormAttrs{a.eps});
+  else run_kernel(rms_norm, {o.sum, o.w}, {o.normed, o.rstd}, LayerNormAttrs{a.eps});
 }
 
 }  // namespace
@@ -54,17 +76,14 @@ template <class T> void fused_rows(const KernelArgs& k, const DropoutAddNormAttr
 // Inputs (x, y [..., D], weight? bias? [D]) -> (normed, mean, rstd: layer_norm's outputs for
 // sum; sum = x + dropout(y)).
 void dropout_add_layer_norm(const KernelArgs& k) {
-  const auto& a = attr<DropoutAddNormAttrs>(k.attrs, "dropout_add_layer_norm");
-  const bool fused = a.p > 0 && a.p < 1 && k.in[0].numel() > 0;
-  if (fused) return visit_float(k.in[0].dtype(), "dropout_add_layer_norm", [&]<class T>() { fused_rows<T>(k, a); });
-  // No dropout (or all of it): the add and the norm.
-  Tensor branch = k.in[1];
-  if (a.p > 0) {
-    branch = empty(k.in[1].shape(), {k.in[1].dtype(), k.in[1].device()});
-    run_kernel(dropout, {k.in[1]}, {branch}, DropoutAttrs{a.p, a.seed, a.offset});
-  }
-  run_kernel(add, {k.in[0], branch}, {k.out[3]}, NoAttrs{});
-  run_kernel(layer_norm, {k.out[3], k.in[2], k.in[3]}, {k.out[0], k.out[1], k.out[2]}, LayerNormAttrs{a.eps});
+  dropout_add_norm<true>({k.in[0], k.in[1], k.in[2], k.in[3], k.out[0], k.out[1], k.out[2], k.out[3]},
+                         attr<DropoutAddNormAttrs>(k.attrs, "dropout_add_layer_norm"), "dropout_add_layer_norm");
+}
+
+// Inputs (x, y [..., D], weight? [D]) -> (normed, rstd: rms_norm's outputs for sum; sum).
+void dropout_add_rms_norm(const KernelArgs& k) {
+  dropout_add_norm<false>({k.in[0], k.in[1], k.in[2], Tensor(), k.out[0], Tensor(), k.out[1], k.out[2]},
+                          attr<DropoutAddNormAttrs>(k.attrs, "dropout_add_rms_norm"), "dropout_add_rms_norm");
 }
 
 }  // namespace qkv::kernels::cpu

@@ -113,30 +113,49 @@ void kv_write(const KernelArgs& k) {
   });
 }
 
+namespace {
+
+// Keys [B, Hk, n, D] turned by rows 0..n-1 of the rotary tables, as a new tensor (the rope
+// kernel over the keys viewed as [B, n, Hk, D]).
+Tensor rotated(const Tensor& keys, const Tensor& cos, const Tensor& sin) {
+  const Tensor tokens = raw::permute(keys, {0, 2, 1, 3});
+  Tensor out = empty(tokens.shape(), {keys.dtype(), keys.device()});
+  const Tensor in[] = {tokens, cos, sin, Tensor()};
+  Tensor outs[] = {out};
+  const Attrs attrs = RopeAttrs{};
+  rope(KernelArgs{in, outs, attrs});
+  return raw::permute(out, {0, 2, 1, 3});
+}
+
+}  // namespace
+
 // Inputs (q [B, H, T, D], k [B, Hk, C, D], v [B, Hk, C, Dv], start: one int64, k_scale?,
-// v_scale? for int8 k, v) -> (out, lse).
+// v_scale? for int8 k, v, cos? sin? to turn the keys as read) -> (out, lse).
 void cache_attention(const KernelArgs& k) {
   const auto& at = attr<AttentionAttrs>(k.attrs, "cache_attention");
   const Tensor &q = k.in[0], &keys = k.in[1], &values = k.in[2], &start = k.in[3];
+  const Tensor &cos = k.in[6], &sin = k.in[7];
   // Any cache dtype, int8 read in place; a short cache too while a CUDA graph captures the step.
-  if (split_kv_supports(q, keys, values, Tensor(), qkv::cuda::capturing())) {
-    split_kv_attention(q, keys, values, at, k.out[0], k.out[1], start.data<int64_t>(), k.in[4], k.in[5]);
+  if (split_kv_supports(q, keys, values, Tensor(), qkv::cuda::capturing(), cos.defined())) {
+    split_kv_attention(q, keys, values, at, k.out[0], k.out[1],
+                       CacheExtras{start.data<int64_t>(), k.in[4], k.in[5], cos, sin});
     return;
   }
   if (keys.dtype() == DType::i8) {  // shapes the split kernel does not take: widened whole first
     set_device(q);
     const Tensor wide_keys = dequantized(keys, k.in[4], q.dtype());
     const Tensor wide_values = same_view(keys, values) ? wide_keys : dequantized(values, k.in[5], q.dtype());
-    const Tensor in[] = {q, wide_keys, wide_values, start, Tensor(), Tensor()};
+    const Tensor in[] = {q, wide_keys, wide_values, start, Tensor(), Tensor(), cos, sin};
     return cache_attention(KernelArgs{in, k.out, k.attrs});
   }
   // Other shapes: the start read on the host (refused while capturing), then the attention
-  // kernels on the keys in use.
+  // kernels on the keys in use (turned first when the cache stores them unrotated).
   const int64_t s = start.cpu().item<int64_t>(), T = q.size(2), C = keys.size(2);
   if (s < 0 || s + T > C) throw index_out_of_range("cache_attention", s, 0, C - T + 1);
   const int64_t n = s + T;
-  const Tensor kp = raw::slice(keys, 2, 0, n, 1);
-  const Tensor vp = same_view(keys, values) ? kp : raw::slice(values, 2, 0, n, 1);
+  const Tensor stored = raw::slice(keys, 2, 0, n, 1);
+  const Tensor vp = same_view(keys, values) ? stored : raw::slice(values, 2, 0, n, 1);
+  const Tensor kp = cos.defined() ? rotated(stored, cos, sin) : stored;
   const Tensor in[] = {q, kp, vp, Tensor()};
   attention(KernelArgs{in, k.out, k.attrs});
 }

@@ -1,5 +1,5 @@
 // Fused residual step of a pre-LN transformer: sum = x + dropout(y), normed = layer_norm(sum)
-// (* weight + bias), plus the row mean and rstd. It reproduces the unfused CUDA ops exactly:
+// (* weight + bias), plus the row mean and rstd; or (kCentered false) its RMS norm and rstd. It reproduces the unfused CUDA ops exactly:
 // dropout as kernels/cuda/random.cu (flat element i keeps y when Philox word i of the stream at
 // (seed, offset) is >= p as a unit double, scaled by T(1 / (1 - p)), the product rounded on its
 // own), add in T as kernels/cuda/elementwise.cu, then layer_norm_kernel of
@@ -58,7 +58,7 @@ template <class T> __device__ void fill_keep(const Params<T>& a, int64_t f0, int
 
 // One block per row (grid-stride over rows), blockDim = row_threads(n). kItems > 0: thread tid
 // holds its elements i = tid + k * blockDim (k < kItems, n <= kItems * blockDim) in registers.
-template <class T, int kItems> __global__ void dropout_add_layer_norm_kernel(Params<T> a) {
+template <bool kCentered, class T, int kItems> __global__ void dropout_add_layer_norm_kernel(Params<T> a) {
   QKV_SHARED(T, smem, [kWarp]);
   QKV_SHARED(uint8_t, keep, [kTileIters * kThreads]);
   QKV_DYNAMIC_SHARED(unsigned char, dyn_smem);
@@ -101,7 +101,7 @@ template <class T, int kItems> __global__ void dropout_add_layer_norm_kernel(Par
         s += v;
       }
     }
-    const T mu = block_reduce(s, SumOp{}, smem) / T(n);
+    const T mu = kCentered ? block_reduce(s, SumOp{}, smem) / T(n) : T(0);
     T v = 0;
 #pragma unroll
     for (int64_t k = 0; k < iters; ++k) {
@@ -114,7 +114,7 @@ template <class T, int kItems> __global__ void dropout_add_layer_norm_kernel(Par
     const T var = block_reduce(v, SumOp{}, smem) / T(n);
     const T rs = T(1) / sqrt_(var + a.eps);
     if (threadIdx.x == 0) {
-      a.mean[r] = mu;
+      if (a.mean) a.mean[r] = mu;
       a.rstd[r] = rs;
     }
 #pragma unroll
@@ -130,22 +130,24 @@ template <class T, int kItems> __global__ void dropout_add_layer_norm_kernel(Par
   }
 }
 
-template <class T, int kItems> void launch(const Params<T>& p, int threads, size_t smem_bytes) {
-  QKV_LAUNCH(row_blocks(p.rows), threads, smem_bytes, launch_stream(), dropout_add_layer_norm_kernel<T, kItems>)(p);
+template <bool kCentered, class T, int kItems> void launch(const Params<T>& p, int threads, size_t smem_bytes) {
+  QKV_LAUNCH(row_blocks(p.rows), threads, smem_bytes, launch_stream(), dropout_add_layer_norm_kernel<kCentered, T, kItems>)
+  (p);
   QKV_CUDA_LAUNCH_CHECK();
 }
 
-}  // namespace
+// The tensors of one call: b and mean undefined for the RMS norm.
+struct NormOperands {
+  Tensor x, y, w, b;
+  Tensor normed, mean, rstd, sum;
+};
 
-// Inputs (x, y [..., D], weight? bias? [D]) -> outputs (normed, mean, rstd: layer_norm's outputs
-// for sum; sum = x + dropout(y)), all contiguous in x's dtype, as kernels/cpu/residual_norm.cpp.
-void dropout_add_layer_norm(const KernelArgs& k) {
-  const auto& a = attr<DropoutAddNormAttrs>(k.attrs, "dropout_add_layer_norm");
-  const Tensor x = raw::contiguous(k.in[0]);
-  const Tensor y = raw::contiguous(k.in[1]);
-  const Tensor w = k.in[2].defined() ? raw::contiguous(k.in[2]) : Tensor();
-  const Tensor b = k.in[3].defined() ? raw::contiguous(k.in[3]) : Tensor();
-  visit_float(x.dtype(), "dropout_add_layer_norm", [&]<class T>() {
+template <bool kCentered> void dropout_add_norm(const NormOperands& o, const DropoutAddNormAttrs& a, const char* op) {
+  const Tensor x = raw::contiguous(o.x);
+  const Tensor y = raw::contiguous(o.y);
+  const Tensor w = o.w.defined() ? raw::contiguous(o.w) : Tensor();
+  const Tensor b = o.b.defined() ? raw::contiguous(o.b) : Tensor();
+  visit_float(x.dtype(), op, [&]<class T>() {
     const int64_t n = x.dim() ? x.shape().back() : 1, rows = n ? x.numel() / n : 0;
     if (rows == 0) return;
     set_device(x);
@@ -154,10 +156,10 @@ void dropout_add_layer_norm(const KernelArgs& k) {
     p.y = y.data<T>();
     p.w = ptr_or_null<T>(w);
     p.b = ptr_or_null<T>(b);
-    p.normed = k.out[0].data<T>();
-    p.mean = k.out[1].data<T>();
-    p.rstd = k.out[2].data<T>();
-    p.sum = k.out[3].data<T>();
+    p.normed = o.normed.data<T>();
+    p.mean = o.mean.defined() ? o.mean.data<T>() : nullptr;
+    p.rstd = o.rstd.data<T>();
+    p.sum = o.sum.data<T>();
     p.rows = rows;
     p.n = n;
     p.mode = !(a.p < 1) ? DropMode::drop_all : a.p <= 0 ? DropMode::keep_all : DropMode::random;
@@ -168,17 +170,32 @@ void dropout_add_layer_norm(const KernelArgs& k) {
     p.offset = a.offset;
     const int threads = row_threads(n);
     const int64_t per = (n + threads - 1) / threads;
-    if (per <= 1) launch<T, 1>(p, threads, 0);
-    else if (per <= 2) launch<T, 2>(p, threads, 0);
-    else if (per <= 4) launch<T, 4>(p, threads, 0);
-    else if (per <= 8) launch<T, 8>(p, threads, 0);
-    else if (per <= kMaxItems) launch<T, kMaxItems>(p, threads, 0);
+    if (per <= 1) launch<kCentered, T, 1>(p, threads, 0);
+    else if (per <= 2) launch<kCentered, T, 2>(p, threads, 0);
+    else if (per <= 4) launch<kCentered, T, 4>(p, threads, 0);
+    else if (per <= 8) launch<kCentered, T, 8>(p, threads, 0);
+    else if (per <= kMaxItems) launch<kCentered, T, kMaxItems>(p, threads, 0);
     else {
       const int64_t bytes = n * int64_t(sizeof(T));
       p.buf_in_smem = bytes <= kMaxBufBytes;
-      launch<T, 0>(p, threads, p.buf_in_smem ? size_t(bytes) : 0);
+      launch<kCentered, T, 0>(p, threads, p.buf_in_smem ? size_t(bytes) : 0);
     }
   });
+}
+
+}  // namespace
+
+// Inputs (x, y [..., D], weight? bias? [D]) -> outputs (normed, mean, rstd: layer_norm's outputs
+// for sum; sum = x + dropout(y)), all contiguous in x's dtype, as kernels/cpu/residual_norm.cpp.
+void dropout_add_layer_norm(const KernelArgs& k) {
+  dropout_add_norm<true>({k.in[0], k.in[1], k.in[2], k.in[3], k.out[0], k.out[1], k.out[2], k.out[3]},
+                         attr<DropoutAddNormAttrs>(k.attrs, "dropout_add_layer_norm"), "dropout_add_layer_norm");
+}
+
+// Inputs (x, y [..., D], weight? [D]) -> outputs (normed, rstd: rms_norm's outputs for sum; sum).
+void dropout_add_rms_norm(const KernelArgs& k) {
+  dropout_add_norm<false>({k.in[0], k.in[1], k.in[2], Tensor(), k.out[0], Tensor(), k.out[1], k.out[2]},
+                          attr<DropoutAddNormAttrs>(k.attrs, "dropout_add_rms_norm"), "dropout_add_rms_norm");
 }
 
 }  // namespace qkv::kernels::cuda

@@ -1,4 +1,4 @@
-// qkvlab import HF_FOLDER --out DIR [--name NAME] [--tokens DIR]: a Hugging Face GPT-2 checkpoint
+// qkvlab import HF_FOLDER --out DIR [--name NAME] [--tokens DIR] [--strict]: a Hugging Face GPT-2 checkpoint
 // folder made into a language-model run folder (lab/infer/hf_import.h).
 // qkvlab export RUN --format hf-gpt2 --out DIR [--tokenizer DIR] [--data-root DIR]: a run of any
 // variant written as a folder transformers loads (lab/infer/hf_export.h).
@@ -16,6 +16,7 @@ namespace {
 
 void import_model(const infer::ImportRequest& r) {
   const infer::ImportedRun run = infer::import_hf_gpt2(r);
+  for (const std::string& w : run.warnings) std::fprintf(stderr, "import: warning: %s\n", w.c_str());
   const nn::GPTConfig& g = run.gpt;
   std::printf("import: %s -> %s\n", r.source.string().c_str(), run.folder.string().c_str());
   std::printf("  GPT-2: %lld layers, d_model %lld, %lld heads, context %lld, vocabulary %lld, %s parameters\n",
@@ -52,6 +53,8 @@ void add_hf_commands(CLI::App& app) {
     cmd->add_option("--out", r->out, "the run folder to write (new or empty)")->required();
     cmd->add_option("--name", r->name, "the experiment name in its config (default: the source folder's name)");
     cmd->add_option("--tokens", r->tokens, "a prepared token folder to record as the run's data (lm.tokens)");
+    cmd->add_flag("--strict", r->strict,
+                  "refuse a config.json key the import does not know (default: a warning naming it)");
     cmd->callback([r] { import_model(*r); });
   }
   {

@@ -212,6 +212,14 @@ void check_fits_memory(double parameters, const Located& at, const char* key, in
 
 }  // namespace
 
+// The base model's checks; heads must divide d_model unless the head dim is given.
+void check_base(const ModelBase& m, const Located& at, int head_dim) {
+  if (head_dim == 0 && m.d_model % m.heads != 0)
+    at.fail("heads", m.heads, cat("an integer that divides model.d_model = ", m.d_model));
+  if (m.ffn_mult > 1024) at.fail("ffn_mult", m.ffn_mult, "a value in (0, 1024]");
+  check_fits_memory(body_parameters(m), at, "layers", m.layers);
+}
+
 const Schema<ModelBase>& ModelBase::schema() {
   using T = ModelBase;
   static const Schema<T> s{{
@@ -222,12 +230,7 @@ const Schema<ModelBase>& ModelBase::schema() {
                                      "MLP width = ffn_mult * d_model"),
                                field("dropout", &T::dropout, 0.1, in_half_open(0.0, 1.0), "dropout probability"),
                            },
-                           [](const T& m, const Located& at) {
-                             if (m.d_model % m.heads != 0)
-                               at.fail("heads", m.heads, cat("an integer that divides model.d_model = ", m.d_model));
-                             if (m.ffn_mult > 1024) at.fail("ffn_mult", m.ffn_mult, "a value in (0, 1024]");
-                             check_fits_memory(body_parameters(m), at, "layers", m.layers);
-                           }};
+                           [](const T& m, const Located& at) { check_base(m, at, 0); }};
   return s;
 }
 
@@ -290,10 +293,46 @@ const Schema<SetModel>& SetModel::schema() {
   return s;
 }
 
+namespace {
+// A key of model.kind llama given to a gpt model (left at its default otherwise).
+void check_llama_keys(const GptModel& m, const Located& at) {
+  const GptModel d;
+  const std::pair<const char*, bool> given[] = {
+      {"head_dim", m.head_dim != d.head_dim},
+      {"rope_theta", m.rope_theta != d.rope_theta},
+      {"rope_scaling", m.rope_scaling != d.rope_scaling},
+      {"rope_factor", m.rope_factor != d.rope_factor},
+      {"rope_low_freq_factor", m.rope_low_freq_factor != d.rope_low_freq_factor},
+      {"rope_high_freq_factor", m.rope_high_freq_factor != d.rope_high_freq_factor},
+      {"rope_original_context", m.rope_original_context != d.rope_original_context},
+      {"rotary_fraction", m.rotary_fraction != d.rotary_fraction},
+      {"rms_norm_eps", m.rms_norm_eps != d.rms_norm_eps},
+      {"attention_bias", m.attention_bias != d.attention_bias},
+      {"mlp_bias", m.mlp_bias != d.mlp_bias},
+      {"tie_embeddings", m.tie_embeddings != d.tie_embeddings}};
+  if (!m.llama()) {
+    for (const auto& [key, set] : given)
+      if (set) at.fail(key, "given", "left out: the key is for model.kind llama (this model is gpt)");
+    return;
+  }
+  if (m.activation != Activation::gelu)
+    at.fail("activation", enum_name(m.activation),
+            "left out: a llama MLP is SwiGLU (its silu gate); the key is for model.kind gpt");
+  if (m.rotary_fraction > 1) at.fail("rotary_fraction", m.rotary_fraction, "a fraction in (0, 1]");
+  if (m.rope_scaling == RopeScalingName::llama3 && !(m.rope_high_freq_factor > m.rope_low_freq_factor))
+    at.fail("rope_high_freq_factor", m.rope_high_freq_factor,
+            cat("more than model.rope_low_freq_factor = ", m.rope_low_freq_factor));
+}
+}  // namespace
+
 const Schema<GptModel>& GptModel::schema() {
   using T = GptModel;
   static const Schema<T> s{
-      fields<T>({model_kind_field<T>("gpt", "lm"),
+      fields<T>({field<T, std::string>("kind", &T::kind, "gpt",
+                                       Rule<std::string>{"('gpt' or 'llama' for task.kind lm)",
+                                                         [](std::string& s) { return s == "gpt" || s == "llama"; }},
+                                       "the decoder: gpt (the study's GPT-2 block) or llama (RMS norms, rotary "
+                                       "positions, a SwiGLU MLP: today's decoder, nn/models/gpt.h)"),
                  field("activation", &T::activation, Activation::gelu,
                        "MLP activation: gelu (exact, the official code), gelu_tanh (GPT-2's gelu_new), relu"),
                  field("vocab", &T::vocab, 50304, in_range(2, 1 << 24),
@@ -302,10 +341,30 @@ const Schema<GptModel>& GptModel::schema() {
                  field("init_from", &T::init_from, "",
                        "start from these weights instead of N(0, 0.02): a run folder (its newest checkpoint, e.g. "
                        "one `qkvlab convert` wrote) or a .safetensors file, relative to the working directory; "
-                       "empty = random init")},
+                       "empty = random init"),
+                 field("head_dim", &T::head_dim, 0, in_range(0, 4096), "llama: the head dim; 0 = d_model / heads"),
+                 field("rope_theta", &T::rope_theta, 10000.0, greater_than(0.0), "llama: the rotary base theta"),
+                 field("rope_scaling", &T::rope_scaling, RopeScalingName::none,
+                       "llama: the rotary frequencies' scaling: none, linear or llama3 (transformers' rope_type)"),
+                 field("rope_factor", &T::rope_factor, 1.0, at_least(1.0), "llama: the linear or llama3 factor"),
+                 field("rope_low_freq_factor", &T::rope_low_freq_factor, 1.0, greater_than(0.0),
+                       "llama: llama3 scaling's low_freq_factor"),
+                 field("rope_high_freq_factor", &T::rope_high_freq_factor, 4.0, greater_than(0.0),
+                       "llama: llama3 scaling's high_freq_factor"),
+                 field("rope_original_context", &T::rope_original_context, 8192, in_range(1, 1 << 24),
+                       "llama: llama3 scaling's original_max_position_embeddings"),
+                 field("rotary_fraction", &T::rotary_fraction, 1.0, greater_than(0.0),
+                       "llama: the share of each head turned (partial_rotary_factor)"),
+                 field("rms_norm_eps", &T::rms_norm_eps, 0.0, at_least(0.0),
+                       "llama: the RMS norms' eps; 0 = 1e-6 (a gpt's layer norms take 1e-5)"),
+                 field("attention_bias", &T::attention_bias, false, "llama: biases on the attention's projections"),
+                 field("mlp_bias", &T::mlp_bias, false, "llama: biases on the MLP's projections"),
+                 field("tie_embeddings", &T::tie_embeddings, true,
+                       "llama: the output layer is the token embedding (false: a matrix of its own)")},
                 inherit<T>(ModelBase::schema())),
       [](const T& m, const Located& at) {
-        check_model_base(m, at);
+        check_base(m, at, m.head_dim);
+        check_llama_keys(m, at);
         check_fits_memory(body_parameters(m) + double(m.vocab + m.context) * m.d_model, at, "vocab", m.vocab);
       }};
   return s;

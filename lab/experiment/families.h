@@ -24,6 +24,8 @@ enum class FeatureSource { resnet34, file };
 enum class LmSamplingName { packed, per_document, official };
 // How a QKV (or GQA) checkpoint becomes its K=V form (lab/infer/convert.h).
 enum class ConvertMethod { copy_k, average, svd };
+// The rotary frequency scalings of a Llama-style model (nn/rope.h).
+enum class RopeScalingName { none, linear, llama3 };
 
 template <> struct EnumNames<TaskKind> {
   static constexpr std::array<std::pair<std::string_view, TaskKind>, 4> values{{{"synthetic", TaskKind::synthetic},
@@ -65,6 +67,10 @@ template <> struct EnumNames<LmSamplingName> {
       {{"packed", LmSamplingName::packed},
        {"per_document", LmSamplingName::per_document},
        {"official", LmSamplingName::official}}};
+};
+template <> struct EnumNames<RopeScalingName> {
+  static constexpr std::array<std::pair<std::string_view, RopeScalingName>, 3> values{
+      {{"none", RopeScalingName::none}, {"linear", RopeScalingName::linear}, {"llama3", RopeScalingName::llama3}}};
 };
 template <> struct EnumNames<ConvertMethod> {
   static constexpr std::array<std::pair<std::string_view, ConvertMethod>, 3> values{
@@ -195,11 +201,22 @@ struct SetModel : ModelBase {
   bool operator==(const SetModel&) const = default;
   static const Schema<SetModel>& schema();
 };
+// model.kind gpt (the study's GPT-2 block) or llama (RMS norms, rotary positions, SwiGLU MLP,
+// nn::llama_block); the rope_*, norm and bias keys are llama's.
 struct GptModel : ModelBase {
   Activation activation{};  // the MLP's: exact GELU (the official code), or GPT-2's tanh form
   int vocab = 0;            // output vocabulary (GPT-2's 50257 padded)
   int context = 0;          // positions = the training sequence length
   std::string init_from;    // start from these weights: a run folder (its newest checkpoint) or a .safetensors file
+  int head_dim = 0;         // 0: d_model / heads
+  double rope_theta = 10000;
+  RopeScalingName rope_scaling{};
+  double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4;
+  int rope_original_context = 8192;
+  double rotary_fraction = 1;
+  double rms_norm_eps = 0;  // 0: 1e-6
+  bool attention_bias = false, mlp_bias = false, tie_embeddings = true;
+  bool llama() const { return kind == "llama"; }
   bool operator==(const GptModel&) const = default;
   static const Schema<GptModel>& schema();
 };

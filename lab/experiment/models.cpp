@@ -81,6 +81,24 @@ nn::GPTConfig gpt_config(const LmConfig& c, const nn::Variant& variant) {
   g.activation = activation(c.model.activation);
   g.attention = attention_config(c.model, variant, 0);
   g.attention.causal = true;
+  if (!c.model.llama()) return g;
+  const GptModel& m = c.model;
+  nn::RopeConfig rope;
+  rope.theta = m.rope_theta;
+  rope.fraction = m.rotary_fraction;
+  rope.scaling = m.rope_scaling == RopeScalingName::linear   ? nn::RopeScaling::linear
+                 : m.rope_scaling == RopeScalingName::llama3 ? nn::RopeScaling::llama3
+                                                              : nn::RopeScaling::none;
+  rope.factor = m.rope_factor;
+  rope.low_freq_factor = m.rope_low_freq_factor;
+  rope.high_freq_factor = m.rope_high_freq_factor;
+  rope.original_context = m.rope_original_context;
+  g = nn::llama_block(g, rope);
+  g.attention.head_size = m.head_dim;
+  g.attention.bias = m.attention_bias;
+  g.mlp_bias = m.mlp_bias;
+  g.tied_head = m.tie_embeddings;
+  if (m.rms_norm_eps > 0) g.norm_eps = m.rms_norm_eps;
   return g;
 }
 

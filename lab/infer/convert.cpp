@@ -146,10 +146,8 @@ Calibration calibrate(nn::GPT& source, const std::vector<Tensor>& batches) {
   for (const Tensor& ids : batches) {
     check<ShapeError>(ids.dim() == 2, "convert: calibration batches are token ids [batch, len], got ",
                       shape_str(ids.shape()));
-    const int64_t T = ids.size(1), n = ids.numel();
-    const Tensor on = ids.to(device);
-    Tensor x =
-        source.wte.forward(on) + source.wpe.forward(arange(0.0, double(T), 1.0, TensorOptions(DType::i64, device)));
+    const int64_t n = ids.numel();
+    Tensor x = source.embed(ids.to(device), 0);
     for (int64_t l = 0; l < L; ++l) {
       const nn::GPTBlock& b = *source.blocks[size_t(l)];
       const std::vector<double> v = b.ln1.forward(x).to_vector<double>();

@@ -24,6 +24,7 @@ const std::set<std::string, std::less<>>& ignored_keys() {
                                                        "architectures",
                                                        "model_type",
                                                        "torch_dtype",
+                                                       "dtype",
                                                        "use_bfloat16",
                                                        "initializer_range",
                                                        "embd_pdrop",
@@ -145,8 +146,13 @@ nn::Activation activation_of(const Reader& r) {
 
 }  // namespace
 
-void check_gpt2_expressible(const nn::AttentionConfig& a) {
+void check_gpt2_expressible(const nn::GPTConfig& c) {
+  const nn::AttentionConfig& a = c.attention;
   check<ValueError>(a.pos2d == 0 && !a.linear, "export: GPT-2 has softmax attention without 2D positional scores");
+  check<ValueError>(!a.rope && c.norm == nn::NormKind::layer && c.mlp == nn::MlpKind::plain && c.tied_head &&
+                        a.head_dim() * a.heads == a.d_model && c.mlp_bias,
+                    "export: a Llama-style model (rotary positions, RMS norms, a SwiGLU MLP, an output layer of its ",
+                    "own or a head dim of its own) has no GPT-2 form; export it with --format hf-llama");
 }
 
 const char* hf_activation_name(nn::Activation a) {
@@ -158,19 +164,22 @@ const char* hf_activation_name(nn::Activation a) {
   return "gelu_new";
 }
 
-HfGpt2Config read_hf_gpt2_config(const fs::path& file) {
+HfGpt2Config read_hf_gpt2_config(const fs::path& file, bool strict) {
   const json j = read_json_file(file, "a Hugging Face config.json", uint64_t(16) << 20);
   const Reader r{j, file.string()};
   if (!j.is_object()) throw IOError(cat(r.file, ": expected a JSON object, got ", j.type_name()));
-  for (const auto& [key, value] : j.items())
-    if (!kReadKeys.contains(key) && !ignored_keys().contains(key))
-      r.fail(key, "unknown to qkvlab's GPT-2 import, which cannot tell what it changes in the model");
+  HfGpt2Config c;
+  for (const auto& [key, value] : j.items()) {
+    if (kReadKeys.contains(key) || ignored_keys().contains(key)) continue;
+    if (strict) r.fail(key, "unknown to qkvlab's GPT-2 import, which cannot tell what it changes in the model (--strict)");
+    c.warnings.push_back(cat(r.file, ": key '", key, "' (", value.dump(), ") is unknown to qkvlab's GPT-2 import; ",
+                             "assumed not to change the logits (--strict makes it an error)"));
+  }
   if (j.contains("model_type") && j["model_type"] != "gpt2")
     r.fail("model_type", cat(j["model_type"].dump(), " is not \"gpt2\""));
   for (const char* key : {"is_encoder_decoder", "add_cross_attention"})
     r.require(key, false, false, "GPT-2 without cross-attention only");
 
-  HfGpt2Config c;
   nn::GPTConfig& g = c.gpt;
   g.vocab = r.positive("vocab_size");
   g.context = r.positive("n_positions", j.contains("n_ctx") ? &j["n_ctx"] : nullptr);
@@ -200,7 +209,7 @@ HfGpt2Config read_hf_gpt2_config(const fs::path& file) {
 
 json hf_gpt2_config_json(const nn::GPTConfig& c, std::optional<int64_t> eos_token_id) {
   const nn::AttentionConfig& a = c.attention;
-  check_gpt2_expressible(a);
+  check_gpt2_expressible(c);
   json j{{"architectures", {"GPT2LMHeadModel"}},
          {"model_type", "gpt2"},
          {"vocab_size", c.vocab},

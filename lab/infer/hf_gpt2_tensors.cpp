@@ -216,7 +216,7 @@ std::vector<std::pair<std::string, Tensor>> hf_tensors_of(const nn::GPT& model) 
   NoGradGuard no_grad;
   const nn::GPTConfig& g = model.config();
   const nn::AttentionConfig& a = g.attention;
-  check_gpt2_expressible(a);
+  check_gpt2_expressible(g);
   std::map<std::string, Tensor> s;
   for (auto& [name, t] : model.state_dict()) s[name] = t.to(kCPU).to(DType::f32).contiguous();
   std::vector<std::pair<std::string, Tensor>> out;

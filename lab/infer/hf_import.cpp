@@ -89,7 +89,7 @@ ImportedRun import_hf_gpt2(const ImportRequest& r) {
                    ": not a folder made by `qkvlab data prepare` (no dataset.json)");
 
   const fs::path config_file = r.source / "config.json";
-  const HfGpt2Config hf = read_hf_gpt2_config(config_file);
+  const HfGpt2Config hf = read_hf_gpt2_config(config_file, r.strict);
   const HfTensors tensors = read_hf_tensors(r.source);
   const std::map<std::string, Tensor> state = gpt_state_from_hf(tensors, hf);
   Generator gen(0);
@@ -102,6 +102,7 @@ ImportedRun import_hf_gpt2(const ImportRequest& r) {
   out.gpt = hf.gpt;
   out.parameters = model.num_parameters();
   out.has_tokenizer = has_tokenizer_files(r.source);
+  out.warnings = hf.warnings;
   if (out.has_tokenizer) {
     const data::Gpt2Tokenizer tok = data::Gpt2Tokenizer::load(r.source);  // errors name the file and key
     check<ValueError>(tok.vocab_size() <= hf.gpt.vocab, "import: ", r.source.string(), ": the tokenizer has ",

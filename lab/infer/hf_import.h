@@ -13,6 +13,7 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "nn/models/gpt.h"
 
@@ -23,6 +24,7 @@ struct ImportRequest {
   std::filesystem::path out;     // the run folder to write: new, or empty
   std::string name;              // the experiment name ("": the source folder's name)
   std::string tokens;            // a prepared token folder to record as lm.tokens ("": none)
+  bool strict = false;           // a config.json key the import does not know is an error, not a warning
 };
 
 struct ImportedRun {
@@ -30,6 +32,7 @@ struct ImportedRun {
   nn::GPTConfig gpt;
   bool has_tokenizer = false;  // the source came with tokenizer files
   int64_t parameters = 0;
+  std::vector<std::string> warnings;  // config.json's unknown keys, named, and what was assumed
 };
 
 // Errors name the file and key or tensor (hf_gpt2_config.h, hf_gpt2_tensors.h); a tokenizer

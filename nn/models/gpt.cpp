@@ -9,40 +9,58 @@ void GPTConfig::validate() const {
   check<ValueError>(vocab > 0 && context > 0 && layers > 0 && ffn >= 0, "gpt: vocab ", vocab, ", context ", context,
                     ", layers ", layers, " must be positive and ffn ", ffn, " non-negative");
   check<ValueError>(dropout >= 0 && dropout < 1, "gpt: dropout must be in [0, 1), got ", dropout);
+  check<ValueError>(norm_eps >= 0, "gpt: norm eps must be non-negative, got ", norm_eps);
   check<ValueError>(attention.pos2d == 0, "gpt: the 2D positional scores are for non-causal tasks only");
   AttentionConfig a = attention;
   a.causal = true;
   a.validate();
 }
 
+GPTConfig llama_block(GPTConfig c, const RopeConfig& rope) {
+  c.norm = NormKind::rms;
+  c.norm_eps = 1e-6;
+  c.mlp = MlpKind::swiglu;
+  c.mlp_bias = false;
+  c.attention.bias = false;
+  c.attention.rope = rope;
+  return c;
+}
+
 namespace {
 int64_t projection_width(const GPTConfig& c) {
-  return c.attention.pattern().projection_width(c.d_model(), c.attention.kv_head_count() * c.attention.head_dim());
+  const AttentionConfig& a = c.attention;
+  return a.pattern().projection_width(a.query_width(), a.kv_head_count() * a.head_dim());
 }
 // The low-rank V residual's A: d -> Hk r.
 int64_t residual_width(const GPTConfig& c) { return c.attention.kv_head_count() * c.attention.v_rank; }
+// The MLP's first Linear: ffn outputs, twice that for the SwiGLU gate and up projections.
+int64_t mlp_inner_width(const GPTConfig& c) { return (c.mlp == MlpKind::swiglu ? 2 : 1) * c.ffn_width(); }
+int64_t norm_parameters(const GPTConfig& c) { return (c.norm == NormKind::rms ? 1 : 2) * c.d_model(); }
 }  // namespace
 
 int64_t gpt_attention_parameter_count(const GPTConfig& c) {
-  const int64_t d = c.d_model();
-  // Projections, the residual's A and B [Hk, r, dh], and W_o, with biases.
-  return (projection_width(c) + residual_width(c)) * (d + 1) + residual_width(c) * c.attention.head_dim() + d * (d + 1);
+  const int64_t d = c.d_model(), b = c.attention.bias ? 1 : 0;
+  // Projections, the residual's A and B [Hk, r, dh], and W_o, with biases where the model has them.
+  return (projection_width(c) + residual_width(c)) * (d + b) + residual_width(c) * c.attention.head_dim() +
+         c.attention.query_width() * d + b * d;
 }
 
 int64_t gpt_parameter_count(const GPTConfig& c) {
-  const int64_t d = c.d_model(), f = c.ffn_width();
-  const int64_t layer = 2 * 2 * d + gpt_attention_parameter_count(c) + f * (d + 1) + d * (f + 1);
-  return c.vocab * d + c.context * d + c.layers * layer + 2 * d;
+  const int64_t d = c.d_model(), f = c.ffn_width(), mb = c.mlp_bias ? 1 : 0;
+  const int64_t mlp = mlp_inner_width(c) * (d + mb) + d * (f + mb);
+  const int64_t layer = 2 * norm_parameters(c) + gpt_attention_parameter_count(c) + mlp;
+  const int64_t embeddings = c.vocab * d * (c.tied_head ? 1 : 2) + (c.learned_positions() ? c.context * d : 0);
+  return embeddings + c.layers * layer + norm_parameters(c);
 }
 
 GPTMacs gpt_macs(const GPTConfig& c, int64_t n) {
-  const int64_t d = c.d_model(), L = c.layers;
+  const int64_t d = c.d_model(), L = c.layers, q = c.attention.query_width();
   GPTMacs m;
   // With the low-rank residual also X A and (X A) B, as the training forward computes V.
   m.projections = L * n * (d * (projection_width(c) + residual_width(c)) + residual_width(c) * c.attention.head_dim());
-  m.attention = L * 2 * n * n * d;
-  m.output = L * n * d * d;
-  m.mlp = L * 2 * n * d * c.ffn_width();
+  m.attention = L * 2 * n * n * q;
+  m.output = L * n * q * d;
+  m.mlp = L * n * d * (mlp_inner_width(c) + c.ffn_width());
   m.head = n * d * c.vocab;
   return m;
 }
@@ -60,7 +78,7 @@ void init_gpt_weights(Module& m, double std, Generator* gen) {
   for (auto& [name, p] : m.named_parameters()) {
     const size_t last = name.rfind('.');
     const size_t owner = name.rfind('.', last - 1) + 1;  // npos + 1 == 0 for a top-level module
-    if (name.compare(owner, 2, "ln") == 0) continue;     // LayerNorms keep weight 1, bias 0
+    if (name.compare(owner, 2, "ln") == 0) continue;     // norms keep weight 1, bias 0
     const bool is_bias = name.compare(last, std::string::npos, ".bias") == 0;
     if (is_bias) p.copy_(zeros(p.shape(), p.device()));
     else p.copy_(init_normal(p.shape(), std, p.device(), gen));
@@ -69,13 +87,14 @@ void init_gpt_weights(Module& m, double std, Generator* gen) {
 }  // namespace
 
 GPTBlock::GPTBlock(const GPTConfig& c, Generator* gen)
-    : ln1(c.d_model()),
+    : ln1(c.d_model(), c.norm_eps, true, c.norm),
       attn(c.attention, gen),
-      ln2(c.d_model()),
-      fc(c.d_model(), c.ffn_width(), true, gen),
-      proj(c.ffn_width(), c.d_model(), true, gen),
+      ln2(c.d_model(), c.norm_eps, true, c.norm),
+      fc(c.d_model(), mlp_inner_width(c), c.mlp_bias, gen),
+      proj(c.ffn_width(), c.d_model(), c.mlp_bias, gen),
       drop(c.dropout, gen),
-      activation_(c.activation) {
+      activation_(c.activation),
+      mlp_kind_(c.mlp) {
   register_module("ln1", &ln1);
   register_module("attn", &attn);
   register_module("ln2", &ln2);
@@ -84,7 +103,10 @@ GPTBlock::GPTBlock(const GPTConfig& c, Generator* gen)
   register_module("drop", &drop);
 }
 
-Tensor GPTBlock::mlp(const Tensor& x) const { return proj.forward(activate(fc.forward(x), activation_)); }
+Tensor GPTBlock::mlp(const Tensor& x) const {
+  const Tensor h = fc.forward(x);
+  return proj.forward(mlp_kind_ == MlpKind::swiglu ? swiglu(h) : activate(h, activation_));
+}
 
 AddNorm GPTBlock::forward(const Tensor& x, const Tensor& n, const LayerNorm& next) const {
   const AddNorm h = drop.add_norm(x, attn.forward(n), ln2);  // h = x + drop(attn(ln1(x))), ln2(h)
@@ -108,16 +130,22 @@ Tensor GPTBlock::decode_step(const Tensor& x, KVCache& cache, int64_t layer, con
 
 GPT::GPT(const GPTConfig& config, Generator* gen)
     : wte(config.vocab, config.attention.d_model, gen),
-      wpe(config.context, config.attention.d_model, gen),
-      ln_f(config.attention.d_model),
+      ln_f(config.attention.d_model, config.norm_eps, true, config.norm),
       config_(checked(config)) {
   register_module("wte", &wte);
-  register_module("wpe", &wpe);
+  if (config_.learned_positions()) {
+    wpe = std::make_unique<Embedding>(config_.context, config_.d_model(), gen);
+    register_module("wpe", wpe.get());
+  }
   for (int64_t i = 0; i < config_.layers; ++i) {
     blocks.push_back(std::make_unique<GPTBlock>(config_, gen));
     register_module("blocks." + std::to_string(i), blocks.back().get());
   }
   register_module("ln_f", &ln_f);
+  if (!config_.tied_head) {
+    lm_head = std::make_unique<Linear>(config_.d_model(), config_.vocab, false, gen);
+    register_module("lm_head", lm_head.get());
+  }
   init_gpt_weights(*this, config_.init_std, gen);
 }
 
@@ -126,8 +154,9 @@ Tensor GPT::embed(const Tensor& ids, int64_t start) const {
   const int64_t T = ids.size(1);
   check<ValueError>(start + T <= config_.context, "gpt: positions ", start, "..", start + T - 1,
                     " exceed the model's context of ", config_.context, " tokens");
+  if (!wpe) return wte.forward(ids);  // rotary positions: placed by the attention
   Tensor pos = arange(double(start), double(start + T), 1.0, TensorOptions(DType::i64, ids.device()));
-  return wte.forward(ids) + wpe.forward(pos);  // [B, T, d] + [T, d]
+  return wte.forward(ids) + wpe->forward(pos);  // [B, T, d] + [T, d]
 }
 
 Tensor GPT::logits(const Tensor& normed) const {
@@ -135,7 +164,8 @@ Tensor GPT::logits(const Tensor& normed) const {
   // per-sequence batch of them summed afterwards.
   Shape out = normed.shape();
   out.back() = config_.vocab;
-  return matmul(normed.reshape({-1, config_.d_model()}), wte.weight, false, true).reshape(out);
+  const Tensor& head = lm_head ? lm_head->weight : wte.weight;
+  return matmul(normed.reshape({-1, config_.d_model()}), head, false, true).reshape(out);
 }
 
 Tensor GPT::forward(const Tensor& ids) const {
@@ -152,8 +182,11 @@ Tensor GPT::loss(const Tensor& ids, const Tensor& targets) const {
 }
 
 KVCache GPT::make_cache(int64_t batch, int64_t capacity, DType dtype) const {
-  return KVCache(config_.attention, config_.layers, batch, capacity > 0 ? capacity : config_.context, dtype,
-                 wte.weight.device());
+  const int64_t rows = capacity > 0 ? capacity : config_.context;
+  // The rotary tables are made now, not in a step a CUDA graph may be capturing.
+  if (config_.attention.rope)
+    for (const auto& b : blocks) b->attn.rotary(rows, wte.weight.device());
+  return KVCache(config_.attention, config_.layers, batch, rows, dtype, wte.weight.device());
 }
 
 Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {
@@ -171,7 +204,7 @@ Tensor GPT::decode_step(const Tensor& ids, const Tensor& positions, KVCache& cac
   check<ShapeError>(positions.dim() == 1 && positions.size(0) == ids.size(1) && positions.dtype() == DType::i64,
                     "gpt: expected positions [", ids.size(1), "] int64 for ids ", shape_str(ids.shape()), ", got ",
                     dtype_name(positions.dtype()), " ", shape_str(positions.shape()));
-  Tensor x = wte.forward(ids) + wpe.forward(positions);  // [B, T, d] + [T, d]
+  Tensor x = wpe ? wte.forward(ids) + wpe->forward(positions) : wte.forward(ids);  // [B, T, d] + [T, d]
   const Tensor start = positions.narrow(0, 0, 1);
   for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->decode_step(x, cache, int64_t(l), start);
   return logits(ln_f.forward(x));

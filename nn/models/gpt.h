@@ -4,14 +4,24 @@
 // and an exact-GELU MLP, residual dropout after each sublayer, a final LayerNorm and an output
 // layer tied to the token embedding. Every Linear has a bias; weights and embeddings start
 // N(0, 0.02), biases 0. Decoding runs the same weights incrementally over a KVCache.
+//
+// The same decoder in today's Llama form (llama_block below): rotary positions on Q and K
+// (attention.rope) instead of the position table, RMS norms, a SwiGLU MLP (silu(x W_gate) *
+// x W_up, then W_down), biases optional, the output layer tied or its own, the head dim free of
+// d_model / heads. Every sharing variant works on either form.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "nn/kv_cache.h"
 #include "nn/layers.h"
+#include "nn/rope.h"
 
 namespace qkv::nn {
+
+// The MLP: act(x W_fc) W_proj, or the SwiGLU gate silu(x W_gate) * (x W_up) W_down (one Linear
+// fc of 2 ffn outputs, the gate's first).
+enum class MlpKind : uint8_t { plain, swiglu };
 
 struct GPTConfig {
   int64_t vocab = 50304;   // GPT-2's 50257 padded to a multiple of 64
@@ -22,11 +32,22 @@ struct GPTConfig {
   double init_std = 0.02;
   Activation activation = Activation::gelu;  // the MLP's; gelu_tanh is GPT-2's gelu_new
   AttentionConfig attention;                 // d_model, heads, kv_heads, sharing (always causal, no 2D scores)
+  NormKind norm = NormKind::layer;           // the blocks' and the final norm
+  double norm_eps = 1e-5;
+  MlpKind mlp = MlpKind::plain;
+  bool mlp_bias = true;   // biases on the MLP's Linears (attention.bias: on the attention's)
+  bool tied_head = true;  // the output layer is the token embedding; else a Linear of its own
 
   int64_t d_model() const { return attention.d_model; }
+  // A table of learned positions (GPT-2); rotary positions (attention.rope) have none.
+  bool learned_positions() const { return !attention.rope; }
   int64_t ffn_width() const { return ffn > 0 ? ffn : 4 * attention.d_model; }
   void validate() const;  // ValueError naming the bad field
 };
+
+// The Llama form of `c`: RMS norms (eps 1e-6), rotary positions, the SwiGLU MLP, no biases;
+// the head stays as c has it (tied_head).
+GPTConfig llama_block(GPTConfig c, const RopeConfig& rope = {});
 
 // Closed forms, no model built: parameters (tied head counted once) and multiply-accumulates of
 // one forward pass over a sequence of n tokens (PAPER.md: projections p n d^2, scores and
@@ -59,6 +80,7 @@ class GPTBlock : public Module {
  private:
   Tensor mlp(const Tensor& x) const;
   Activation activation_;
+  MlpKind mlp_kind_;
 };
 
 class GPT : public Module {
@@ -82,13 +104,17 @@ class GPT : public Module {
   // advanced: the caller keeps the positions.
   Tensor decode_step(const Tensor& ids, const Tensor& positions, KVCache& cache) const;
   const GPTConfig& config() const { return config_; }
+  // The tokens ids [B, T] at positions start.. as the first block reads them [B, T, d]: their
+  // embeddings, plus the learned positions' where the model has them.
+  Tensor embed(const Tensor& ids, int64_t start) const;
 
-  Embedding wte, wpe;
+  Embedding wte;
+  std::unique_ptr<Embedding> wpe;  // learned positions; none under rotary positions
   std::vector<std::unique_ptr<GPTBlock>> blocks;
   LayerNorm ln_f;
+  std::unique_ptr<Linear> lm_head;  // the output layer when not tied to wte
 
  private:
-  Tensor embed(const Tensor& ids, int64_t start) const;
   Tensor logits(const Tensor& normed) const;  // ln_f's output -> logits
   GPTConfig config_;
 };

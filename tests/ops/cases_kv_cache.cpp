@@ -4,7 +4,9 @@
 // drawn, so a sample covers a different prefix per run of the harness; the larger sample reaches
 // the CUDA split-KV kernel with the position read on the device (splits past the keys in use
 // empty). An int8 cache is read with its row scales (the reference widens it first), and
-// quantize_int8 is checked against round(x * 127 / max |x|) per row.
+// quantize_int8 is checked against round(x * 127 / max |x|) per row. Keys stored unrotated and
+// turned by rotary tables as they are read (a K=V cache under RoPE) are checked against the
+// reference on the keys turned first.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -38,6 +40,23 @@ Ref widened(const Ref& x, const Ref& scales) {
 
 }  // namespace
 
+namespace {
+// Keys [B, Hk, n, D] turned at their positions by cos, sin [P, R/2] (rotate-half pairs).
+Ref rotated_keys(const Ref& k, const Ref& cos, const Ref& sin) {
+  const int64_t half = cos.shape[1];
+  Ref out = k;
+  for_each_index(k.shape, [&](const std::vector<int64_t>& i) {
+    const int64_t d = i[3];
+    if (d >= 2 * half) return;
+    const int64_t c = d % half;
+    const double co = cos.at({i[2], c}), si = sin.at({i[2], c});
+    const double partner = k.at({i[0], i[1], i[2], d < half ? d + half : d - half});
+    out.at(i) = d < half ? k.at(i) * co - partner * si : k.at(i) * co + partner * si;
+  });
+  return out;
+}
+}  // namespace
+
 OpCase case_cache_attention() {
   OpCase c;
   c.gradcheck = false;
@@ -60,13 +79,32 @@ OpCase case_cache_attention() {
                kernel_path({"int8 cache, split-KV sizes: MQA, one query, 150 cached positions, D 64",
                             {real({1, 4, 1, 64}), int8s({1, 1, 150, 64}), int8s({1, 1, 150, 64}), index({}, 150),
                              scales({1, 1, 150, 1}), scales({1, 1, 150, 1})},
+                            scaled(true, 64)}),
+               {"rotary keys: 6 of 8 dims turned, grouped heads, 2 queries",
+                {real({1, 4, 2, 8}), real({1, 2, 9, 8}), real({1, 2, 9, 8}), index({}, 8), absent(), absent(),
+                 constant(real({9, 3})), constant(real({9, 3}))},
+                scaled(true, 8)},
+               {"rotary int8 keys",
+                {real({2, 2, 1, 8}), int8s({2, 2, 7, 8}), int8s({2, 2, 7, 8}), index({}, 7), scales({2, 2, 7, 1}),
+                 scales({2, 2, 7, 1}), constant(real({7, 4})), constant(real({7, 4}))},
+                scaled(true, 8)},
+               kernel_path({"rotary keys, split-KV sizes: GQA 2, one query, 180 cached positions, D 64",
+                            {real({1, 4, 1, 64}), real({1, 2, 180, 64}), real({1, 2, 180, 64}), index({}, 180),
+                             absent(), absent(), constant(real({180, 32})), constant(real({180, 32}))},
+                            scaled(true, 64)}),
+               kernel_path({"rotary int8 keys, split-KV sizes: one query, 140 cached positions, D 64",
+                            {real({1, 2, 1, 64}), int8s({1, 2, 140, 64}), int8s({1, 2, 140, 64}), index({}, 140),
+                             scales({1, 2, 140, 1}), scales({1, 2, 140, 1}), constant(real({140, 32})),
+                             constant(real({140, 32}))},
                             scaled(true, 64)})};
   for (Sample& s : c.samples)
-    if (s.inputs.size() == 4) s.inputs.insert(s.inputs.end(), {absent(), absent()});
+    while (s.inputs.size() < 8) s.inputs.push_back(absent());
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const int64_t n = int64_t(in[3].v[0]) + in[0].shape[2];  // the keys in use: up to the last new row
     const bool int8 = in[4].size() > 0;
-    const Ref k = int8 ? widened(in[1], in[4]) : in[1], v = int8 ? widened(in[2], in[5]) : in[2];
+    Ref k = int8 ? widened(in[1], in[4]) : in[1];
+    const Ref v = int8 ? widened(in[2], in[5]) : in[2];
+    if (in[6].size() > 0) k = rotated_keys(k, in[6], in[7]);
     return case_attention().reference({in[0], prefix(k, n), prefix(v, n), Ref()}, attrs);
   };
   return c;

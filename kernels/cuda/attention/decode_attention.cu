@@ -9,7 +9,9 @@
 // (in q's dtype) and lse (float32). Bottom-right causal masking as everywhere: row t of T sees
 // keys j <= t + S - T. No atomics: every output is written by one thread. An int8 cache is read
 // as it is stored and widened a tile at a time in shared memory (each row times its float32
-// scale), never copied whole. The K tile's rows are D + 1 floats apart: the score loop gives
+// scale), never copied whole. Keys stored unrotated (a K=V cache under RoPE) are turned by their
+// rows of the rotary tables as the K tile is loaded; the V tile is then loaded apart from it,
+// from the same rows (the second read finds them in L2). The K tile's rows are D + 1 floats apart: the score loop gives
 // consecutive lanes consecutive keys, and with rows of D (a multiple of 32) floats all 32 lanes
 // of a warp would read one shared-memory bank.
 #include <cuda_runtime_api.h>
@@ -41,6 +43,8 @@ template <class St, class Kv = St> struct DecodeArgs {
   const St* q = nullptr;
   const Kv *k = nullptr, *v = nullptr;
   const float *k_scale = nullptr, *v_scale = nullptr;  // int8: one per cached row, [B, Hk, S, 1]
+  const float *rot_cos = nullptr, *rot_sin = nullptr;  // keys turned as read: [P, rot_half], or null
+  int rot_half = 0;
   int64_t qs[3] = {}, ks[3] = {}, vs[3] = {};          // element strides of batch, head and row
   int64_t kss[3] = {}, vss[3] = {};                    // the scales' strides
   int64_t H = 0, Hk = 0, T = 0, S = 0, group = 1, chunk = 0;
@@ -126,7 +130,17 @@ template <class St, class Kv> __global__ void __launch_bounds__(kThreads) split_
     const float* kscale = a.k_scale ? a.k_scale + b * a.kss[0] + hk * a.kss[1] : nullptr;
     for (int idx = tid; idx < kKeys * a.D; idx += kThreads) {
       const int r = idx / a.D, d = idx % a.D;
-      ks[r * kld + d] = r < nj ? cached(kh, kscale, a.ks[2], a.kss[2], j0 + r, d) : 0.f;
+      float x = 0.f;
+      if (r < nj) {
+        x = cached(kh, kscale, a.ks[2], a.kss[2], j0 + r, d);
+        if (a.rot_cos && d < 2 * a.rot_half) {  // rotate-half pairs (d, d + R/2)
+          const int half = a.rot_half, c = d % half;
+          const int64_t row = (j0 + r) * half + c;
+          const float partner = cached(kh, kscale, a.ks[2], a.kss[2], j0 + r, d < half ? d + half : d - half);
+          x = d < half ? x * a.rot_cos[row] - partner * a.rot_sin[row] : x * a.rot_cos[row] + partner * a.rot_sin[row];
+        }
+      }
+      ks[r * kld + d] = x;
     }
     if (!a.kv_shared) {
       const Kv* vh = a.v + b * a.vs[0] + hk * a.vs[1];
@@ -229,10 +243,11 @@ int shared_limit() {
 
 template <class St, class Kv>
 void run(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs& at, const Tensor& out,
-         const Tensor& lse, const int64_t* start, const Tensor& k_scale, const Tensor& v_scale) {
+         const Tensor& lse, const CacheExtras& cache) {
+  const Tensor &k_scale = cache.k_scale, &v_scale = cache.v_scale;
   DecodeArgs<St, Kv> a;
-  a.start = start;
-  if (start) {
+  a.start = cache.start;
+  if (a.start) {
     a.record = qkv::cuda::device_error_record(q.device().index);
     a.op = "cache_attention";
   }
@@ -263,9 +278,18 @@ void run(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs
   a.G = int(a.group * a.T);
   a.scale = float(at.scale);
   a.causal = at.causal;
-  a.kv_shared = same_view(k, v);
+  const bool rotary = cache.cos.defined();
+  a.kv_shared = same_view(k, v) && !rotary;
   if (B * a.H * a.T == 0) return;
   set_device(q);
+  Tensor rot_cos, rot_sin;  // float32 on q's device (the model's tables already are)
+  if (rotary) {
+    rot_cos = raw::contiguous(raw::to(cache.cos, DType::f32, q.device()));
+    rot_sin = raw::contiguous(raw::to(cache.sin, DType::f32, q.device()));
+    a.rot_cos = rot_cos.data<float>();
+    a.rot_sin = rot_sin.data<float>();
+    a.rot_half = int(rot_cos.size(1));
+  }
   int device = 0, sms = 0;
   QKV_CUDA_CHECK(cudaGetDevice(&device));
   QKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -292,25 +316,26 @@ void run(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs
 
 }  // namespace
 
-bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool any_length) {
+bool split_kv_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool any_length,
+                       bool rotary) {
   const DType dt = q.dtype();
   if ((dt != DType::f32 && dt != DType::bf16 && dt != DType::f16) || bias.defined()) return false;
   if (k.dtype() != v.dtype() || (k.dtype() != dt && k.dtype() != DType::i8)) return false;
   const int64_t T = q.size(2), G = (q.size(1) / k.size(1)) * T, D = q.size(3), Dv = v.size(3), S = k.size(2);
   if (T > kMaxQueryRows || G > kMaxRows || D > kMaxDim || Dv > kMaxDim || (S < 2 * kKeys && !any_length)) return false;
   if (q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1) return false;
-  const bool kv_shared = same_view(k, v);
+  const bool kv_shared = same_view(k, v) && !rotary;
   return smem_floats(int(G), int(D), int(Dv), kv_shared) * int64_t(sizeof(float)) <= shared_limit();
 }
 
 void split_kv_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionAttrs& attrs,
-                        const Tensor& out, const Tensor& lse, const int64_t* start, const Tensor& k_scale,
-                        const Tensor& v_scale) {
+                        const Tensor& out, const Tensor& lse, const CacheExtras& cache) {
   const bool int8 = k.dtype() == DType::i8;
-  check<ValueError>(!int8 || (k_scale.defined() && v_scale.defined()), "attention: an int8 cache needs its row scales");
+  check<ValueError>(!int8 || (cache.k_scale.defined() && cache.v_scale.defined()),
+                    "attention: an int8 cache needs its row scales");
   auto go = [&]<class St>() {
-    if (int8) run<St, int8_t>(q, k, v, attrs, out, lse, start, k_scale, v_scale);
-    else run<St, St>(q, k, v, attrs, out, lse, start, k_scale, v_scale);
+    if (int8) run<St, int8_t>(q, k, v, attrs, out, lse, cache);
+    else run<St, St>(q, k, v, attrs, out, lse, cache);
   };
   switch (q.dtype()) {
     case DType::f32: go.template operator()<float>(); return;

@@ -119,7 +119,7 @@ TEST_CASE("kv analysis: cos(Q K) and the diagonal mass of the first layer equal 
   {
     NoGradGuard no_grad;
     for (const Tensor& ids : batches) {
-      const Tensor x = m->wte.forward(ids) + m->wpe.forward(arange(ids.size(1)));
+      const Tensor x = m->embed(ids, 0);
       const Tensor a = m->blocks[0]->ln1.forward(x);
       const int64_t B = ids.size(0), T = ids.size(1);
       const auto p = m->blocks[0]->attn.probabilities(a).to_vector<double>();  // [B, 2 heads, T, T]
