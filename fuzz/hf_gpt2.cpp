@@ -1,9 +1,9 @@
 // A Hugging Face GPT-2 checkpoint folder as qkvlab import reads it: config.json, NUL,
 // model.safetensors.index.json, NUL, the shard model-00001-of-00001.safetensors. Read by
-// read_hf_gpt2_config and read_hf_tensors (lab/infer/hf_gpt2_config.cpp, hf_gpt2_tensors.cpp),
+// read_hf_gpt2_config and read_hf_tensors (lab/infer/hf/gpt2_config.cpp, tensors.cpp),
 // then, when both load, turned into the GPT's state (gpt_state_from_hf: names, shapes, dtypes).
 #include "fuzz/support.h"
-#include "lab/infer/hf_gpt2_tensors.h"
+#include "lab/infer/hf/gpt2_tensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace qkv;

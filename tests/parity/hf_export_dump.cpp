@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "io/safetensors.h"
-#include "lab/infer/hf_export.h"
-#include "lab/infer/hf_import.h"
+#include "lab/infer/hf/export.h"
+#include "lab/infer/hf/import.h"
 #include "lab/infer/run_model.h"
 #include "tests/support/lm_run_folder.h"
 
@@ -38,7 +38,7 @@ int export_all(const fs::path& dir) {
     infer::ExportRequest e;
     e.run = at / "run";
     e.out = at / "hf";
-    infer::export_hf_gpt2(e);
+    infer::export_hf(e);
     write_logits(at / "logits.safetensors", *model, ids);
     list << variant << "\n";
   }
@@ -50,7 +50,7 @@ int import_one(const fs::path& source, const fs::path& out) {
   infer::ImportRequest r;
   r.source = source;
   r.out = out / "run";
-  infer::import_hf_gpt2(r);
+  infer::import_hf(r);
   const experiment::LmRunFiles f = experiment::open_lm_run(r.out, "hf_export_dump");
   const auto model = infer::load_run_model(f, f.config, kCPU);
   write_logits(out / "logits.safetensors", *model, safetensors::load((source / "ids.safetensors").string()).at("ids"));

@@ -6,7 +6,8 @@ and a GPT2TokenizerFast (vocab.json, merges.txt, tokenizer.json, ...), plus what
 against:
   reference.safetensors  "ids" [2, 16] int64 and "logits" [2, 16, vocab] float32: the model's
                          logits for those ids, computed by transformers
-  reference_ids.json     {"text": ..., "ids": [...]}: the tokenizer's ids for a text
+  reference_ids.json     {"text": ..., "ids": [...]}: the tokenizer's ids for a text, and
+                         {"prompt", "greedy"}: 12 tokens generate() picks greedily after its first 10
 
 The model has 2 layers, width 64, 4 heads, 32 positions and GPT-2's gelu_new; its tokenizer is a
 byte-level BPE of 1000 tokens trained on Tiny Shakespeare. The weights are random and larger than
@@ -14,6 +15,9 @@ GPT-2's initialization, biases and LayerNorms included, so that a misplaced tens
 logits. Needs the peers' environment (bench/peers/setup.sh): torch, transformers, tokenizers.
 
   python tests/parity/make_hf_gpt2_fixture.py --data ../shared/data [--out tests/fixtures/hf_gpt2_tiny]
+
+tests/fixtures/hf_gpt2_tiny was written by transformers 4.46 (vocab.json + merges.txt, torch_dtype),
+hf_gpt2_tiny_tf5 by transformers 5 (tokenizer.json alone, dtype): both layouts stay tested.
 """
 import argparse
 import json
@@ -68,11 +72,14 @@ def main():
     m.save_pretrained(a.out, safe_serialization=True)
 
     ids = torch.randint(0, len(tok), (2, 16), generator=torch.Generator().manual_seed(1))
+    prompt = tok(TEXT, return_tensors="pt")["input_ids"][:, :10]
     with torch.no_grad():
         logits = m(ids).logits.float().contiguous()
+        greedy = m.generate(prompt, max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=eot)
     save_file({"ids": ids, "logits": logits}, os.path.join(a.out, "reference.safetensors"))
     with open(os.path.join(a.out, "reference_ids.json"), "w") as f:
-        json.dump({"text": TEXT, "ids": tok(TEXT)["input_ids"]}, f)
+        json.dump({"text": TEXT, "ids": tok(TEXT)["input_ids"], "prompt": prompt[0].tolist(),
+                   "greedy": greedy[0, prompt.shape[1]:].tolist()}, f)
     print(f"wrote {a.out}: transformers {transformers.__version__}, torch {torch.__version__}")
 
 

@@ -1,4 +1,4 @@
-// `qkvlab export --format hf-gpt2` of every variant (lab/infer/hf_export.h): the exported folder,
+// `qkvlab export --format hf-gpt2` of every variant (lab/infer/hf/export.h): the exported folder,
 // read back as a plain GPT-2 (QKV, every head its own K and V), computes the variant's logits:
 // shared projections written out as their copies, GQA/MQA heads repeated, a low-rank V residual
 // folded into V. transformers itself reads these folders in the `parity` test
@@ -9,8 +9,8 @@
 
 #include "io/json_read.h"
 #include "lab/experiment/lm_run.h"
-#include "lab/infer/hf_export.h"
-#include "lab/infer/hf_import.h"
+#include "lab/infer/hf/export.h"
+#include "lab/infer/hf/import.h"
 #include "lab/infer/run_model.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/lm_run_folder.h"
@@ -33,11 +33,11 @@ std::unique_ptr<nn::GPT> exported_and_read_back(const fs::path& dir) {
   infer::ExportRequest e;
   e.run = dir / "run";
   e.out = dir / "hf";
-  infer::export_hf_gpt2(e);
+  infer::export_hf(e);
   infer::ImportRequest i;
   i.source = dir / "hf";
   i.out = dir / "back";
-  infer::import_hf_gpt2(i);
+  infer::import_hf(i);
   const experiment::LmRunFiles f = experiment::open_lm_run(dir / "back", "test");
   return infer::load_run_model(f, f.config, kCPU);
 }
@@ -83,13 +83,13 @@ TEST_CASE("hf export: what GPT-2 cannot express, and an occupied --out, are refu
   infer::ExportRequest e;
   e.run = tmp.path / "run";
   e.out = tmp.path / "hf";
-  test::check_contains(test::error_of<ValueError>([&] { infer::export_hf_gpt2(e); }), {"export", "GPT-2"});
+  test::check_contains(test::error_of<ValueError>([&] { infer::export_hf(e); }), {"export", "GPT-2"});
   CHECK(!fs::exists(e.out / "config.json"));
 
   test::write_lm_run(tmp.path / "run2", "QKV");
   e.run = tmp.path / "run2";
   fs::create_directories(e.out);
   test::write_file(e.out / "keep.txt", "x");
-  test::check_contains(test::error_of<IOError>([&] { infer::export_hf_gpt2(e); }), {"export --out", "not an empty"});
+  test::check_contains(test::error_of<IOError>([&] { infer::export_hf(e); }), {"export --out", "not an empty"});
   CHECK(test::read_file(e.out / "keep.txt") == "x");
 }

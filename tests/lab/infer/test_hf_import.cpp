@@ -1,4 +1,4 @@
-// `qkvlab import` of a Hugging Face GPT-2 folder (lab/infer/hf_import.h) on the fixture that
+// `qkvlab import` of a Hugging Face GPT-2 folder (lab/infer/hf/import.h) on the fixture that
 // transformers wrote (tests/fixtures/hf_gpt2_tiny, tests/parity/make_hf_gpt2_fixture.py): the
 // imported run's logits are transformers' within 1e-5, its tokenizer gives transformers' ids
 // from each of the files it comes in, a sharded copy imports the same, import then export gives
@@ -12,8 +12,9 @@
 #include "io/json_read.h"
 #include "io/safetensors.h"
 #include "lab/experiment/lm_run.h"
-#include "lab/infer/hf_export.h"
-#include "lab/infer/hf_import.h"
+#include "lab/infer/generate.h"
+#include "lab/infer/hf/export.h"
+#include "lab/infer/hf/import.h"
 #include "lab/infer/run_model.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/tensor_compare.h"
@@ -33,7 +34,7 @@ infer::ImportedRun import_to(const fs::path& source, const fs::path& out, bool s
   r.source = source;
   r.out = out;
   r.strict = strict;
-  return infer::import_hf_gpt2(r);
+  return infer::import_hf(r);
 }
 
 // A copy of the fixture's model files (config.json, model.safetensors) to damage.
@@ -112,7 +113,7 @@ TEST_CASE("hf import: import then export gives the fixture's tensors byte for by
   infer::ExportRequest e;
   e.run = tmp.path / "run";
   e.out = tmp.path / "hf";
-  const infer::ExportedModel m = infer::export_hf_gpt2(e);
+  const infer::ExportedModel m = infer::export_hf(e);
   CHECK(m.has_tokenizer);
   const auto original = safetensors::read_header((kFixture / "model.safetensors").string());
   const auto written = safetensors::read_header((tmp.path / "hf" / "model.safetensors").string());
@@ -168,6 +169,27 @@ TEST_CASE("hf import: a sharded checkpoint imports as the single file does") {
   test::write_file(dir / "model.safetensors.index.json", json{{"weight_map", map}}.dump());
   test::check_contains(test::error_of<IOError>([&] { import_to(dir, tmp.path / "bad2"); }),
                        {"model.safetensors.index.json", "weight_map.transformer.wte.weight"});
+}
+
+// The same tiny GPT-2 as transformers 5 saves it: config.json with dtype, tokenizer.json alone (no
+// vocab.json + merges.txt). It imports, gives its logits and generate()'s greedy tokens.
+TEST_CASE("hf import: a GPT-2 saved by transformers 5 imports with its logits and greedy tokens") {
+  const fs::path fixture = fs::path(QKV_SOURCE_DIR) / "tests" / "fixtures" / "hf_gpt2_tiny_tf5";
+  test::TempDir tmp("hf-import-tf5");
+  const infer::ImportedRun run = import_to(fixture, tmp.path / "run");
+  CHECK(run.warnings.empty());
+  CHECK(run.has_tokenizer);
+  const experiment::LmRunFiles f = experiment::open_lm_run(tmp.path / "run", "generate");
+  const auto model = infer::load_run_model(f, f.config, kCPU);
+  const auto ref = safetensors::load((fixture / "reference.safetensors").string());
+  CHECK(test::max_abs_difference(model->forward(ref.at("ids")), ref.at("logits")) < 1e-5);
+  const json ids = read_json_file(fixture / "reference_ids.json", "reference ids");
+  CHECK(data::Gpt2Tokenizer::load(tmp.path / "run" / "tokenizer").encode(ids["text"].get<std::string>()) ==
+        ids["ids"].get<std::vector<int32_t>>());
+  infer::SamplingOptions greedy;
+  greedy.temperature = 0;
+  const auto want = ids["greedy"].get<std::vector<int64_t>>();
+  CHECK(infer::generate(*model, ids["prompt"].get<std::vector<int64_t>>(), int64_t(want.size()), greedy) == want);
 }
 
 // transformers 5 writes `dtype` where 4.x wrote `torch_dtype`; a key the import does not know

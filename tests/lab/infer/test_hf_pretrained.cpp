@@ -8,7 +8,7 @@
 
 #include "lab/experiment/lm_run.h"
 #include "lab/infer/convert_run.h"
-#include "lab/infer/hf_import.h"
+#include "lab/infer/hf/import.h"
 #include "tests/support/error_checks.h"
 #include "tests/support/test_support.h"
 #include "train/data/tokens/prepare_dataset.h"
@@ -21,7 +21,7 @@ TEST_CASE("hf pretrained: import then convert with token data prepared by the im
   infer::ImportRequest i;
   i.source = fs::path(QKV_SOURCE_DIR) / "tests" / "fixtures" / "hf_gpt2_tiny";
   i.out = tmp.path / "gpt2";
-  infer::import_hf_gpt2(i);
+  infer::import_hf(i);
 
   std::string text;
   const std::string corpus = test::read_file(fs::path(QKV_SOURCE_DIR) / "tests" / "tokenizer" / "corpus.txt");

@@ -13,6 +13,7 @@
 
 #include <pcre2.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdio>
@@ -34,12 +35,33 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kEndOfText = "<|endoftext|>";
-
 // GPT-2's pattern; \s is widened by U+0085 to match Python's `regex` (Unicode White_Space).
-constexpr const char* kPattern =
+constexpr const char* kGpt2Pattern =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\x{85}\\p{L}\\p{N}]+|[\\s\\x{85}]+(?![^\\s\\x{85}])|"
     "[\\s\\x{85}]+";
+
+// A tokenizer.json's regex for PCRE2: \s and \S widened by U+0085 as in GPT-2's pattern above
+// (Hugging Face's regex engines take \s as Unicode White_Space; PCRE2's \s under UCP leaves NEL
+// out). Everything else is the same syntax in both.
+std::string pcre2_pattern(std::string_view hf) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < hf.size(); ++i) {
+    const char c = hf[i];
+    if (c == '\\' && i + 1 < hf.size()) {
+      const char e = hf[++i];
+      if (e == 's') out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
+      else if (e == 'S' && !in_class) out += "[^\\s\\x{85}]";
+      else out += {c, e};
+      continue;
+    }
+    if (c == '[' && !in_class) in_class = true;
+    else if (c == ']' && in_class && out.back() != '[' && !(out.back() == '^' && out[out.size() - 2] == '['))
+      in_class = false;
+    out += c;
+  }
+  return out;
+}
 
 // Words up to this many bytes are merged by the direct loop and cached.
 constexpr size_t kDirectMaxBytes = 64;
@@ -117,6 +139,8 @@ struct Gpt2Tokenizer::Impl {
   std::array<int32_t, 256> byte_id{};
   std::unordered_map<uint64_t, Merge> merges;
   int32_t eot = -1;
+  std::vector<std::pair<std::string, int32_t>> specials;  // spelled-out special tokens and their ids
+  bool ignore_merges = false;
 
   pcre2_code* regex = nullptr;
   bool jit = false;
@@ -136,16 +160,19 @@ struct Gpt2Tokenizer::Impl {
     return it == merges.end() ? nullptr : &it->second;
   }
 
-  void compile_regex() {
+  // GPT-2's pattern, or a tokenizer.json's (`source` names where it was read, for errors).
+  void compile_regex(const std::string& pattern, const std::string& source) {
     int err = 0;
     PCRE2_SIZE offset = 0;
-    regex = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
+    const std::string p = pattern.empty() ? std::string(kGpt2Pattern) : pcre2_pattern(pattern);
+    regex = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.c_str()), PCRE2_ZERO_TERMINATED,
                           PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr);
     if (!regex) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof msg);
-      throw ValueError(cat("Gpt2Tokenizer: PCRE2 rejected the pre-tokenization pattern at offset ", offset, ": ",
-                           reinterpret_cast<const char*>(msg)));
+      const std::string where = pattern.empty() ? std::string("Gpt2Tokenizer") : source;
+      throw IOError(cat(where, ": PCRE2 rejected the pre-tokenization pattern at offset ", offset, ": ",
+                        reinterpret_cast<const char*>(msg)));
     }
     jit = pcre2_jit_compile(regex, PCRE2_JIT_COMPLETE) == 0;  // the interpreter otherwise
   }
@@ -242,6 +269,11 @@ struct Gpt2Tokenizer::Impl {
       out.push_back(byte_id[uint8_t(word[0])]);
       return;
     }
+    if (ignore_merges)  // a word that is a token is taken whole (Llama 3's tokenizer)
+      if (const auto it = bytes_to_id.find(word); it != bytes_to_id.end()) {
+        out.push_back(it->second);
+        return;
+      }
     if (word.size() > kDirectMaxBytes) {
       bpe_heap(word, out);
       return;
@@ -329,18 +361,24 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const fs::path& dir) {
     check<IOError>(!seen[size_t(id)], enc, ": id ", id, " is given to more than one token (", quoted(key), ")");
     seen[size_t(id)] = 1;
     std::string bytes;
-    if (key == kEndOfText) {
+    const bool special = std::find(files.specials.begin(), files.specials.end(), key) != files.specials.end();
+    if (special) {  // spelled out, never merged into
       bytes = key;
-      t.eot = int32_t(id);
+      t.specials.emplace_back(key, int32_t(id));
+      if (key == files.end_of_text) t.eot = int32_t(id);
     } else {
       std::string why;
       bytes = token_to_bytes(key, why);
       check<IOError>(why.empty(), enc, ": token ", quoted(key), " ", why);
     }
     t.id_to_bytes[size_t(id)] = bytes;
-    if (key != kEndOfText) t.bytes_to_id.emplace(std::move(bytes), int32_t(id));
+    if (!special) t.bytes_to_id.emplace(std::move(bytes), int32_t(id));
   }
-  check<IOError>(t.eot >= 0, enc, ": no \"<|endoftext|>\" entry (GPT-2's end-of-text token)");
+  check<IOError>(t.eot >= 0, enc, ": no ", quoted(files.end_of_text), " entry (the end-of-text token)");
+  // Longer spellings first, so that a special token containing another is found whole.
+  std::sort(t.specials.begin(), t.specials.end(),
+            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  t.ignore_merges = files.ignore_merges;
   for (int b = 0; b < 256; ++b) {
     const auto it = t.bytes_to_id.find(std::string(1, char(b)));
     check<IOError>(it != t.bytes_to_id.end(), enc, ": byte 0x", std::hex, b, std::dec, " (character ",
@@ -367,7 +405,7 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const fs::path& dir) {
     check<IOError>(rank < INT32_MAX, merge.where, ": too many merges");
     t.merges[pair_key(a, b)] = Merge{rank++, m};  // a repeated pair keeps its last rank, as a dict would
   }
-  t.compile_regex();
+  t.compile_regex(files.pattern, files.pattern_source);
   return Gpt2Tokenizer(std::move(impl));
 }
 
@@ -387,11 +425,20 @@ std::vector<int32_t> Gpt2Tokenizer::encode(std::string_view text) const {
   out.reserve(text.size() / 3 + 1);
   size_t pos = 0;
   for (;;) {
-    const size_t hit = text.find(kEndOfText, pos);
+    // The first special token spelled out from pos (the longest where several start there).
+    size_t hit = std::string_view::npos;
+    const std::pair<std::string, int32_t>* found = nullptr;
+    for (const auto& s : impl_->specials) {
+      const size_t at = text.find(s.first, pos);
+      if (at < hit) {
+        hit = at;
+        found = &s;
+      }
+    }
     impl_->encode_ordinary(text.substr(pos, hit == std::string_view::npos ? std::string_view::npos : hit - pos), out);
-    if (hit == std::string_view::npos) break;
-    out.push_back(impl_->eot);
-    pos = hit + kEndOfText.size();
+    if (!found) break;
+    out.push_back(found->second);
+    pos = hit + found->first.size();
   }
   return out;
 }

@@ -1,9 +1,10 @@
 // GPT-2's byte-level BPE tokenizer, read from the released encoder.json and vocab.bpe, or from
-// Hugging Face's files for it.
+// Hugging Face's files for it; and the same tokenizer with another regex and special tokens, as
+// Llama 3's and Qwen2's tokenizer.json have it (tokenizer_files.h).
 //
 // Text is cut into pre-tokens by GPT-2's regex (contractions, letter runs, number runs,
-// punctuation runs, whitespace), run through PCRE2 in UTF + UCP mode, JIT-compiled when the
-// library supports it. Each pre-token's bytes are merged by rank as in OpenAI's encoder.py.
+// punctuation runs, whitespace) or the file's, run through PCRE2 in UTF + UCP mode, JIT-compiled
+// when the library supports it. Each pre-token's bytes are merged by rank as in OpenAI's encoder.py.
 // The tokenizer works on bytes, not characters: any byte string encodes and decodes back to
 // itself. Bytes that are not valid UTF-8 never join a regex match; each run of them is a
 // pre-token of its own (made of byte tokens and whatever merges apply to them).
@@ -34,7 +35,8 @@ class Gpt2Tokenizer {
   // not contain.
   static Gpt2Tokenizer load(const std::filesystem::path& dir);
 
-  // "<|endoftext|>" in the text becomes eot(); everything else as encode_ordinary.
+  // A special token spelled out in the text ("<|endoftext|>" for GPT-2) becomes its id;
+  // everything else as encode_ordinary.
   std::vector<int32_t> encode(std::string_view text) const;
   // The special token's spelling is encoded as ordinary text.
   std::vector<int32_t> encode_ordinary(std::string_view text) const;
@@ -43,7 +45,7 @@ class Gpt2Tokenizer {
   // The bytes of the tokens, concatenated. Throws ValueError naming an id outside [0, vocab_size).
   std::string decode(std::span<const int32_t> ids) const;
 
-  int32_t eot() const;         // the id of "<|endoftext|>" (50256 for GPT-2)
+  int32_t eot() const;         // the id of the end-of-text token ("<|endoftext|>": 50256 for GPT-2)
   int64_t vocab_size() const;  // 50257 for GPT-2
   // The bytes of one token (ValueError for an id out of range).
   const std::string& token_bytes(int32_t id) const;

@@ -1,5 +1,6 @@
 #include "train/data/tokens/tokenizer_files.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "io/input_file.h"
@@ -39,6 +40,8 @@ std::vector<TokenizerMerge> read_merge_lines(const fs::path& path, const char* w
 
 TokenizerFiles from_pair(const fs::path& vocab, const fs::path& merges) {
   TokenizerFiles t;
+  t.specials = {"<|endoftext|>"};
+  t.end_of_text = "<|endoftext|>";
   t.vocab = read_json_file(vocab, cat("a tokenizer's ", vocab.filename().string()));
   t.vocab_source = vocab.string();
   t.merges = read_merge_lines(merges, "a tokenizer's merges");
@@ -59,12 +62,49 @@ void require_unset(const json& j, const char* key, const std::string& file, cons
   check<IOError>(unset, file, ": key '", at, "' is ", v.dump(), "; GPT-2's tokenizer has none (", why, ")");
 }
 
-void check_pre_tokenizer(const json& p, const std::string& file, const std::string& at) {
-  check<IOError>(p.is_object() && p.value("type", "") == "ByteLevel", file, ": key '", at,
-                 "' is not GPT-2's byte-level pre-tokenizer: got ", p.dump().substr(0, 200));
-  require_unset(p, "add_prefix_space", file, at + ".add_prefix_space", "text is encoded as it is");
-  check<IOError>(p.value("use_regex", true), file, ": key '", at,
-                 ".use_regex' is false; GPT-2's tokenizer cuts the text with its regex");
+// The pre-tokenizer: GPT-2's ByteLevel (its own regex), or Split(regex, isolated) then ByteLevel
+// without a regex. Returns the Split's regex, or "" for GPT-2's.
+std::string read_pre_tokenizer(const json& p, const std::string& file, const std::string& at) {
+  const auto byte_level = [&](const json& b, const std::string& where, bool regex) {
+    check<IOError>(b.is_object() && b.value("type", "") == "ByteLevel", file, ": key '", where,
+                   "' is not a byte-level pre-tokenizer: got ", b.dump().substr(0, 200));
+    require_unset(b, "add_prefix_space", file, where + ".add_prefix_space", "text is encoded as it is");
+    check<IOError>(b.value("use_regex", true) == regex, file, ": key '", where, ".use_regex' is ",
+                   b.value("use_regex", true), "; expected ", regex,
+                   regex ? " (GPT-2's tokenizer cuts the text with its regex)" : " (the Split before it cuts the text)");
+  };
+  if (p.is_object() && p.value("type", "") == "ByteLevel") {
+    byte_level(p, at, true);
+    return "";
+  }
+  const bool sequence = p.is_object() && p.value("type", "") == "Sequence" && p.contains("pretokenizers") &&
+                        p["pretokenizers"].is_array() && p["pretokenizers"].size() == 2;
+  check<IOError>(sequence, file, ": key '", at,
+                 "' is neither GPT-2's ByteLevel pre-tokenizer nor a Sequence of Split (a regex) and ByteLevel: got ",
+                 p.dump().substr(0, 200));
+  const json& split = p["pretokenizers"][0];
+  const std::string where = at + ".pretokenizers[0]";
+  check<IOError>(split.is_object() && split.value("type", "") == "Split" && split.contains("pattern") &&
+                     split["pattern"].is_object() && split["pattern"].contains("Regex") &&
+                     split["pattern"]["Regex"].is_string(),
+                 file, ": key '", where, "' is not a Split on a regex: got ", split.dump().substr(0, 200));
+  check<IOError>(split.value("behavior", "") == "Isolated" && !split.value("invert", false), file, ": key '", where,
+                 "': only Split's isolated matches (behavior \"Isolated\", invert false) are read, got ",
+                 split.dump().substr(0, 200));
+  byte_level(p["pretokenizers"][1], at + ".pretokenizers[1]", false);
+  return split["pattern"]["Regex"].get<std::string>();
+}
+
+// tokenizer_config.json's eos_token beside tokenizer.json ("" when it has none).
+std::string eos_token_of(const fs::path& dir) {
+  const fs::path config = dir / "tokenizer_config.json";
+  if (!fs::exists(config)) return "";
+  const json j = read_json_file(config, "a tokenizer's tokenizer_config.json");
+  if (!j.is_object() || !j.contains("eos_token")) return "";
+  const json& e = j["eos_token"];
+  if (e.is_string()) return e.get<std::string>();
+  if (e.is_object() && e.contains("content") && e["content"].is_string()) return e["content"].get<std::string>();
+  return "";
 }
 
 TokenizerFiles from_tokenizer_json(const fs::path& path) {
@@ -72,16 +112,17 @@ TokenizerFiles from_tokenizer_json(const fs::path& path) {
   const json j = read_json_file(path, "a tokenizer's tokenizer.json");
   check<IOError>(j.is_object(), file, ": expected a JSON object, got ", j.type_name());
   require_unset(j, "normalizer", file, "normalizer", "text is not normalized");
-  check_pre_tokenizer(member(j, "pre_tokenizer", file, "pre_tokenizer"), file, "pre_tokenizer");
+  TokenizerFiles t;
+  t.pattern = read_pre_tokenizer(member(j, "pre_tokenizer", file, "pre_tokenizer"), file, "pre_tokenizer");
+  t.pattern_source = file + ": pre_tokenizer";
   const json& model = member(j, "model", file, "model");
   check<IOError>(model.value("type", "") == "BPE", file, ": key 'model.type' is ",
                  model.contains("type") ? model["type"].dump() : std::string("missing"), "; expected \"BPE\"");
   require_unset(model, "dropout", file, "model.dropout", "BPE dropout samples merges");
   require_unset(model, "continuing_subword_prefix", file, "model.continuing_subword_prefix", "no word prefixes");
   require_unset(model, "end_of_word_suffix", file, "model.end_of_word_suffix", "no word suffixes");
-  require_unset(model, "ignore_merges", file, "model.ignore_merges", "every word is merged");
   require_unset(model, "byte_fallback", file, "model.byte_fallback", "every byte has a token");
-  TokenizerFiles t;
+  t.ignore_merges = model.value("ignore_merges", false);
   t.vocab = member(model, "vocab", file, "model.vocab");
   t.vocab_source = file + " (model.vocab)";
   if (j.contains("added_tokens")) {
@@ -89,13 +130,23 @@ TokenizerFiles from_tokenizer_json(const fs::path& path) {
     check<IOError>(added.is_array(), file, ": key 'added_tokens' is not a list");
     for (size_t i = 0; i < added.size(); ++i) {
       const std::string content = added[i].value("content", "");
-      check<IOError>(content == "<|endoftext|>" && t.vocab.contains(content) &&
-                         t.vocab[content] == added[i].value("id", -1),
-                     file, ": key 'added_tokens[", i, "]' (", quoted(content),
-                     ") is not supported: the only special token of GPT-2's tokenizer is \"<|endoftext|>\", "
-                     "with its id in model.vocab");
+      const json id = added[i].value("id", json());
+      check<IOError>(!content.empty() && added[i].value("special", false) && id.is_number_integer() &&
+                         (!t.vocab.is_object() || !t.vocab.contains(content) || t.vocab[content] == id),
+                     file, ": key 'added_tokens[", i, "]' (", data::quoted(content),
+                     ") is not supported: added tokens must be special, with an id that model.vocab, when it has ",
+                     "the token, agrees with");
+      if (t.vocab.is_object()) t.vocab[content] = id;  // in model.vocab or beside it
+      t.specials.push_back(content);
     }
   }
+  const auto is_special = [&](const std::string& s) {
+    return std::find(t.specials.begin(), t.specials.end(), s) != t.specials.end();
+  };
+  t.end_of_text = is_special("<|endoftext|>") ? "<|endoftext|>" : eos_token_of(path.parent_path());
+  check<IOError>(!t.end_of_text.empty() && is_special(t.end_of_text), file,
+                 ": no end-of-text token: no special \"<|endoftext|>\" in added_tokens, and tokenizer_config.json's ",
+                 "eos_token is ", t.end_of_text.empty() ? std::string("missing") : data::quoted(t.end_of_text) + ", not one");
   const json& merges = member(model, "merges", file, "model.merges");
   check<IOError>(merges.is_array(), file, ": key 'model.merges' is not a list");
   t.merges.reserve(merges.size());

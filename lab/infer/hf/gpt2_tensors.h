@@ -13,22 +13,11 @@
 #include <utility>
 #include <vector>
 
-#include "lab/infer/hf_gpt2_config.h"
+#include "lab/infer/hf/gpt2_config.h"
+#include "lab/infer/hf/tensors.h"
 #include "nn/models/gpt.h"
 
 namespace qkv::infer {
-
-struct HfTensor {
-  Tensor value;      // on the host, in the file's dtype
-  std::string file;  // the file it came from, for errors
-};
-using HfTensors = std::map<std::string, HfTensor>;  // by the name in the file
-
-// The tensors of `folder`: model.safetensors, or the shards model.safetensors.index.json lists.
-// IOError naming the file: neither present (a pytorch_model.bin is named as unsupported), an index
-// that is not {"weight_map": {name: shard}}, a shard outside the folder or missing, a tensor the
-// index places in a shard that does not hold it, or a shard tensor the index does not list.
-HfTensors read_hf_tensors(const std::filesystem::path& folder);
 
 // The state of the QKV GPT of `c` (nn::GPT::load_state_dict's names, float32). IOError naming
 // the file and tensor for one that is missing, of the wrong shape, not floating point, unknown,

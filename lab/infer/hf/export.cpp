@@ -1,4 +1,4 @@
-#include "lab/infer/hf_export.h"
+#include "lab/infer/hf/export.h"
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -7,8 +7,9 @@
 #include "io/folder_lock.h"
 #include "io/safetensors.h"
 #include "lab/experiment/lm_run.h"
-#include "lab/infer/hf_gpt2_config.h"
-#include "lab/infer/hf_gpt2_tensors.h"
+#include "lab/infer/hf/gpt2_config.h"
+#include "lab/infer/hf/gpt2_tensors.h"
+#include "lab/infer/hf/llama_tensors.h"
 #include "lab/infer/run_model.h"
 
 namespace qkv::infer {
@@ -37,7 +38,8 @@ std::optional<fs::path> tokenizer_folder(const experiment::LmConfig& c, const st
   }
 }
 
-// Hugging Face's names: vocab.json and merges.txt are encoder.json and vocab.bpe as they are.
+// Hugging Face's names: vocab.json and merges.txt are encoder.json and vocab.bpe as they are; a
+// tokenizer_config.json the tokenizer came with (an imported model's) is kept, else GPT-2's.
 void write_tokenizer(const fs::path& from, const fs::path& out, int64_t context) {
   const bool openai = fs::exists(from / "encoder.json");
   const std::pair<const char*, const char*> files[] = {{openai ? "encoder.json" : "vocab.json", "vocab.json"},
@@ -45,6 +47,10 @@ void write_tokenizer(const fs::path& from, const fs::path& out, int64_t context)
                                                        {"tokenizer.json", "tokenizer.json"}};
   for (const auto& [src, dst] : files)
     if (fs::is_regular_file(from / src)) copy_file_atomically(from / src, out / dst);
+  if (fs::is_regular_file(from / "tokenizer_config.json")) {
+    copy_file_atomically(from / "tokenizer_config.json", out / "tokenizer_config.json");
+    return;
+  }
   write_json(out / "tokenizer_config.json", {{"tokenizer_class", "GPT2Tokenizer"},
                                              {"model_max_length", context},
                                              {"add_prefix_space", false},
@@ -53,20 +59,24 @@ void write_tokenizer(const fs::path& from, const fs::path& out, int64_t context)
                                              {"unk_token", "<|endoftext|>"}});
 }
 
+const char* format_name(ExportFormat f) { return f == ExportFormat::hf_llama ? "hf-llama" : "hf-gpt2"; }
+
 }  // namespace
 
-ExportedModel export_hf_gpt2(const ExportRequest& r) {
+ExportedModel export_hf(const ExportRequest& r) {
+  const bool llama = r.format == ExportFormat::hf_llama;
   const experiment::LmRunFiles f = experiment::open_lm_run(r.run, "export");
   experiment::LmConfig c = f.config;
   if (!r.data_root.empty()) c.data.root = r.data_root;
   const nn::Variant& v = f.run.variant;
-  check<ValueError>(!v.pos2d, "export --format hf-gpt2: ", nn::variant_name(v),
-                    " has 2D positional scores, which GPT-2 cannot express");
+  check<ValueError>(!v.pos2d, "export --format ", format_name(r.format), ": ", nn::variant_name(v),
+                    " has 2D positional scores, which ", llama ? "a Llama" : "GPT-2", " cannot express");
   std::error_code ec;
   check<IOError>(!fs::exists(r.out, ec) || (fs::is_directory(r.out) && fs::is_empty(r.out)), "export --out ",
                  r.out.string(), ": already exists and is not an empty folder; give a new folder");
   const auto model = load_run_model(f, c, kCPU);
-  const auto tensors = hf_tensors_of(*model);  // ValueError for what GPT-2 cannot express
+  // ValueError for what the format cannot express.
+  const auto tensors = llama ? hf_llama_tensors_of(*model) : hf_tensors_of(*model);
 
   ExportedModel out;
   out.variant = v;
@@ -84,8 +94,9 @@ ExportedModel export_hf_gpt2(const ExportRequest& r) {
                                             {"variant", nn::variant_name(v)},
                                             {"checkpoint", fs::absolute(f.checkpoint).lexically_normal().string()},
                                             {"tokenizer", tokenizer ? json(fs::absolute(*tokenizer).string()) : json()},
-                                            {"format", "hf-gpt2"}});
-  write_json(r.out / "config.json", hf_gpt2_config_json(model->config(), eos));
+                                            {"format", format_name(r.format)}});
+  write_json(r.out / "config.json", llama ? hf_llama_config_json(model->config(), std::nullopt, eos)
+                                          : hf_gpt2_config_json(model->config(), eos));
   out.folder = r.out;
   return out;
 }
