@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Parity of qkvlab's Hugging Face GPT-2 export and import with transformers itself.
+"""Parity of qkvlab's Hugging Face GPT-2 and Llama exports and imports with transformers itself.
 
 1. hf_export_dump writes a GPT of every exportable variant with random weights and exports it;
    transformers' GPT2LMHeadModel.from_pretrained loads each export and its logits must equal
-   qkvlab's to 1e-5.
+   qkvlab's to 1e-5. The same for the Llama block with LlamaForCausalLM, whose greedy tokens
+   from generate() must also be qkvlab's.
 2. transformers makes and saves a GPT-2 of another shape (exact GELU, an MLP width of its own,
    sharded into several safetensors files); qkvlab imports it and its logits must equal
    transformers' to 1e-5.
@@ -32,8 +33,8 @@ except ImportError:
     rerun_in_peers_env("torch and transformers")
 
 
-def logits_of(folder, ids):
-    model = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
+def logits_of(folder, ids, model_class):
+    model = model_class.from_pretrained(folder).eval()
     with torch.no_grad():
         return model(ids).logits
 
@@ -43,12 +44,18 @@ def check_exports(dump, work):
     os.makedirs(out, exist_ok=True)
     subprocess.run([dump, "export", out], check=True)
     failed = 0
-    for variant in open(os.path.join(out, "variants.txt")).read().split():
-        ref = load_file(os.path.join(out, variant, "logits.safetensors"))
-        diff = (logits_of(os.path.join(out, variant, "hf"), ref["ids"]) - ref["logits"]).abs().max().item()
-        ok = diff < TOL
-        failed += not ok
-        print(f"export {variant:10s} max |transformers - qkvlab| {diff:.2e} {'ok' if ok else 'FAILED'}")
+    for listing, prefix, model_class in (("variants.txt", "", transformers.GPT2LMHeadModel),
+                                         ("llama_variants.txt", "llama-", transformers.LlamaForCausalLM)):
+        for variant in open(os.path.join(out, listing)).read().split():
+            ref = load_file(os.path.join(out, prefix + variant, "logits.safetensors"))
+            got = logits_of(os.path.join(out, prefix + variant, "hf"), ref["ids"], model_class)
+            diff = (got - ref["logits"]).abs().max().item()
+            # Greedy tokens: each position's argmax, as generate() would pick them.
+            same_tokens = bool((got.argmax(-1) == ref["logits"].argmax(-1)).all())
+            ok = diff < TOL and same_tokens
+            failed += not ok
+            print(f"export {prefix + variant:16s} max |transformers - qkvlab| {diff:.2e}, greedy tokens "
+                  f"{'equal' if same_tokens else 'differ'} {'ok' if ok else 'FAILED'}")
     return failed
 
 

@@ -2,7 +2,9 @@
 //   hf_export_dump export DIR        for each variant, DIR/<variant>/run (a GPT with random
 //                                    weights), DIR/<variant>/hf (its hf-gpt2 export) and
 //                                    DIR/<variant>/logits.safetensors ("ids" [2, 16], "logits"),
-//                                    and DIR/variants.txt listing them
+//                                    and DIR/variants.txt listing them; the same for the Llama
+//                                    block (hf-llama) under DIR/llama-<variant>, listed in
+//                                    DIR/llama_variants.txt
 //   hf_export_dump import SRC OUT    imports the Hugging Face folder SRC into OUT/run and writes
 //                                    OUT/logits.safetensors of the ids in SRC/ids.safetensors
 #include <cstdio>
@@ -41,6 +43,26 @@ int export_all(const fs::path& dir) {
     infer::export_hf(e);
     write_logits(at / "logits.safetensors", *model, ids);
     list << variant << "\n";
+  }
+  // The Llama block: a head dim of its own, biases, llama3 rotary scaling, an untied head.
+  std::ofstream llama_list(dir / "llama_variants.txt");
+  test::LmRunShape shape;
+  shape.kind = "llama";
+  shape.ffn_mult = 2.5;
+  shape.extra =
+      "head_dim: 12, attention_bias: true, mlp_bias: true, tie_embeddings: false, rope_theta: 300, rope_scaling: "
+      "llama3, rope_factor: 4, rope_original_context: 8";
+  for (const char* variant : kVariants) {
+    const fs::path at = dir / (std::string("llama-") + variant);
+    fs::remove_all(at);
+    const auto model = test::write_lm_run(at / "run", variant, 1, shape);
+    infer::ExportRequest e;
+    e.format = infer::ExportFormat::hf_llama;
+    e.run = at / "run";
+    e.out = at / "hf";
+    infer::export_hf(e);
+    write_logits(at / "logits.safetensors", *model, ids);
+    llama_list << variant << "\n";
   }
   return 0;
 }

@@ -19,16 +19,19 @@
 namespace qkv::test {
 
 struct LmRunShape {
+  std::string kind = "gpt";            // or llama (the activation is then its SwiGLU's)
   std::string activation = "gelu_tanh";
   int vocab = 97, context = 16, d_model = 32, layers = 2, heads = 4;
   double ffn_mult = 4;
+  std::string extra;  // more model keys, "key: value, ..." (a llama's head_dim, rope_*, biases)
 };
 
 // Writes the run of `variant` to `folder` and returns its model (eval mode, on the CPU).
 inline std::unique_ptr<nn::GPT> write_lm_run(const std::filesystem::path& folder, const std::string& variant,
                                              uint64_t seed = 1, const LmRunShape& s = {}) {
   const std::string yaml =
-      "name: exported\ntask: {kind: lm}\nlm: {tokens: \"\"}\nmodel: {kind: gpt, activation: " + s.activation +
+      "name: exported\ntask: {kind: lm}\nlm: {tokens: \"\"}\nmodel: {kind: " + s.kind +
+      (s.kind == "gpt" ? ", activation: " + s.activation : "") + (s.extra.empty() ? "" : ", " + s.extra) +
       ", vocab: " + std::to_string(s.vocab) + ", context: " + std::to_string(s.context) +
       ", d_model: " + std::to_string(s.d_model) + ", layers: " + std::to_string(s.layers) +
       ", heads: " + std::to_string(s.heads) + ", ffn_mult: " + std::to_string(s.ffn_mult) +
