@@ -126,8 +126,8 @@ RmsNormGrads rms_norm_backward(const Tensor& g, const Tensor& x, const Tensor& w
   return {out[0], out[1]};
 }
 
-AddNorm dropout_add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& w, double p, bool training,
-                             Generator* gen, double eps) {
+AddNorm dropout_add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& w, double p, bool training, Generator* gen,
+                             double eps) {
   check<ValueError>(p >= 0 && p <= 1, "dropout_add_rms_norm: p must be in [0, 1], got ", p);
   check<ValueError>(eps >= 0, "dropout_add_rms_norm: eps must be non-negative, got ", eps);
   DropoutAddNormAttrs attrs{0, 0, 0, eps};

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "autograd/shape_checks.h"
+
 namespace qkv::autograd {
 
 std::string describe(const Tensor& t) {
@@ -11,39 +13,8 @@ std::string describe(const Tensor& t) {
 }
 
 namespace shape {
-namespace {
 
 using Specs = std::vector<OutputSpec>;
-
-void same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  check<DTypeError>(a.dtype() == b.dtype(), op, ": dtype mismatch: ", describe(a), " vs ", describe(b),
-                    " (convert one with .to(dtype))");
-}
-void index_dtype(const Tensor& t, const char* op, const char* what) {
-  check<DTypeError>(t.dtype() == DType::i32 || t.dtype() == DType::i64, op, ": ", what, " must be int32 or int64, got ",
-                    describe(t));
-}
-void mask_dtype(const Tensor& t, const char* op, const char* what) {
-  check<DTypeError>(t.dtype() == DType::b8 || t.dtype() == DType::u8, op, ": ", what, " must be bool or uint8, got ",
-                    describe(t));
-}
-
-// A position of the static decode step: one int64, read on the device.
-void position_scalar(const Tensor& t, const char* op, const char* what) {
-  check<DTypeError>(t.dtype() == DType::i64 && t.numel() == 1, op, ": ", what, " must be one int64, got ", describe(t));
-}
-
-// RoPE's cos and sin [positions, R/2], R even and at most the head dim, of one float dtype (the
-// kernels read them in the dtype they compute in).
-void rope_tables(const Tensor& cos, const Tensor& sin, int64_t head_dim, const char* op) {
-  check<ShapeError>(cos.dim() == 2 && cos.shape() == sin.shape() && 2 * cos.size(1) <= head_dim, op,
-                    ": expected cos and sin tables [positions, R/2] with R at most the head dim ", head_dim, ", got ",
-                    describe(cos), " and ", describe(sin));
-  check<DTypeError>(is_floating(cos.dtype()) && cos.dtype() == sin.dtype(), op,
-                    ": the rotary tables must be of one float dtype, got ", describe(cos), " and ", describe(sin));
-}
-
-}  // namespace
 
 Specs broadcast(std::span<const Tensor> in, const Attrs&, const char* op) {
   same_dtype(in[0], in[1], op);
@@ -168,46 +139,6 @@ Specs layer_norm_backward(std::span<const Tensor> in, const Attrs&, const char* 
   check<ShapeError>(g.shape() == x.shape(), op, ": grad ", describe(g), " does not match input ", describe(x));
   const int64_t n = x.size(-1);
   return {{x.shape(), x.dtype()}, {{n}, x.dtype()}, {{n}, x.dtype()}};
-}
-
-Specs rms_norm(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
-  Specs s = layer_norm(std::array<Tensor, 3>{in[0], in[1], Tensor()}, attrs, op);  // y, mean, rstd
-  return {s[0], s[2]};
-}
-
-Specs rms_norm_backward(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
-  Specs s = layer_norm_backward(in, attrs, op);  // dx, dweight, dbias
-  return {s[0], s[1]};
-}
-
-Specs dropout_add_rms_norm(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
-  Specs s = dropout_add_layer_norm(std::array<Tensor, 4>{in[0], in[1], in[2], Tensor()}, attrs, op);
-  return {s[0], s[2], s[3]};  // normed, rstd, sum
-}
-
-Specs rope(std::span<const Tensor> in, const Attrs&, const char* op) {
-  const Tensor& x = in[0];
-  check<ShapeError>(x.dim() == 4, op, ": expected x [batch, len, heads, dim], got ", describe(x));
-  rope_tables(in[1], in[2], x.size(3), op);
-  if (in[3].defined()) position_scalar(in[3], op, "start");
-  return {{x.shape(), x.dtype()}};
-}
-
-Specs swiglu(std::span<const Tensor> in, const Attrs&, const char* op) {
-  const Tensor& h = in[0];
-  check<ShapeError>(h.dim() >= 1 && h.size(-1) % 2 == 0, op,
-                    ": expected [..., 2F] (the gate's F columns, then the up projection's), got ", describe(h));
-  Shape out = h.shape();
-  out.back() /= 2;
-  return {{out, h.dtype()}};
-}
-
-Specs swiglu_backward(std::span<const Tensor> in, const Attrs& attrs, const char* op) {
-  const Tensor &g = in[0], &h = in[1];
-  same_dtype(g, h, op);
-  check<ShapeError>(swiglu(in.subspan(1, 1), attrs, op)[0].shape == g.shape(), op, ": grad ", describe(g),
-                    " does not match the gate's output for ", describe(h));
-  return {{h.shape(), h.dtype()}};
 }
 
 Specs embedding(std::span<const Tensor> in, const Attrs&, const char* op) {

@@ -1,6 +1,7 @@
 // Decode benchmark against the memory-bandwidth bound, at GPT-2 124M shapes (12 layers, d 768,
 // 12 heads, vocab 50257, float32 weights and cache, random N(0, 0.02) weights; --layers,
-// --d-model and --heads change them, --config takes an experiment file's GPT). A decode step is
+// --d-model and --heads change them, --llama puts the Llama block at that shape, --config takes an
+// experiment file's GPT). A decode step is
 // memory-bound: it must read every weight once (the tied token embedding as the output layer;
 // one position row of wpe) and every cached K/V row of the prefix once. Per variant and case it
 // prints those bytes per step, the achieved bandwidth (bytes per step x steps per second)
@@ -20,7 +21,7 @@
 // (eager, on the same card) decode in the eager section of their cache dtype.
 //
 //   bench_decode [--variants QKV,Q-K=V] [--cases 8x1024,1x4096] [--new-tokens 32] [--layers 12]
-//                [--d-model 768] [--heads 12] [--config FILE [--scale NAME]] [--device cpu|cuda:N]
+//                [--d-model 768] [--heads 12] [--llama] [--config FILE [--scale NAME]] [--device cpu|cuda:N]
 //                [--precision fp32|bf16] [--cache-dtype f32,bf16,int8] [--modes eager,graph]
 //                [--peers LIST] [--peer-variants LIST] [--peer-timeout S] [--no-torch]
 #include <CLI/CLI.hpp>
@@ -114,7 +115,7 @@ int bench_decode_main(int argc, char** argv) {
   CLI::App app{"qkvlab decode benchmark against the memory-bandwidth bound (GPT-2 124M shapes, vs its peers)"};
   std::string variants = "QKV,Q-K=V", cases = "8x1024,1x4096";
   int64_t new_tokens = 32, layers = 12, d_model = 768, heads = 12;
-  bool no_torch = false;
+  bool no_torch = false, llama = false;
   double peer_timeout = 0;
   int64_t copy_mib = 256;
   std::string peer_list = "default", peer_variants, device = "cpu", precision = "fp32", cache_dtypes = "f32",
@@ -127,6 +128,9 @@ int bench_decode_main(int argc, char** argv) {
   app.add_option("--d-model", d_model, "model width (GPT-2 124M: 768)")->check(CLI::Range(1, 1 << 16));
   app.add_option("--heads", heads, "attention heads (GPT-2 124M: 12)")->check(CLI::Range(1, 1024));
   app.add_option("--config", config, "an experiment file whose GPT is decoded instead (its model section)");
+  app.add_flag("--llama", llama,
+               "the Llama block at the same shape: RMS norms, rotary positions (a K=V cache stores s once and turns "
+               "each key as it reads it), a SwiGLU MLP 8/3 d_model wide, no biases");
   app.add_option("--scale", scale, "the experiment file's scale");
   app.add_option("--device", device, "cpu or cuda:N");
   app.add_option("--precision", precision, "weights and activations: fp32, or bf16 (on a GPU)")
@@ -175,6 +179,10 @@ int bench_decode_main(int argc, char** argv) {
       c.layers = layers;
       c.attention.d_model = d_model;
       c.attention.heads = heads;
+      if (llama) {
+        c = nn::llama_block(c);
+        c.ffn = (8 * d_model / 3 + 63) / 64 * 64;  // SwiGLU's three matrices: about the parameters of GPT-2's two
+      }
       if (!config.empty()) c = bench::gpt_shape_from_file(config, scale, v).config;
       c.context = std::max(c.context, context);
       configs.push_back(c);
@@ -184,10 +192,10 @@ int bench_decode_main(int argc, char** argv) {
     const std::string storage = dts.weights == DType::f32 && caches == std::vector<DType>{DType::f32}
                                     ? "float32 weights and cache"
                                     : cat(dtype_name(dts.weights), " weights, KV cache ", cache_dtypes);
-    std::printf("decode, %lld layers, d_model %lld, %lld heads, vocab %lld%s, %s, %d threads, ", (long long)c0.layers,
+    std::printf("decode, %lld layers, d_model %lld, %lld heads, vocab %lld%s%s, %s, %d threads, ", (long long)c0.layers,
                 (long long)c0.d_model(), (long long)c0.attention.heads, (long long)c0.vocab,
-                config.empty() && layers == 12 && d_model == 768 && heads == 12 ? " (GPT-2 124M)" : "", storage.c_str(),
-                omp_get_max_threads());
+                config.empty() && layers == 12 && d_model == 768 && heads == 12 ? " (GPT-2 124M)" : "",
+                c0.attention.rope ? ", the Llama block" : "", storage.c_str(), omp_get_max_threads());
     std::printf("GEMMs: %s\n", dev.is_cpu() ? kernels::cpu::library_gemm_description() : "cuBLASLt");
     if (dev.is_cuda() || dts.weights != DType::f32)
       std::printf("on %s (%s); %s\n", dev.str().c_str(), device_name(dev).c_str(), dts.note.c_str());

@@ -47,6 +47,8 @@ GPTShape gpt_shape_from_file(const std::string& path, const std::string& scale, 
 
 std::string twin_mismatch(const nn::GPTConfig& c, const nn::Variant& v) {
   if (!torch_has_variant(v)) return "their twins have no +LRr or +linear form";
+  if (c.attention.rope || c.norm != nn::NormKind::layer || c.mlp != nn::MlpKind::plain)
+    return "their twins are the GPT-2 block, not the Llama block";
   if (c.ffn_width() != 4 * c.d_model() || c.activation != nn::Activation::gelu)
     return "their twins' MLP is 4 d_model wide with exact GELU";
   return "";

@@ -106,10 +106,10 @@ struct RandomAttrs {
   uint64_t seed = 0, offset = 0;
 };
 
-using Attrs = std::variant<NoAttrs, ReduceAttrs, DimAttrs, ScalarAttrs, GeluAttrs, MatmulAttrs, LayerNormAttrs,
-                           CrossEntropyAttrs, DropoutAttrs, DropoutAddNormAttrs, CastAttrs, RandomAttrs, AttentionAttrs,
-                           Conv2dAttrs, BatchNormAttrs, Pool2dAttrs, AdaptivePoolAttrs, AdamAttrs, SgdAttrs, ClipAttrs,
-                           RopeAttrs>;
+using Attrs =
+    std::variant<NoAttrs, ReduceAttrs, DimAttrs, ScalarAttrs, GeluAttrs, MatmulAttrs, LayerNormAttrs, CrossEntropyAttrs,
+                 DropoutAttrs, DropoutAddNormAttrs, CastAttrs, RandomAttrs, AttentionAttrs, Conv2dAttrs, BatchNormAttrs,
+                 Pool2dAttrs, AdaptivePoolAttrs, AdamAttrs, SgdAttrs, ClipAttrs, RopeAttrs>;
 
 template <class T> const T& attr(const Attrs& a, const char* op) {
   const T* p = std::get_if<T>(&a);

@@ -70,10 +70,12 @@ RotaryTables Attention::rotary(int64_t rows, const Device& device) const {
   std::lock_guard lock(table_mu_);
   for (auto& [d, t] : rope_tables_)
     if (d == device) {
-      if (t.cos.size(0) < rows) t = rope_tables(*config_.rope, config_.head_dim(), std::max(rows, 2 * t.cos.size(0)), device);
+      if (t.cos.size(0) < rows)
+        t = rope_tables(*config_.rope, config_.head_dim(), std::max(rows, 2 * t.cos.size(0)), device);
       return t;
     }
-  rope_tables_.emplace_back(device, rope_tables(*config_.rope, config_.head_dim(), std::max<int64_t>(rows, 64), device));
+  rope_tables_.emplace_back(device,
+                            rope_tables(*config_.rope, config_.head_dim(), std::max<int64_t>(rows, 64), device));
   return rope_tables_.back().second;
 }
 
@@ -179,7 +181,7 @@ Tensor Attention::forward_cached(const Tensor& x, KVCache& cache, int64_t layer)
   // by it as read: the static step at this position.
   if (cache.quantized() || keys_turned_on_read())
     return decode_step(x, cache, layer, full({1}, double(cache.length()), TensorOptions(DType::i64, x.device())));
-  Heads h = project_slots(x, {cache.length()});
+  Heads h = project_slots(x, {cache.length(), Tensor(), 0});
   const Tensor rows = cache_rows(x, h);
   auto [k, v] = cache.append(layer, rows, h.v);
   if (config_.v_rank > 0) std::tie(k, v) = std::pair(k.narrow(-1, 0, config_.head_dim()), k);

@@ -51,7 +51,7 @@ struct AttentionConfig {
   // the decay lambda; a KV cache then holds the recurrent state, not rows per position.
   bool linear = false;
   double linear_decay = 1.0;
-  int64_t head_size = 0;          // the head dim; 0: d_model / heads
+  int64_t head_size = 0;           // the head dim; 0: d_model / heads
   std::optional<RopeConfig> rope;  // rotary positions on Q and K; none: the model places tokens itself
 
   int64_t head_dim() const { return head_size > 0 ? head_size : d_model / heads; }
@@ -126,7 +126,7 @@ class Attention : public Module {
   AttentionConfig config_;
   std::vector<std::unique_ptr<Linear>> slots_;  // one per distinct slot of the pattern's row
   mutable std::mutex table_mu_;
-  mutable std::map<int64_t, Tensor> pos2d_tables_;  // P by sequence length, on the weights' device
+  mutable std::map<int64_t, Tensor> pos2d_tables_;                    // P by sequence length, on the weights' device
   mutable std::vector<std::pair<Device, RotaryTables>> rope_tables_;  // per device, grown to need
 };
 

@@ -35,8 +35,7 @@ std::vector<float> rope_inverse_frequencies(const RopeConfig& c, int64_t head_di
   const int64_t R = c.rotary_dims(head_dim);
   std::vector<float> inv(size_t(R / 2));
   // 1.0 / (base ** (arange(0, R, 2).float() / R)), every step in float32.
-  for (int64_t i = 0; i < R / 2; ++i)
-    inv[size_t(i)] = 1.0f / std::pow(float(c.theta), float(2 * i) / float(R));
+  for (int64_t i = 0; i < R / 2; ++i) inv[size_t(i)] = 1.0f / std::pow(float(c.theta), float(2 * i) / float(R));
   if (c.scaling == RopeScaling::linear)
     for (float& f : inv) f /= float(c.factor);
   if (c.scaling == RopeScaling::llama3) {  // in float32, step by step as transformers' tensors

@@ -20,10 +20,10 @@ namespace qkv::nn {
 enum class RopeScaling : uint8_t { none, linear, llama3 };
 
 struct RopeConfig {
-  double theta = 10000;    // rope_theta
-  double fraction = 1.0;   // partial_rotary_factor: the rotated share of each head
+  double theta = 10000;   // rope_theta
+  double fraction = 1.0;  // partial_rotary_factor: the rotated share of each head
   RopeScaling scaling = RopeScaling::none;
-  double factor = 1;       // linear and llama3
+  double factor = 1;                                 // linear and llama3
   double low_freq_factor = 1, high_freq_factor = 4;  // llama3
   int64_t original_context = 8192;                   // llama3: original_max_position_embeddings
   bool operator==(const RopeConfig&) const = default;

@@ -71,8 +71,8 @@ void attention(const KernelArgs& k) {
   });
 }
 
-void attention_over_cache(const Tensor& q, const CacheOperand& keys, const CacheOperand& values,
-                          const Tensor& cos, const Tensor& sin, const KernelArgs& k) {
+void attention_over_cache(const Tensor& q, const CacheOperand& keys, const CacheOperand& values, const Tensor& cos,
+                          const Tensor& sin, const KernelArgs& k) {
   const auto& a = attr<AttentionAttrs>(k.attrs, "cache_attention");
   const Heads Q(q), V(values.rows, values.scales);
   Heads K(keys.rows, keys.scales);

@@ -107,8 +107,7 @@ void layer_norm(const KernelArgs& k) {
 
 // Inputs (grad_y, x, weight?, mean, rstd) -> outputs (dx, dweight, dbias).
 void layer_norm_backward(const KernelArgs& k) {
-  norm_backward<true>(k.in[0], k.in[1], k.in[2], k.in[3], k.in[4], k.out[0], k.out[1], k.out[2],
-                      "layer_norm_backward");
+  norm_backward<true>(k.in[0], k.in[1], k.in[2], k.in[3], k.in[4], k.out[0], k.out[1], k.out[2], "layer_norm_backward");
 }
 
 // Inputs (x, weight?) -> outputs (y, rstd).
@@ -119,8 +118,7 @@ void rms_norm(const KernelArgs& k) {
 
 // Inputs (grad_y, x, weight?, rstd) -> outputs (dx, dweight).
 void rms_norm_backward(const KernelArgs& k) {
-  norm_backward<false>(k.in[0], k.in[1], k.in[2], Tensor(), k.in[3], k.out[0], k.out[1], Tensor(),
-                       "rms_norm_backward");
+  norm_backward<false>(k.in[0], k.in[1], k.in[2], Tensor(), k.in[3], k.out[0], k.out[1], Tensor(), "rms_norm_backward");
 }
 
 }  // namespace qkv::kernels::cpu

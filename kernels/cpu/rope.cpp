@@ -17,7 +17,7 @@ namespace qkv::kernels::cpu {
 void rope(const KernelArgs& k) {
   const bool inverse = attr<RopeAttrs>(k.attrs, "rope").inverse;
   const Tensor& x = k.in[0];
-    const int64_t B = x.size(0), T = x.size(1), H = x.size(2), D = x.size(3), half = k.in[1].size(1);
+  const int64_t B = x.size(0), T = x.size(1), H = x.size(2), D = x.size(3), half = k.in[1].size(1);
   const int64_t P = k.in[1].size(0), start = k.in[3].defined() ? *k.in[3].data<int64_t>() : 0;
   if (start < 0 || start + T > P) throw index_out_of_range("rope", start, 0, P - T + 1);
   visit_float(x.dtype(), "rope", [&]<class F>() {

@@ -12,7 +12,8 @@ template <class F, class Fn> void each_row(const Tensor& h, int64_t F_, Fn&& f) 
   const int64_t rows = F_ ? h.numel() / (2 * F_) : 0;
   const F* hp = h.data<F>();
 #pragma omp parallel for schedule(static) if (rows * F_ >= kParallelGrain)
-  for (int64_t r = 0; r < rows; ++r) f(ConstArrMap<F>(hp + r * 2 * F_, F_), ConstArrMap<F>(hp + r * 2 * F_ + F_, F_), r);
+  for (int64_t r = 0; r < rows; ++r)
+    f(ConstArrMap<F>(hp + r * 2 * F_, F_), ConstArrMap<F>(hp + r * 2 * F_ + F_, F_), r);
 }
 
 }  // namespace

@@ -115,16 +115,17 @@ void kv_write(const KernelArgs& k) {
 
 namespace {
 
-// Keys [B, Hk, n, D] turned by rows 0..n-1 of the rotary tables, as a new tensor (the rope
-// kernel over the keys viewed as [B, n, Hk, D]).
+// Keys [B, Hk, n, D] turned by rows 0..n-1 of the rotary tables, as a new tensor in their dtype
+// (the rope kernel over the keys viewed as [B, n, Hk, D], 16-bit keys widened to float32 for it).
 Tensor rotated(const Tensor& keys, const Tensor& cos, const Tensor& sin) {
-  const Tensor tokens = raw::permute(keys, {0, 2, 1, 3});
-  Tensor out = empty(tokens.shape(), {keys.dtype(), keys.device()});
+  const bool low = keys.dtype() == DType::bf16 || keys.dtype() == DType::f16;
+  const Tensor tokens = raw::permute(low ? raw::to(keys, DType::f32, keys.device()) : keys, {0, 2, 1, 3});
+  Tensor out = empty(tokens.shape(), {tokens.dtype(), keys.device()});
   const Tensor in[] = {tokens, cos, sin, Tensor()};
   Tensor outs[] = {out};
   const Attrs attrs = RopeAttrs{};
   rope(KernelArgs{in, outs, attrs});
-  return raw::permute(out, {0, 2, 1, 3});
+  return raw::permute(low ? raw::to(out, keys.dtype(), keys.device()) : out, {0, 2, 1, 3});
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Fused residual step of a pre-LN transformer: sum = x + dropout(y), normed = layer_norm(sum)
-// (* weight + bias), plus the row mean and rstd; or (kCentered false) its RMS norm and rstd. It reproduces the unfused CUDA ops exactly:
-// dropout as kernels/cuda/random.cu (flat element i keeps y when Philox word i of the stream at
+// (* weight + bias), plus the row mean and rstd; or (kCentered false) its RMS norm and rstd. It reproduces the unfused
+// CUDA ops exactly: dropout as kernels/cuda/random.cu (flat element i keeps y when Philox word i of the stream at
 // (seed, offset) is >= p as a unit double, scaled by T(1 / (1 - p)), the product rounded on its
 // own), add in T as kernels/cuda/elementwise.cu, then layer_norm_kernel of
 // kernels/cuda/layer_norm.cu: one block of row_threads(n) threads per row, per-thread sums in T
@@ -131,7 +131,8 @@ template <bool kCentered, class T, int kItems> __global__ void dropout_add_layer
 }
 
 template <bool kCentered, class T, int kItems> void launch(const Params<T>& p, int threads, size_t smem_bytes) {
-  QKV_LAUNCH(row_blocks(p.rows), threads, smem_bytes, launch_stream(), dropout_add_layer_norm_kernel<kCentered, T, kItems>)
+  QKV_LAUNCH(row_blocks(p.rows), threads, smem_bytes, launch_stream(),
+             dropout_add_layer_norm_kernel<kCentered, T, kItems>)
   (p);
   QKV_CUDA_LAUNCH_CHECK();
 }

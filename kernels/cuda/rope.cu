@@ -11,10 +11,10 @@ namespace qkv::kernels::cuda {
 namespace {
 
 template <class F> struct Rope {
-  F* y;                   // contiguous [B, T, H, D]
-  const F* x;             // strided
-  const F *cos, *sin;     // contiguous [P, half]
-  const int64_t* start;   // one int64, or null for 0
+  F* y;                  // contiguous [B, T, H, D]
+  const F* x;            // strided
+  const F *cos, *sin;    // contiguous [P, half]
+  const int64_t* start;  // one int64, or null for 0
   int64_t T, H, D, half, P;
   int64_t s0, s1, s2, s3;  // x's strides
   F sign;                  // -1: the inverse rotation

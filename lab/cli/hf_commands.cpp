@@ -19,11 +19,12 @@ void import_model(const infer::ImportRequest& r) {
   for (const std::string& w : run.warnings) std::fprintf(stderr, "import: warning: %s\n", w.c_str());
   const nn::GPTConfig& g = run.gpt;
   std::printf("import: %s -> %s\n", r.source.string().c_str(), run.folder.string().c_str());
-  std::printf("  %s: %lld layers, d_model %lld, %lld heads (%lld KV) of %lld, context %lld, vocabulary %lld, %s "
-              "parameters\n",
-              run.architecture.c_str(), (long long)g.layers, (long long)g.d_model(), (long long)g.attention.heads,
-              (long long)g.attention.kv_head_count(), (long long)g.attention.head_dim(), (long long)g.context,
-              (long long)g.vocab, with_commas(run.parameters).c_str());
+  std::printf(
+      "  %s: %lld layers, d_model %lld, %lld heads (%lld KV) of %lld, context %lld, vocabulary %lld, %s "
+      "parameters\n",
+      run.architecture.c_str(), (long long)g.layers, (long long)g.d_model(), (long long)g.attention.heads,
+      (long long)g.attention.kv_head_count(), (long long)g.attention.head_dim(), (long long)g.context,
+      (long long)g.vocab, with_commas(run.parameters).c_str());
   std::printf("  tokenizer: %s\n", run.has_tokenizer
                                        ? "copied to tokenizer/"
                                        : "none in the folder; lm.tokenizer is gpt2-tokenizer under data.root");
@@ -38,8 +39,8 @@ void export_model(const infer::ExportRequest& r) {
               m.checkpoint.filename().string().c_str(), m.folder.string().c_str(), llama ? "hf-llama" : "hf-gpt2");
   if (!m.has_tokenizer)
     std::printf("  no tokenizer written: the run's could not be read here (give --tokenizer DIR or --data-root)\n");
-  std::printf("  load it with transformers.%s.from_pretrained(\"%s\")\n", llama ? "LlamaForCausalLM" : "GPT2LMHeadModel",
-              m.folder.string().c_str());
+  std::printf("  load it with transformers.%s.from_pretrained(\"%s\")\n",
+              llama ? "LlamaForCausalLM" : "GPT2LMHeadModel", m.folder.string().c_str());
 }
 
 }  // namespace
@@ -51,8 +52,8 @@ void add_hf_commands(CLI::App& app) {
         app.add_subcommand("import", "Make a Hugging Face GPT-2 or Llama checkpoint folder a language-model run");
     cmd->footer(
         "The folder holds config.json and model.safetensors (or model.safetensors.index.json and its shards),\n"
-        "and usually the tokenizer (vocab.json + merges.txt, or tokenizer.json: GPT-2's, or Llama 3's and\n"
-        "Qwen2's layout). config.json's model_type picks GPT2LMHeadModel (gpt2) or LlamaForCausalLM (llama).\n"
+        "and usually the tokenizer (vocab.json + merges.txt, or tokenizer.json: GPT-2's, or Llama 3's\n"
+        "layout). config.json's model_type picks GPT2LMHeadModel (gpt2) or LlamaForCausalLM (llama).\n"
         "The run folder it writes (QKV, or GQA/MQA with the checkpoint's KV heads) is one generate, analyze,\n"
         "convert, eval and bench decode open like a trained run. It has no data of its own unless --tokens\n"
         "names a folder made by `qkvlab data prepare`; give the others --token-data.");

@@ -88,7 +88,7 @@ nn::GPTConfig gpt_config(const LmConfig& c, const nn::Variant& variant) {
   rope.fraction = m.rotary_fraction;
   rope.scaling = m.rope_scaling == RopeScalingName::linear   ? nn::RopeScaling::linear
                  : m.rope_scaling == RopeScalingName::llama3 ? nn::RopeScaling::llama3
-                                                              : nn::RopeScaling::none;
+                                                             : nn::RopeScaling::none;
   rope.factor = m.rope_factor;
   rope.low_freq_factor = m.rope_low_freq_factor;
   rope.high_freq_factor = m.rope_high_freq_factor;

@@ -174,11 +174,12 @@ TEST_CASE("llama: a K=V cache stores s once, unrotated, half of QKV's bytes") {
   // Layer 0's cached rows are s = ln1(x) W_kv split into heads, the value's rows, not RoPE(s).
   const Tensor x0 = model.blocks[0]->ln1.forward(model.embed(ids, 0));
   const Tensor s = model.blocks[0]->attn.projection(Role::k).forward(x0).reshape({1, 6, 4, 8}).permute({0, 2, 1, 3});
-  const Tensor stored = cache.write_at(0, zeros({1, 4, 1, 8}), Tensor(), full({1}, 7.0, TensorOptions(DType::i64, kCPU))).keys;
+  const Tensor stored =
+      cache.write_at(0, zeros({1, 4, 1, 8}), Tensor(), full({1}, 7.0, TensorOptions(DType::i64, kCPU))).keys;
   CHECK(max_abs_diff(stored.narrow(2, 0, 6), s) < 1e-6);
   const Attention::Heads h = model.blocks[0]->attn.project(x0);
-  CHECK(max_abs_diff(h.v, s) < 1e-6);      // the value is s
-  CHECK(max_abs_diff(h.k, s) > 1e-3);      // the key is s turned
+  CHECK(max_abs_diff(h.v, s) < 1e-6);                                  // the value is s
+  CHECK(max_abs_diff(h.k, s) > 1e-3);                                  // the key is s turned
   CHECK(max_abs_diff(h.k.narrow(2, 0, 1), s.narrow(2, 0, 1)) < 1e-6);  // position 0 turns by 0
 }
 

@@ -88,7 +88,9 @@ OpCase case_dropout_add_rms_norm() {
   c.samples = {{"no dropout, weight", {real({4, 6}), real({4, 6}), real({6})}, DropoutAddNormAttrs{0, 0, 0, 1e-6}},
                {"p=0.3, 3-d", {real({2, 3, 8}), real({2, 3, 8}), real({8})}, DropoutAddNormAttrs{0.3, 42, 5, 1e-6}},
                {"p=0.5, no weight", {real({3, 8}), real({3, 8}), absent()}, DropoutAddNormAttrs{0.5, 7, 0, 1e-3}},
-               {"p=0.1, wide rows", {real({3, 300}), real({3, 300}), real({300})}, DropoutAddNormAttrs{0.1, 3, 11, 1e-5}}};
+               {"p=0.1, wide rows",
+                {real({3, 300}), real({3, 300}), real({300})},
+                DropoutAddNormAttrs{0.1, 3, 11, 1e-5}}};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
     const auto& a = std::get<DropoutAddNormAttrs>(attrs);
     Ref sum = a.p > 0 ? dropout_of(in[1], a.p, a.seed, a.offset) : in[1];
@@ -117,13 +119,13 @@ Ref rope_ref(const Ref& x, const Ref& cos, const Ref& sin, int64_t start, bool i
 
 OpCase case_rope() {
   OpCase c;
-  c.samples = {{"whole head, from 0", {real({2, 3, 2, 4}), constant(real({3, 2})), constant(real({3, 2})), absent()}},
-               {"partial: 4 of 6 dims, at a drawn start",
-                {real({1, 2, 3, 6}), constant(real({7, 2})), constant(real({7, 2})), index({}, 6)}},
-               {"inverse", {real({1, 4, 1, 8}), constant(real({5, 4})), constant(real({5, 4})), index({}, 2)},
-                RopeAttrs{true}},
-               kernel_path({"many rows: 2 x 40 tokens x 4 heads x 64",
-                            {real({2, 40, 4, 64}), constant(real({50, 32})), constant(real({50, 32})), index({}, 11)}})};
+  c.samples = {
+      {"whole head, from 0", {real({2, 3, 2, 4}), constant(real({3, 2})), constant(real({3, 2})), absent()}},
+      {"partial: 4 of 6 dims, at a drawn start",
+       {real({1, 2, 3, 6}), constant(real({7, 2})), constant(real({7, 2})), index({}, 6)}},
+      {"inverse", {real({1, 4, 1, 8}), constant(real({5, 4})), constant(real({5, 4})), index({}, 2)}, RopeAttrs{true}},
+      kernel_path({"many rows: 2 x 40 tokens x 4 heads x 64",
+                   {real({2, 40, 4, 64}), constant(real({50, 32})), constant(real({50, 32})), index({}, 11)}})};
   for (Sample& s : c.samples)
     if (std::holds_alternative<NoAttrs>(s.attrs)) s.attrs = RopeAttrs{};
   c.reference = [](const std::vector<Ref>& in, const Attrs& attrs) {
@@ -160,7 +162,8 @@ OpCase case_swiglu() {
 
 OpCase case_swiglu_backward() {
   OpCase c;
-  c.samples = {{"F 4", {real({3, 4}), real({3, 8})}}, kernel_path({"wide: 5 x 700", {real({5, 700}), real({5, 1400})}})};
+  c.samples = {{"F 4", {real({3, 4}), real({3, 8})}},
+               kernel_path({"wide: 5 x 700", {real({5, 700}), real({5, 1400})}})};
   c.reference = [](const std::vector<Ref>& in, const Attrs&) {
     const Ref &g = in[0], &h = in[1];
     const int64_t F = g.shape.back(), rows = g.size() / F;

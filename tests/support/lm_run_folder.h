@@ -19,7 +19,7 @@
 namespace qkv::test {
 
 struct LmRunShape {
-  std::string kind = "gpt";            // or llama (the activation is then its SwiGLU's)
+  std::string kind = "gpt";  // or llama (the activation is then its SwiGLU's)
   std::string activation = "gelu_tanh";
   int vocab = 97, context = 16, d_model = 32, layers = 2, heads = 4;
   double ffn_mult = 4;
@@ -29,13 +29,13 @@ struct LmRunShape {
 // Writes the run of `variant` to `folder` and returns its model (eval mode, on the CPU).
 inline std::unique_ptr<nn::GPT> write_lm_run(const std::filesystem::path& folder, const std::string& variant,
                                              uint64_t seed = 1, const LmRunShape& s = {}) {
-  const std::string yaml =
-      "name: exported\ntask: {kind: lm}\nlm: {tokens: \"\"}\nmodel: {kind: " + s.kind +
-      (s.kind == "gpt" ? ", activation: " + s.activation : "") + (s.extra.empty() ? "" : ", " + s.extra) +
-      ", vocab: " + std::to_string(s.vocab) + ", context: " + std::to_string(s.context) +
-      ", d_model: " + std::to_string(s.d_model) + ", layers: " + std::to_string(s.layers) +
-      ", heads: " + std::to_string(s.heads) + ", ffn_mult: " + std::to_string(s.ffn_mult) +
-      ", dropout: 0}\nsweep: {variants: [\"" + variant + "\"], seeds: [0]}\n";
+  const std::string yaml = "name: exported\ntask: {kind: lm}\nlm: {tokens: \"\"}\nmodel: {kind: " + s.kind +
+                           (s.kind == "gpt" ? ", activation: " + s.activation : "") +
+                           (s.extra.empty() ? "" : ", " + s.extra) + ", vocab: " + std::to_string(s.vocab) +
+                           ", context: " + std::to_string(s.context) + ", d_model: " + std::to_string(s.d_model) +
+                           ", layers: " + std::to_string(s.layers) + ", heads: " + std::to_string(s.heads) +
+                           ", ffn_mult: " + std::to_string(s.ffn_mult) + ", dropout: 0}\nsweep: {variants: [\"" +
+                           variant + "\"], seeds: [0]}\n";
   const experiment::Config config = experiment::config_from_yaml(yaml, "write_lm_run");
   const auto& c = config.as<experiment::LmConfig>();
   Generator gen(seed);

@@ -24,7 +24,8 @@ constexpr KnownGpu kKnownGpus[] = {
 }  // namespace
 
 double lm_train_flops_per_token(const nn::GPTConfig& c, int64_t seq_len) {
-  return 6.0 * double(nn::gpt_parameter_count(c)) + 12.0 * double(c.layers) * double(seq_len) * double(c.attention.query_width());
+  return 6.0 * double(nn::gpt_parameter_count(c)) +
+         12.0 * double(c.layers) * double(seq_len) * double(c.attention.query_width());
 }
 
 double measure_gemm_flops(const Device& device, int64_t n, int reps, DType dtype) {

@@ -45,8 +45,8 @@ template <class St, class Kv = St> struct DecodeArgs {
   const float *k_scale = nullptr, *v_scale = nullptr;  // int8: one per cached row, [B, Hk, S, 1]
   const float *rot_cos = nullptr, *rot_sin = nullptr;  // keys turned as read: [P, rot_half], or null
   int rot_half = 0;
-  int64_t qs[3] = {}, ks[3] = {}, vs[3] = {};          // element strides of batch, head and row
-  int64_t kss[3] = {}, vss[3] = {};                    // the scales' strides
+  int64_t qs[3] = {}, ks[3] = {}, vs[3] = {};  // element strides of batch, head and row
+  int64_t kss[3] = {}, vss[3] = {};            // the scales' strides
   int64_t H = 0, Hk = 0, T = 0, S = 0, group = 1, chunk = 0;
   int D = 0, Dv = 0, G = 0, splits = 1;
   float scale = 1;

@@ -17,29 +17,29 @@ using nlohmann::json;
 
 // Keys that do not change the logits of GPT2LMHeadModel beside every model's: the
 // sequence-summary head (GPT2DoubleHeadsModel), training-only dropouts, the old n_ctx.
-const std::set<std::string, std::less<>> kIgnoredKeys{"embd_pdrop",
-                                                      "attn_pdrop",
-                                                      "summary_type",
-                                                      "summary_use_proj",
-                                                      "summary_activation",
-                                                      "summary_proj_to_labels",
-                                                      "summary_first_dropout",
-                                                      "reorder_and_upcast_attn",
-                                                      "n_ctx"};
-const std::set<std::string, std::less<>> kReadKeys{"vocab_size",
-                                                   "n_positions",
-                                                   "n_embd",
-                                                   "n_layer",
-                                                   "n_head",
-                                                   "n_inner",
-                                                   "activation_function",
-                                                   "layer_norm_epsilon",
-                                                   "resid_pdrop",
-                                                   "scale_attn_weights",
-                                                   "scale_attn_by_inverse_layer_idx",
-                                                   "add_cross_attention",
-                                                   "pruned_heads",
-                                                   "tie_word_embeddings"};
+const std::set<std::string, std::less<>> kGpt2IgnoredKeys{"embd_pdrop",
+                                                          "attn_pdrop",
+                                                          "summary_type",
+                                                          "summary_use_proj",
+                                                          "summary_activation",
+                                                          "summary_proj_to_labels",
+                                                          "summary_first_dropout",
+                                                          "reorder_and_upcast_attn",
+                                                          "n_ctx"};
+const std::set<std::string, std::less<>> kGpt2ReadKeys{"vocab_size",
+                                                       "n_positions",
+                                                       "n_embd",
+                                                       "n_layer",
+                                                       "n_head",
+                                                       "n_inner",
+                                                       "activation_function",
+                                                       "layer_norm_epsilon",
+                                                       "resid_pdrop",
+                                                       "scale_attn_weights",
+                                                       "scale_attn_by_inverse_layer_idx",
+                                                       "add_cross_attention",
+                                                       "pruned_heads",
+                                                       "tie_word_embeddings"};
 
 using Reader = HfConfigReader;
 
@@ -79,7 +79,7 @@ HfGpt2Config read_hf_gpt2_config(const fs::path& file, bool strict) {
   const Reader r{j, file.string()};
   if (!j.is_object()) throw IOError(cat(r.file, ": expected a JSON object, got ", j.type_name()));
   HfGpt2Config c;
-  c.warnings = unknown_key_warnings(r, kReadKeys, kIgnoredKeys, "GPT-2", strict);
+  c.warnings = unknown_key_warnings(r, kGpt2ReadKeys, kGpt2IgnoredKeys, "GPT-2", strict);
   if (j.contains("model_type") && j["model_type"] != "gpt2")
     r.fail("model_type", cat(j["model_type"].dump(), " is not \"gpt2\""));
   for (const char* key : {"is_encoder_decoder", "add_cross_attention"})

@@ -178,8 +178,7 @@ ImportedRun import_hf(const ImportRequest& r) {
   // The config is checked before anything is written.
   const fs::path tokenizer = fs::absolute(r.out / "tokenizer").lexically_normal();
   // Without tokenizer files, GPT-2's own (gpt2-tokenizer under data.root) is the config's default.
-  const experiment::Config config =
-      run_config(r, ckpt.gpt, out.has_tokenizer ? tokenizer : fs::path("gpt2-tokenizer"));
+  const experiment::Config config = run_config(r, ckpt.gpt, out.has_tokenizer ? tokenizer : fs::path("gpt2-tokenizer"));
 
   const FolderLock lock(r.out, "imported model folder");
   if (out.has_tokenizer) {

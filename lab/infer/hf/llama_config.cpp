@@ -12,27 +12,31 @@ namespace {
 
 using nlohmann::json;
 
-const std::set<std::string, std::less<>> kReadKeys{"vocab_size",
-                                                   "hidden_size",
-                                                   "intermediate_size",
-                                                   "num_hidden_layers",
-                                                   "num_attention_heads",
-                                                   "num_key_value_heads",
-                                                   "head_dim",
-                                                   "max_position_embeddings",
-                                                   "rms_norm_eps",
-                                                   "hidden_act",
-                                                   "tie_word_embeddings",
-                                                   "attention_bias",
-                                                   "mlp_bias",
-                                                   "rope_parameters",
-                                                   "rope_theta",
-                                                   "rope_scaling"};
+const std::set<std::string, std::less<>> kLlamaReadKeys{"vocab_size",
+                                                        "hidden_size",
+                                                        "intermediate_size",
+                                                        "num_hidden_layers",
+                                                        "num_attention_heads",
+                                                        "num_key_value_heads",
+                                                        "head_dim",
+                                                        "max_position_embeddings",
+                                                        "rms_norm_eps",
+                                                        "hidden_act",
+                                                        "tie_word_embeddings",
+                                                        "attention_bias",
+                                                        "mlp_bias",
+                                                        "rope_parameters",
+                                                        "rope_theta",
+                                                        "rope_scaling"};
 // Training-only dropout, init, and pretraining_tp (it only slices the same products).
-const std::set<std::string, std::less<>> kIgnoredKeys{"attention_dropout", "pretraining_tp"};
+const std::set<std::string, std::less<>> kLlamaIgnoredKeys{"attention_dropout", "pretraining_tp"};
 // The keys of a rope_parameters / rope_scaling object this import reads.
-const std::set<std::string, std::less<>> kRopeKeys{"rope_type",        "type",           "rope_theta",
-                                                   "factor",           "low_freq_factor", "high_freq_factor",
+const std::set<std::string, std::less<>> kRopeKeys{"rope_type",
+                                                   "type",
+                                                   "rope_theta",
+                                                   "factor",
+                                                   "low_freq_factor",
+                                                   "high_freq_factor",
                                                    "original_max_position_embeddings"};
 
 // The rotary settings from whichever layout the file has.
@@ -61,7 +65,8 @@ nn::RopeConfig rope_of(const HfConfigReader& r, std::vector<std::string>& warnin
   if (type != "linear" && type != "llama3")
     r.fail(cat(key, ".", type_key), cat(json(type).dump(), " is not supported: expected default, linear or llama3"));
   rope.factor = sub.number("factor", 0);
-  if (!(rope.factor >= 1)) r.fail(cat(key, ".factor"), cat("expected a number >= 1, got ", p.value("factor", json()).dump()));
+  if (!(rope.factor >= 1))
+    r.fail(cat(key, ".factor"), cat("expected a number >= 1, got ", p.value("factor", json()).dump()));
   if (type == "linear") {
     rope.scaling = nn::RopeScaling::linear;
     return rope;
@@ -94,7 +99,7 @@ HfLlamaConfig read_hf_llama_config(const std::filesystem::path& file, bool stric
   const HfConfigReader r{j, file.string()};
   if (!j.is_object()) throw IOError(cat(r.file, ": expected a JSON object, got ", j.type_name()));
   HfLlamaConfig c;
-  c.warnings = unknown_key_warnings(r, kReadKeys, kIgnoredKeys, "Llama", strict);
+  c.warnings = unknown_key_warnings(r, kLlamaReadKeys, kLlamaIgnoredKeys, "Llama", strict);
   if (j.contains("model_type") && j["model_type"] != "llama")
     r.fail("model_type", cat(j["model_type"].dump(), " is not \"llama\""));
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
@@ -115,7 +120,8 @@ HfLlamaConfig read_hf_llama_config(const std::filesystem::path& file, bool stric
     r.fail("num_key_value_heads", cat(a.kv_heads, " does not divide num_attention_heads ", a.heads));
   if (a.kv_heads == a.heads) a.kv_heads = 0;
   if (j.contains("head_dim") && !j["head_dim"].is_null()) a.head_size = r.positive("head_dim");
-  else if (a.d_model % a.heads != 0) r.fail("num_attention_heads", cat(a.heads, " does not divide hidden_size ", a.d_model));
+  else if (a.d_model % a.heads != 0)
+    r.fail("num_attention_heads", cat(a.heads, " does not divide hidden_size ", a.d_model));
   a.sharing = nn::Sharing::qkv;
   a.causal = true;
   g = nn::llama_block(g, rope_of(r, c.warnings, strict));

@@ -28,7 +28,8 @@ std::map<std::string, Tensor> llama_state_from_hf(const HfTensors& tensors, cons
     linear(h + "self_attn.o_proj", b + "attn.o", d, q, a.bias);
     linear(h + "mlp.down_proj", b + "proj", d, f, g.mlp_bias);
     // The gate's rows, then the up projection's: one GEMM for both (nn::MlpKind::swiglu).
-    s[b + "fc.weight"] = concat({src.get(h + "mlp.gate_proj.weight", {f, d}), src.get(h + "mlp.up_proj.weight", {f, d})}, 0);
+    s[b + "fc.weight"] =
+        concat({src.get(h + "mlp.gate_proj.weight", {f, d}), src.get(h + "mlp.up_proj.weight", {f, d})}, 0);
     if (g.mlp_bias)
       s[b + "fc.bias"] = concat({src.get(h + "mlp.gate_proj.bias", {f}), src.get(h + "mlp.up_proj.bias", {f})}, 0);
     src.used.insert("model." + h + "self_attn.rotary_emb.inv_freq");  // a buffer older files saved

@@ -123,8 +123,8 @@ Tensor HfSource::get(const std::string& name, const Shape& shape) {
   check<IOError>(dt == DType::f32 || dt == DType::f16 || dt == DType::bf16 || dt == DType::f64, t.file, ": tensor '",
                  prefix + name, "': dtype ", safetensors::dtype_code(dt),
                  ", expected a floating dtype (F32, F16, BF16, F64)");
-  check<IOError>(t.value.shape() == shape, t.file, ": tensor '", prefix + name, "': shape ",
-                 shape_str(t.value.shape()), ", expected ", shape_str(shape), " (from config.json)");
+  check<IOError>(t.value.shape() == shape, t.file, ": tensor '", prefix + name, "': shape ", shape_str(t.value.shape()),
+                 ", expected ", shape_str(shape), " (from config.json)");
   return t.value.to(DType::f32).contiguous();
 }
 

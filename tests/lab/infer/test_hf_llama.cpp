@@ -126,10 +126,11 @@ TEST_CASE("hf llama: import then export gives the checkpoint's tensors bit for b
       CHECK(written.at(n).shape() == t.shape());
       CHECK(std::memcmp(written.at(n).raw_data(), t.raw_data(), size_t(t.numel()) * dtype_size(t.dtype())) == 0);
     }
-    const json in = read_json_file(fixture / "config.json", "config"), out = read_json_file(e.out / "config.json", "config");
-    for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                            "num_attention_heads", "num_key_value_heads", "head_dim", "tie_word_embeddings",
-                            "attention_bias", "mlp_bias", "rope_parameters"})
+    const json in = read_json_file(fixture / "config.json", "config"),
+               out = read_json_file(e.out / "config.json", "config");
+    for (const char* key :
+         {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+          "num_key_value_heads", "head_dim", "tie_word_embeddings", "attention_bias", "mlp_bias", "rope_parameters"})
       CHECK_MESSAGE(in[key] == out[key], key);
     CHECK(test::read_file(e.out / "tokenizer.json") == test::read_file(fixture / "tokenizer.json"));
   }

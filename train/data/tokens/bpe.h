@@ -1,6 +1,6 @@
 // GPT-2's byte-level BPE tokenizer, read from the released encoder.json and vocab.bpe, or from
 // Hugging Face's files for it; and the same tokenizer with another regex and special tokens, as
-// Llama 3's and Qwen2's tokenizer.json have it (tokenizer_files.h).
+// Llama 3's tokenizer.json has it (tokenizer_files.h).
 //
 // Text is cut into pre-tokens by GPT-2's regex (contractions, letter runs, number runs,
 // punctuation runs, whitespace) or the file's, run through PCRE2 in UTF + UCP mode, JIT-compiled

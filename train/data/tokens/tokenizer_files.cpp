@@ -71,7 +71,8 @@ std::string read_pre_tokenizer(const json& p, const std::string& file, const std
     require_unset(b, "add_prefix_space", file, where + ".add_prefix_space", "text is encoded as it is");
     check<IOError>(b.value("use_regex", true) == regex, file, ": key '", where, ".use_regex' is ",
                    b.value("use_regex", true), "; expected ", regex,
-                   regex ? " (GPT-2's tokenizer cuts the text with its regex)" : " (the Split before it cuts the text)");
+                   regex ? " (GPT-2's tokenizer cuts the text with its regex)"
+                         : " (the Split before it cuts the text)");
   };
   if (p.is_object() && p.value("type", "") == "ByteLevel") {
     byte_level(p, at, true);
@@ -146,7 +147,8 @@ TokenizerFiles from_tokenizer_json(const fs::path& path) {
   t.end_of_text = is_special("<|endoftext|>") ? "<|endoftext|>" : eos_token_of(path.parent_path());
   check<IOError>(!t.end_of_text.empty() && is_special(t.end_of_text), file,
                  ": no end-of-text token: no special \"<|endoftext|>\" in added_tokens, and tokenizer_config.json's ",
-                 "eos_token is ", t.end_of_text.empty() ? std::string("missing") : data::quoted(t.end_of_text) + ", not one");
+                 "eos_token is ",
+                 t.end_of_text.empty() ? std::string("missing") : data::quoted(t.end_of_text) + ", not one");
   const json& merges = member(model, "merges", file, "model.merges");
   check<IOError>(merges.is_array(), file, ": key 'model.merges' is not a list");
   t.merges.reserve(merges.size());

@@ -3,7 +3,7 @@
 // merges.txt: the same two formats under other names) or its fast tokenizer (tokenizer.json:
 // model.vocab and model.merges, merges written as "left right" strings or as [left, right]
 // pairs). A tokenizer.json may cut the text with GPT-2's regex (a ByteLevel pre-tokenizer) or
-// with its own (Llama 3's and Qwen2's layout: a Split pre-tokenizer with the regex, isolated
+// with its own (Llama 3's layout: a Split pre-tokenizer with the regex, isolated
 // matches, then ByteLevel without a regex of its own), and have special tokens of its own.
 #pragma once
 #include <filesystem>
