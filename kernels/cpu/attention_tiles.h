@@ -87,20 +87,19 @@ inline void tile_scores(RowMat<T>& s, const ConstMap<T>& q, const ConstMap<T>& k
   scores_of<T>(s, q.middleRows(i0, ni), k.middleRows(j0, nj), i0, j0, scale, bias, S, T_, causal);
 }
 
-// Turns rows [r0, r0 + n) held in buf by rows r0.. of x's rotary tables (rotate-half pairs).
-template <class F> void turn_rows(const Heads& x, int64_t r0, RowMat<F>& buf) {
-  const int64_t half = x.cos.shape()[1];
-  for (int64_t r = 0; r < buf.rows(); ++r) {
-    const F* c = x.cos.data<F>() + (r0 + r) * half;
-    const F* s = x.sin.data<F>() + (r0 + r) * half;
-    F* row = buf.data() + r * buf.cols();
+// Row r of a head turned at position `at` by x's rotary tables (rotate-half pairs), from `src`
+// (as stored, times `scale`) into `dst`: one pass, vectorized over the pairs.
+template <class F, class S> inline void turn_row(const Heads& x, int64_t at, const S* src, F scale, F* __restrict dst) {
+  const int64_t half = x.cos.shape()[1], cols = x.cols;
+  const F* __restrict c = x.cos.data<F>() + at * half;
+  const F* __restrict s = x.sin.data<F>() + at * half;
 #pragma omp simd
-    for (int64_t i = 0; i < half; ++i) {
-      const F a = row[i], b = row[i + half];
-      row[i] = a * c[i] - b * s[i];
-      row[i + half] = b * c[i] + a * s[i];
-    }
+  for (int64_t i = 0; i < half; ++i) {
+    const F a = F(src[i]) * scale, b = F(src[i + half]) * scale;
+    dst[i] = a * c[i] - b * s[i];
+    dst[i + half] = b * c[i] + a * s[i];
   }
+  for (int64_t i = 2 * half; i < cols; ++i) dst[i] = F(src[i]) * scale;
 }
 
 // Rows [r0, r0 + n) of head (b, h) as a ConstMap<F>: in place when stored as F, else converted
@@ -115,9 +114,11 @@ ConstMap<F> rows_of(const Heads& x, int64_t b, int64_t h, int64_t r0, int64_t n,
   buf.resize(n, x.cols);
   for (int64_t r = 0; r < n; ++r) {
     const F scale = std::is_same_v<S, int8_t> ? F(x.scale(b, h, r0 + r)) : F(1);
-    for (int64_t c = 0; c < x.cols; ++c) buf(r, c) = F(p[r * ld + c]) * scale;
+    F* row = buf.data() + r * x.cols;
+    if (x.rotary()) turn_row(x, r0 + r, p + r * ld, scale, row);
+    else
+      for (int64_t c = 0; c < x.cols; ++c) row[c] = F(p[r * ld + c]) * scale;
   }
-  if (x.rotary()) turn_rows(x, r0, buf);
   return ConstMap<F>(buf.data(), n, x.cols, Eigen::OuterStride<>(x.cols));
 }
 

@@ -90,7 +90,12 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
   // as float32 is then read in place, the whole split as one tile, so each block's prefetch of
   // the next runs on to the split's end (keys turned as read: a tile at a time, in a buffer).
   const bool fixed = std::is_same_v<F, float> && D == Dv && fixed_width::with_width(D, []<int>() {});
-  const int64_t tile = fixed && std::is_same_v<Kv, F> && !K.rotary() ? chunk : kDecodeTile;
+  const int64_t tile = fixed && std::is_same_v<Kv, F> ? chunk : kDecodeTile;
+  // A float32 cache's unrotated keys are turned inside the fixed-width loop, sixteen at a time in
+  // L1 (decode_keys::KeyTurn): the rows are read in place, once for keys and values.
+  const bool turn_in_loop = fixed && std::is_same_v<Kv, F> && K.rotary();
+  Heads K_stored = K;
+  if (turn_in_loop) K_stored.cos = K_stored.sin = Tensor();
   // Per (b, hk, split): the unnormalized output rows, their running max and sum.
   std::vector<F> part_acc(size_t(B * Hk * splits * R * Dv)), part_m(size_t(B * Hk * splits * R)),
       part_l(size_t(B * Hk * splits * R));
@@ -109,14 +114,18 @@ void attend_decode(const Heads& Q, const Heads& K, const Heads& V, const KernelA
         const int64_t end = std::min(S, (sp + 1) * chunk);
         for (int64_t j0 = sp * chunk; j0 < end; j0 += tile) {
           const int64_t nj = std::min(tile, end - j0);
-          const ConstMap<F> kt = rows_of<F, Kv>(K, b, hk, j0, nj, kbuf);
-          const ConstMap<F> vt = kv_shared ? kt : rows_of<F, Kv>(V, b, hk, j0, nj, vbuf);  // K=V: once
+          const ConstMap<F> kt = rows_of<F, Kv>(turn_in_loop ? K_stored : K, b, hk, j0, nj, kbuf);
+          // K=V read once; keys turned in the loop: the values are the same rows, in place.
+          const ConstMap<F> vt =
+              kv_shared || (turn_in_loop && same_view(K.t, V.t)) ? kt : rows_of<F, Kv>(V, b, hk, j0, nj, vbuf);
           if constexpr (std::is_same_v<F, float>) {
             if (fixed) {
               for (int64_t r = 0; r < R; ++r) row_sees[size_t(r)] = visible_keys(r % T, T, S, a.causal) - j0;
+              decode_keys::KeyTurn turn;
+              if (turn_in_loop) turn = {K.cos.data<float>(), K.sin.data<float>(), K.cos.shape()[1], j0};
               fixed_width::with_width(D, [&]<int W>() {
                 decode_keys::attend_keys<W>(q.data(), R, kt.data(), kt.outerStride(), vt.data(), vt.outerStride(), nj,
-                                            row_sees.data(), scale, acc.data(), m.data(), l.data());
+                                            row_sees.data(), scale, acc.data(), m.data(), l.data(), turn);
               });
               continue;
             }

@@ -70,14 +70,55 @@ template <int D> void prefetch_rows(const float* rows, int64_t ld, int64_t n) {
     for (int d = 0; d < D; d += kLine) __builtin_prefetch(rows + r * ld + d, 0, 3);
 }
 
+// Keys stored unrotated, turned as they are read (a K=V cache under RoPE): key j of a call is at
+// position first + j, turned by that row of the rotary tables cos, sin [P, half] (rotate-half
+// pairs). Null tables: the keys are used as stored.
+struct KeyTurn {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  int64_t half = 0, first = 0;
+};
+
+// A block's key row `src` at position `at` turned into `dst` (D floats, L1): whole heads of 32 or
+// 64 in vector registers, the others (or a partial rotation) by a loop.
+template <int D> inline void turn_key(const KeyTurn& t, int64_t at, const float* src, float* __restrict dst) {
+  const float* __restrict c = t.cos + at * t.half;
+  const float* __restrict s = t.sin + at * t.half;
+  const int64_t half = t.half;
+  if constexpr (D % (2 * kLanes) == 0) {
+    constexpr int H = D / 2 / kLanes;  // vectors per half
+    if (2 * half == D) {
+      for (int i = 0; i < H; ++i) {
+        vf a, b, co, si;
+        fixed_width::load(a, src + i * kLanes);
+        fixed_width::load(b, src + D / 2 + i * kLanes);
+        fixed_width::load(co, c + i * kLanes);
+        fixed_width::load(si, s + i * kLanes);
+        fixed_width::store(dst + i * kLanes, a * co - b * si);
+        fixed_width::store(dst + D / 2 + i * kLanes, b * co + a * si);
+      }
+      return;
+    }
+  }
+#pragma omp simd
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = src[i], b = src[i + half];
+    dst[i] = a * c[i] - b * s[i];
+    dst[i + half] = b * c[i] + a * s[i];
+  }
+  for (int64_t i = 2 * half; i < D; ++i) dst[i] = src[i];
+}
+
 // Folds keys [0, nj) of a tile into the running softmax of R query rows (q [R, D], row stride D):
 // row r sees the tile's first visible[r] keys (at most nj); acc [R, D] holds its unnormalized
 // output, m and l its running max and sum (m = -inf: nothing seen yet). k and v are rows ldk and
-// ldv apart (v == k for K=V: each row read once for both).
+// ldv apart (v == k for K=V: each row read once for both). With `turn`, each block's sixteen key
+// rows are turned into L1 once, for every query row, and the values read as stored.
 template <int D>
 void attend_keys(const float* q, int64_t R, const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t nj,
-                 const int64_t* visible, float scale, float* acc, float* m, float* l) {
+                 const int64_t* visible, float scale, float* acc, float* m, float* l, const KeyTurn& turn = {}) {
   constexpr int V = D / kLanes;
+  alignas(64) float turned[kLanes][D];
   for (int64_t j0 = 0; j0 < nj; j0 += kLanes) {
     const int64_t n = std::min<int64_t>(kLanes, nj - j0);
     const float* krow[kLanes];
@@ -86,6 +127,11 @@ void attend_keys(const float* q, int64_t R, const float* k, int64_t ldk, const f
       krow[j] = k + (j0 + std::min<int64_t>(j, n - 1)) * ldk;
       vrow[j] = v + (j0 + std::min<int64_t>(j, n - 1)) * ldv;
     }
+    if (turn.cos)
+      for (int j = 0; j < kLanes; ++j) {
+        turn_key<D>(turn, turn.first + j0 + std::min<int64_t>(j, n - 1), krow[j], turned[j]);
+        krow[j] = turned[j];
+      }
     // The next block's rows, into L1 while this one is worked on: with one stream per thread
     // (K=V) the hardware prefetcher alone left the loop waiting on memory, at 60% of the speed.
     const int64_t next = std::min<int64_t>(kLanes, nj - j0 - kLanes);
