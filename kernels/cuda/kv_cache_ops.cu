@@ -115,17 +115,16 @@ void kv_write(const KernelArgs& k) {
 
 namespace {
 
-// Keys [B, Hk, n, D] turned by rows 0..n-1 of the rotary tables, as a new tensor in their dtype
-// (the rope kernel over the keys viewed as [B, n, Hk, D], 16-bit keys widened to float32 for it).
+// Keys [B, Hk, n, D] (float32 or float64) turned by rows 0..n-1 of the rotary tables, as a new
+// tensor (the rope kernel over the keys viewed as [B, n, Hk, D]).
 Tensor rotated(const Tensor& keys, const Tensor& cos, const Tensor& sin) {
-  const bool low = keys.dtype() == DType::bf16 || keys.dtype() == DType::f16;
-  const Tensor tokens = raw::permute(low ? raw::to(keys, DType::f32, keys.device()) : keys, {0, 2, 1, 3});
-  Tensor out = empty(tokens.shape(), {tokens.dtype(), keys.device()});
+  const Tensor tokens = raw::permute(keys, {0, 2, 1, 3});
+  Tensor out = empty(tokens.shape(), {keys.dtype(), keys.device()});
   const Tensor in[] = {tokens, cos, sin, Tensor()};
   Tensor outs[] = {out};
   const Attrs attrs = RopeAttrs{};
   rope(KernelArgs{in, outs, attrs});
-  return raw::permute(low ? raw::to(out, keys.dtype(), keys.device()) : out, {0, 2, 1, 3});
+  return raw::permute(out, {0, 2, 1, 3});
 }
 
 }  // namespace
@@ -148,6 +147,19 @@ void cache_attention(const KernelArgs& k) {
     const Tensor wide_values = same_view(keys, values) ? wide_keys : dequantized(values, k.in[5], q.dtype());
     const Tensor in[] = {q, wide_keys, wide_values, start, Tensor(), Tensor(), cos, sin};
     return cache_attention(KernelArgs{in, k.out, k.attrs});
+  }
+  if (cos.defined() && (keys.dtype() == DType::bf16 || keys.dtype() == DType::f16)) {
+    // Keys turned from a 16-bit cache stay float32, as the split-KV kernel and the CPU turn them:
+    // the operands are widened, the output rounded once.
+    set_device(q);
+    const Tensor wide_keys = raw::to(keys, DType::f32, q.device());
+    const Tensor wide_values = same_view(keys, values) ? wide_keys : raw::to(values, DType::f32, q.device());
+    Tensor out = empty(k.out[0].shape(), {DType::f32, q.device()});
+    const Tensor in[] = {
+        raw::to(q, DType::f32, q.device()), wide_keys, wide_values, start, Tensor(), Tensor(), cos, sin};
+    Tensor outs[] = {out, k.out[1]};
+    cache_attention(KernelArgs{in, outs, k.attrs});
+    return raw::copy(k.out[0], out);
   }
   // Other shapes: the start read on the host (refused while capturing), then the attention
   // kernels on the keys in use (turned first when the cache stores them unrotated).

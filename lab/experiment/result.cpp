@@ -84,7 +84,8 @@ nlohmann::json to_json(const ResultRow& r) {
               {"evals", curve_json(l->evals)}});
     if (l->model)
       j["model"] = {{"layers", l->model->layers}, {"d_model", l->model->d_model}, {"heads", l->model->heads},
-                    {"ffn", l->model->ffn},       {"context", l->model->context}, {"vocab", l->model->vocab}};
+                    {"ffn", l->model->ffn},       {"context", l->model->context}, {"vocab", l->model->vocab},
+                    {"block", l->model->block}};
     if (l->train_loss) j["train_loss"] = *l->train_loss;
   }
   if (r.images) j.update({{"train_examples", r.images->train_examples}, {"test_examples", r.images->test_examples}});
@@ -199,6 +200,7 @@ ResultRow result_from_json(const nlohmann::json& j, const std::string& where) {
       const JsonFields m(f.object("model"), cat(where, ": model"));
       l.model = LmShape{m.integer("layers"), m.integer("d_model"), m.integer("heads"),
                         m.integer("ffn"),    m.integer("context"), m.integer("vocab")};
+      if (f.object("model").contains("block")) l.model->block = m.text("block");  // older rows: the GPT's
     }
     l.train_loss = f.optional_number("train_loss");
   } else {

@@ -45,6 +45,7 @@ struct ClassificationResult {
 // The shape of a language model, which tells the 300M and 1.2B runs of the paper from others.
 struct LmShape {
   int64_t layers = 0, d_model = 0, heads = 0, ffn = 0, context = 0, vocab = 0;
+  std::string block = "gpt";  // model.kind: gpt (the study's GPT-2 block) or llama
   bool operator==(const LmShape&) const = default;
 };
 

@@ -103,6 +103,7 @@ std::vector<CacheRow> cache_rows(const std::vector<LmVariantModel>& models, cons
       if (model) {
         NoGradGuard no_grad;
         Tensor prompt = zeros({o.batch, std::min(o.prefill, o.context)}, {DType::i64, o.device});
+        model->prepare_rotary(o.context);  // the model's, not the cache's
         const size_t before = memory_stats(o.device).current;
         nn::KVCache cache = model->make_cache(o.batch, o.context, dtype);
         model->forward_cached(prompt, cache);  // a real prefill; its temporaries are gone after it

@@ -24,8 +24,8 @@ std::vector<std::pair<const char*, int64_t>> shape_fields(const LmShape& s) {
 }  // namespace
 
 std::string shape_text(const LmShape& s) {
-  return cat(s.layers, " layers, d_model ", s.d_model, ", ", s.heads, " heads, FFN ", s.ffn, ", context ", s.context,
-             ", vocab ", s.vocab);
+  return cat(s.block == "llama" ? "the Llama block, " : "", s.layers, " layers, d_model ", s.d_model, ", ", s.heads,
+             " heads, FFN ", s.ffn, ", context ", s.context, ", vocab ", s.vocab);
 }
 
 const PaperTable* paper_table_for(const std::vector<PaperTable>& papers, const std::optional<LmShape>& shape) {
@@ -44,7 +44,8 @@ std::string no_paper_note(const std::vector<PaperTable>& papers, const std::opti
     trained += (i == 0 ? "" : i + 1 == sizes.size() ? " and " : ", ") + sizes[i];
   std::string s = "no paper numbers: ";
   if (trained.empty()) s += "no language-model paper table was found";
-  else s += cat("the paper trained ", trained, " models");
+  else s += cat("the paper trained ", trained, " GPT-2-style models");
+  if (shape && shape->block == "llama") s += ", none with the Llama block";
   if (shape) return cat(s, "; these runs are ", shape_text(*shape));
   return s + "; these runs' result.json do not record the model shape (written by an older qkvlab)";
 }

@@ -236,8 +236,13 @@ experiment::ResultRow run_lm(const experiment::Run& run, const experiment::RunDi
                                      1.0 - double(cache) / double(cache_qkv),
                                      evals};
   auto& lm = std::get<experiment::LmResult>(row.metrics);
-  lm.model = experiment::LmShape{config.layers,      config.d_model(), config.attention.heads,
-                                 config.ffn_width(), config.context,   config.vocab};
+  lm.model = experiment::LmShape{config.layers,
+                                 config.d_model(),
+                                 config.attention.heads,
+                                 config.ffn_width(),
+                                 config.context,
+                                 config.vocab,
+                                 config.attention.rope ? "llama" : "gpt"};
   if (!r.diverged)
     lm.train_loss = experiment::last_interval_train_loss(loops::read_metrics(loops::RunLog::metrics_file(dir.path())));
   row.diverged = r.diverged;

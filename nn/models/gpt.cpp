@@ -183,10 +183,13 @@ Tensor GPT::loss(const Tensor& ids, const Tensor& targets) const {
 
 KVCache GPT::make_cache(int64_t batch, int64_t capacity, DType dtype) const {
   const int64_t rows = capacity > 0 ? capacity : config_.context;
-  // The rotary tables are made now, not in a step a CUDA graph may be capturing.
-  if (config_.attention.rope)
-    for (const auto& b : blocks) b->attn.rotary(rows, wte.weight.device());
+  prepare_rotary(rows);  // now, not in a step a CUDA graph may be capturing
   return KVCache(config_.attention, config_.layers, batch, rows, dtype, wte.weight.device());
+}
+
+void GPT::prepare_rotary(int64_t positions) const {
+  if (!config_.attention.rope) return;
+  for (const auto& b : blocks) b->attn.rotary(positions, wte.weight.device());
 }
 
 Tensor GPT::forward_cached(const Tensor& ids, KVCache& cache) const {

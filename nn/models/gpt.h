@@ -94,6 +94,9 @@ class GPT : public Module {
   // A cache for `batch` sequences of up to `capacity` positions (0: the context), on the
   // model's device.
   KVCache make_cache(int64_t batch, int64_t capacity = 0, DType dtype = DType::f32) const;
+  // The rotary tables of positions [0, positions) on the model's device (none without rotary
+  // positions): model state, made by make_cache, and before whatever measures the cache alone.
+  void prepare_rotary(int64_t positions) const;
   // The next positions of the sequences in `cache`: ids [B, T] -> logits [B, T, vocab]; the
   // cache then holds them too. Prefill is the first call; decoding feeds one token at a time.
   Tensor forward_cached(const Tensor& ids, KVCache& cache) const;

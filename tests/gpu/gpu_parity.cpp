@@ -82,7 +82,9 @@ void report_worst(const std::string& what, double worst) {
 
 constexpr int64_t kVocab = 64;
 
-nn::GPTConfig tiny_gpt() {
+// Q-K=V, as the GPT-2 block or the Llama block (RMS norms, rotary positions with llama3
+// scaling, SwiGLU, a head dim of its own, GQA-2 on the query side's untied K and V).
+nn::GPTConfig tiny_gpt(bool llama = false) {
   nn::GPTConfig c;
   c.vocab = kVocab;
   c.context = 16;
@@ -91,6 +93,15 @@ nn::GPTConfig tiny_gpt() {
   c.attention.d_model = 32;
   c.attention.heads = 4;
   c.attention.sharing = nn::Sharing::q_kv;
+  if (!llama) return c;
+  nn::RopeConfig rope;
+  rope.scaling = nn::RopeScaling::llama3;
+  rope.factor = 4;
+  rope.original_context = 8;
+  c = nn::llama_block(c, rope);
+  c.attention.head_size = 12;
+  c.attention.kv_heads = 2;
+  c.tied_head = false;
   return c;
 }
 
@@ -101,9 +112,9 @@ struct LmCurves {
 
 // 20 optimizer steps (two micro-batches each) of a fresh seeded GPT on `device`, run in `dir`;
 // the curves are read back from the run's metrics.jsonl.
-LmCurves train_tiny_gpt(const Device& device, const fs::path& tokens, const fs::path& dir) {
+LmCurves train_tiny_gpt(const Device& device, const fs::path& tokens, const fs::path& dir, bool llama) {
   Generator gen(3);
-  nn::GPT model(tiny_gpt(), &gen);
+  nn::GPT model(tiny_gpt(llama), &gen);
   model.to(device);
   REQUIRE(model.wte.weight.device() == device);
   data::TokenBatchOptions tb;
@@ -128,11 +139,11 @@ LmCurves train_tiny_gpt(const Device& device, const fs::path& tokens, const fs::
   return {loops::records_of<loops::LmStepRecord>(records), loops::records_of<loops::EvalRecord>(records)};
 }
 
-void check_gpt_parity(const Device& device) {
+void check_gpt_parity(const Device& device, bool llama = false) {
   test::TempDir root("gpu-parity-gpt");
   const fs::path tokens = test::markov_token_dataset(root.path, kVocab);
-  const LmCurves cpu = train_tiny_gpt(kCPU, tokens, root.path / "cpu");
-  const LmCurves cuda = train_tiny_gpt(device, tokens, root.path / "cuda");
+  const LmCurves cpu = train_tiny_gpt(kCPU, tokens, root.path / "cpu", llama);
+  const LmCurves cuda = train_tiny_gpt(device, tokens, root.path / "cuda", llama);
   REQUIRE(cpu.steps.size() == 20);
   REQUIRE(cuda.steps.size() == cpu.steps.size());
   REQUIRE(cpu.evals.size() == 2);
@@ -153,7 +164,9 @@ void check_gpt_parity(const Device& device) {
                 worst);
   }
   CHECK(cpu.steps.back().loss < cpu.steps.front().loss);  // it learns, so the comparison means something
-  report_worst("tiny GPT, 20 steps: training and validation losses", worst);
+  report_worst(llama ? "tiny Llama, 20 steps: training and validation losses"
+                     : "tiny GPT, 20 steps: training and validation losses",
+               worst);
 }
 
 // ---- ResNet34 features -------------------------------------------------------------------------
@@ -324,6 +337,11 @@ TEST_CASE("gpu parity: a tiny GPT trains 20 steps on cuda:0 as on the CPU") {
   check_gpt_parity(gpu());
 }
 
+TEST_CASE("gpu parity: a tiny Llama trains 20 steps on cuda:0 as on the CPU") {
+  if (!have_gpu()) return;
+  check_gpt_parity(gpu(), /*llama=*/true);
+}
+
 TEST_CASE("gpu parity: ResNet34 features on cuda:0 match the CPU") {
   if (!have_gpu()) return;
   check_resnet_parity(gpu());
@@ -378,14 +396,17 @@ TEST_CASE("cuda graph: a GPT decodes through its replayed step as through forwar
     int64_t v_rank = 0;
     bool linear = false;
     int64_t capacity = 0;  // 0: the context
+    bool llama = false;    // the Llama block: K=V keys turned as read
   };
   // Float caches, an int8 cache, the low-rank V residual's [K | X A] rows, linear attention's
   // state, and caches shorter than the split-KV kernel's eager minimum (128 keys).
   for (const Case& k :
        {Case{nn::Sharing::q_kv, DType::f32}, Case{nn::Sharing::qkv, DType::bf16}, Case{nn::Sharing::q_kv, DType::i8},
         Case{nn::Sharing::q_kv, DType::bf16, 16}, Case{nn::Sharing::all, DType::f32, 0, true},
-        Case{nn::Sharing::qk_v, DType::f32, 0, false, 60}, Case{nn::Sharing::q_kv, DType::i8, 0, false, 60}}) {
-    const auto [sharing, cache_dtype, v_rank, linear, capacity] = k;
+        Case{nn::Sharing::qk_v, DType::f32, 0, false, 60}, Case{nn::Sharing::q_kv, DType::i8, 0, false, 60},
+        Case{nn::Sharing::q_kv, DType::f32, 0, false, 0, true}, Case{nn::Sharing::all, DType::i8, 0, false, 0, true},
+        Case{nn::Sharing::q_kv, DType::bf16, 0, false, 60, true}}) {
+    const auto [sharing, cache_dtype, v_rank, linear, capacity, llama] = k;
     nn::GPTConfig c;
     c.vocab = 97;
     c.context = 256;
@@ -396,6 +417,7 @@ TEST_CASE("cuda graph: a GPT decodes through its replayed step as through forwar
     c.attention.sharing = sharing;
     c.attention.v_rank = v_rank;
     c.attention.linear = linear;
+    if (llama) c = nn::llama_block(c);
     Generator gen(9);
     nn::GPT model(c, &gen);
     model.to(gpu());
@@ -425,8 +447,8 @@ TEST_CASE("cuda graph: a GPT decodes through its replayed step as through forwar
       worst = std::max(worst, diff / scale);
       next = greedy(want.to(gpu()));
     }
-    MESSAGE(cat("graph decode, ", nn::variant_name({sharing, 0, false, v_rank, linear}), ", ", dtype_name(cache_dtype),
-                " cache of ", capacity ? capacity : c.context,
+    MESSAGE(cat("graph decode, ", llama ? "Llama " : "", nn::variant_name({sharing, 0, false, v_rank, linear}), ", ",
+                dtype_name(cache_dtype), " cache of ", capacity ? capacity : c.context,
                 " positions: largest relative difference of the logits, replayed vs forward_cached ", worst));
   }
 }

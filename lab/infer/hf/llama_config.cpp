@@ -174,6 +174,13 @@ json hf_llama_config_json(const nn::GPTConfig& c, std::optional<int64_t> bos_tok
          {"initializer_range", c.init_std},
          {"use_cache", true},
          {"dtype", "float32"}};
+  // transformers before 5.0 reads rope_theta and rope_scaling: written too, so either loads it.
+  j["rope_theta"] = rope.theta;
+  if (rope.scaling != nn::RopeScaling::none) {
+    json legacy = parameters;
+    legacy.erase("rope_theta");
+    j["rope_scaling"] = legacy;
+  }
   if (bos_token_id) j["bos_token_id"] = *bos_token_id;
   if (eos_token_id) j["eos_token_id"] = *eos_token_id;
   return j;

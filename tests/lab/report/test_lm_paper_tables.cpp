@@ -74,7 +74,7 @@ TEST_CASE("lm paper tables: Table 4 and Table 9 load with their shapes, and a ru
   CHECK(report::paper_table_for(papers, kSmall) == nullptr);
   CHECK(report::paper_table_for(papers, std::nullopt) == nullptr);
   test::check_contains(report::no_paper_note(papers, kSmall),
-                       {"no paper numbers: the paper trained 300M (Table 4) and 1.2B (Table 9) models",
+                       {"no paper numbers: the paper trained 300M (Table 4) and 1.2B (Table 9) GPT-2-style models",
                         "these runs are 4 layers, d_model 128, 4 heads, FFN 512, context 64, vocab 50304"});
   test::check_contains(report::no_paper_note(papers, std::nullopt), {"do not record the model shape"});
 }
