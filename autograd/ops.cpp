@@ -101,18 +101,28 @@ LayerNormGrads layer_norm_backward(const Tensor& g, const Tensor& x, const Tenso
   return {out[0], out[1], out[2]};
 }
 
-AddNorm dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& w, const Tensor& b, double p,
-                               bool training, Generator* gen, double eps) {
-  check<ValueError>(p >= 0 && p <= 1, "dropout_add_layer_norm: p must be in [0, 1], got ", p);
-  check<ValueError>(eps >= 0, "dropout_add_layer_norm: eps must be non-negative, got ", eps);
+namespace {
+// The attributes of a fused residual step: eps, and the numbers dropout(y, p, training, gen)
+// would draw.
+DropoutAddNormAttrs add_norm_attrs(const Tensor& y, double p, bool training, Generator* gen, double eps,
+                                   const char* op) {
+  check<ValueError>(p >= 0 && p <= 1, op, ": p must be in [0, 1], got ", p);
+  check<ValueError>(eps >= 0, op, ": eps must be non-negative, got ", eps);
   DropoutAddNormAttrs attrs{0, 0, 0, eps};
-  if (training && p > 0) {  // the numbers dropout(y, p, training, gen) would draw
+  if (training && p > 0) {
     const DropoutAttrs d = draw_dropout(y, p, gen);
     attrs.p = p;
     attrs.seed = d.seed;
     attrs.offset = d.offset;
   }
-  auto out = call_op(OpId::dropout_add_layer_norm, {x, y, w, b}, attrs);
+  return attrs;
+}
+}  // namespace
+
+AddNorm dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& w, const Tensor& b, double p,
+                               bool training, Generator* gen, double eps) {
+  auto out = call_op(OpId::dropout_add_layer_norm, {x, y, w, b},
+                     add_norm_attrs(y, p, training, gen, eps, "dropout_add_layer_norm"));
   return {out[3], out[0]};
 }
 
@@ -128,16 +138,8 @@ RmsNormGrads rms_norm_backward(const Tensor& g, const Tensor& x, const Tensor& w
 
 AddNorm dropout_add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& w, double p, bool training, Generator* gen,
                              double eps) {
-  check<ValueError>(p >= 0 && p <= 1, "dropout_add_rms_norm: p must be in [0, 1], got ", p);
-  check<ValueError>(eps >= 0, "dropout_add_rms_norm: eps must be non-negative, got ", eps);
-  DropoutAddNormAttrs attrs{0, 0, 0, eps};
-  if (training && p > 0) {  // the numbers dropout(y, p, training, gen) would draw
-    const DropoutAttrs d = draw_dropout(y, p, gen);
-    attrs.p = p;
-    attrs.seed = d.seed;
-    attrs.offset = d.offset;
-  }
-  auto out = call_op(OpId::dropout_add_rms_norm, {x, y, w}, attrs);
+  auto out =
+      call_op(OpId::dropout_add_rms_norm, {x, y, w}, add_norm_attrs(y, p, training, gen, eps, "dropout_add_rms_norm"));
   return {out[2], out[0]};
 }
 

@@ -10,6 +10,7 @@
 #include "autograd/autograd.h"
 #include "nn/models/gpt.h"
 #include "nn/variant.h"
+#include "tests/support/tensor_compare.h"
 
 using namespace qkv;
 using namespace qkv::nn;
@@ -69,10 +70,7 @@ Tensor random_ids(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
-  Tensor x = a.to(DType::f32).contiguous(), y = b.to(DType::f32).contiguous();
-  double m = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) m = std::max(m, std::fabs(double(x.data<float>()[i]) - y.data<float>()[i]));
-  return m;
+  return test::max_abs_difference(a.to(DType::f32), b.to(DType::f32));
 }
 
 }  // namespace
