@@ -10,7 +10,8 @@
 //   q_i k^T ~ q_i A^T u^T       ->  Q~_i' = A Q~_i            (W_q,i' = A W_q,i, b_q,i' = b_q,i A^T)
 //   o_i W_o,i^T ~ (p u) C W_o,i^T  ->  W_o,i' = W_o,i C^T         (softmax rows sum to 1, so the
 //                                                               bias part of u passes through)
-// copy-k and average take U = K~ or (K~ + V~)/2 and A = C = I.
+// copy-k and average take U = K~ or (K~ + V~)/2 and A = C = I (so they serve rotary positions,
+// which svd's folded A does not: RoPE turns the keys after A).
 //
 // svd: on calibration inputs X~ (n x (d+1)), Y = X~ [K~^T | V~^T] (n x 2dh) and Y ~ u [A | C]
 // has rank dh, so the best such Y is a rank-dh approximation. What matters is not Y itself:
@@ -170,6 +171,12 @@ Conversion convert_to_shared_kv(const nn::GPT& source, ConvertMethod method, con
   const nn::Variant target = shared_kv_target(sc);
   check<ValueError>(method != ConvertMethod::svd || !cal.empty(),
                     "convert: the svd method needs calibration activations (calibration batches of training tokens)");
+  // svd folds a map A of each head's keys into W_q; rotary positions turn the keys after it, and
+  // a rotation does not commute with A, so the folded map would not stand for it.
+  check<ValueError>(
+      method != ConvertMethod::svd || !sc.attention.rope,
+      "convert: --method svd folds a map of the keys into W_q, which rotary positions would turn apart; a "
+      "model with rotary positions (model.kind llama) converts by --method copy-k or average");
   check<ValueError>(cal.empty() || int64_t(cal.gram.size()) == sc.layers, "convert: calibration of ", cal.gram.size(),
                     " layers for a model of ", sc.layers);
   nn::GPTConfig tc = sc;

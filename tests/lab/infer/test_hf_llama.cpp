@@ -14,6 +14,7 @@
 #include "io/json_read.h"
 #include "io/safetensors.h"
 #include "lab/experiment/lm_run.h"
+#include "lab/infer/convert.h"
 #include "lab/infer/generate.h"
 #include "lab/infer/hf/export.h"
 #include "lab/infer/hf/import.h"
@@ -169,4 +170,27 @@ TEST_CASE("hf llama: a config the import cannot follow is an error naming the fi
   test::check_contains(edit([](json& j) { j["model_type"] = "mistral"; }), {"config.json", "'model_type'", "mistral"});
   test::check_contains(edit([](json& j) { j["head_dim"] = 16; }),
                        {"model.safetensors", "'model.layers.0.self_attn.q_proj.weight'", "expected [64, 64]"});
+}
+
+// K=V conversion of an imported Llama: copy-k and average set A = C = I, which rotary positions
+// keep; svd's map of the keys folded into W_q would not survive the rotation and is refused.
+TEST_CASE("hf llama: an imported GQA Llama converts to its K=V form by copy-k, and svd is refused") {
+  test::TempDir tmp("hf-llama-convert");
+  import_to(kFixtures / "hf_llama_tiny", tmp.path / "run");
+  const auto model = model_of(tmp.path / "run");
+  const infer::Conversion c = infer::convert_to_shared_kv(*model, experiment::ConvertMethod::copy_k, {});
+  CHECK(c.model->config().attention.sharing == nn::Sharing::q_kv);
+  CHECK(c.model->config().attention.kv_head_count() == 2);
+  const auto weight = [](const nn::GPT& m, const std::string& name) {
+    for (const auto& [n, t] : m.state_dict())
+      if (n == name) return t;
+    FAIL("no tensor " << name);
+    return Tensor();
+  };
+  CHECK(test::max_abs_difference(weight(*c.model, "blocks.0.attn.kv.weight"),
+                                 weight(*model, "blocks.0.attn.k.weight")) == 0);
+  infer::Calibration cal = infer::calibrate(*model, {from_vector(std::vector<int64_t>{1, 5, 9, 200, 7, 3}, {1, 6})});
+  test::check_contains(test::error_of<ValueError>(
+                           [&] { infer::convert_to_shared_kv(*model, experiment::ConvertMethod::svd, cal); }),
+                       {"svd", "rotary", "copy-k"});
 }
