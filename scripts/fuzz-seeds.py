@@ -113,6 +113,36 @@ def tokenizer_seeds(data):
         put("tokenizer", f"gpt2-first-{k}-merges", text + b"\0" + bpe)
 
 
+def llama_seeds(shard):
+    """A Llama checkpoint folder cut from tests/fixtures/hf_llama_tiny (transformers 5's
+    rope_parameters, llama3 scaling, GQA, head_dim, biases, untied head) made one layer of width
+    8, sharded; and its tokenizer.json (Llama 3's Split regex, special tokens) with 64 merges."""
+    fixture = ROOT / "tests" / "fixtures" / "hf_llama_tiny"
+    fast = json.loads((fixture / "tokenizer.json").read_text(encoding="utf-8"))
+    fast["model"]["merges"] = fast["model"]["merges"][:64]
+    put("hf_tokenizer", "llama3-split-64-merges", json.dumps(fast, ensure_ascii=False))
+    config = json.loads((fixture / "config.json").read_text())
+    config.update(num_hidden_layers=1, hidden_size=8, num_attention_heads=2, num_key_value_heads=1, head_dim=6,
+                  intermediate_size=12, vocab_size=16, max_position_embeddings=8, bos_token_id=0, eos_token_id=1)
+    d, q, kv, f = 8, 12, 6, 12
+    shapes = {"model.embed_tokens.weight": [16, d], "model.norm.weight": [d], "lm_head.weight": [16, d],
+              "model.layers.0.input_layernorm.weight": [d], "model.layers.0.post_attention_layernorm.weight": [d]}
+    for name, (rows, cols) in {"self_attn.q_proj": (q, d), "self_attn.k_proj": (kv, d), "self_attn.v_proj": (kv, d),
+                               "self_attn.o_proj": (d, q), "mlp.gate_proj": (f, d), "mlp.up_proj": (f, d),
+                               "mlp.down_proj": (d, f)}.items():
+        shapes.update({f"model.layers.0.{name}.weight": [rows, cols], f"model.layers.0.{name}.bias": [rows]})
+    header, body, rng = {}, b"", random.Random(1)
+    for name, shape in shapes.items():
+        n = shape[0] * (shape[1] if len(shape) > 1 else 1)
+        data = struct.pack(f"<{n}f", *(rng.gauss(0.0, 0.02) for _ in range(n)))
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(body), len(body) + len(data)]}
+        body += data
+    text = json.dumps(header, separators=(",", ":")).encode()
+    index = {"metadata": {"total_size": len(body)}, "weight_map": {k: shard for k in header}}
+    put("hf_gpt2", "llama-one-layer-d8-gqa-sharded", json.dumps(config, indent=2).encode() + b"\0" +
+        json.dumps(index, indent=2).encode() + b"\0" + struct.pack("<Q", len(text)) + text + body)
+
+
 def hf_seeds():
     """Hugging Face's GPT-2 files, cut from the fixture transformers wrote (tests/fixtures/hf_gpt2_tiny):
     its tokenizer (tokenizer.json, and vocab.json + merges.txt) with the first 64 merges, and a
@@ -144,10 +174,13 @@ def hf_seeds():
     index = {"metadata": {"total_size": len(body)}, "weight_map": {k: shard for k in header}}
     put("hf_gpt2", "one-layer-d8-sharded", json.dumps(config, indent=2).encode() + b"\0" +
         json.dumps(index, indent=2).encode() + b"\0" + struct.pack("<Q", len(text)) + text + body)
+    llama_seeds(shard)
     structure = dict(fast, model=dict(fast["model"], vocab={}))  # the keys, not the 1000 tokens
     json_dict(DICTS / "hf_tokenizer.dict", json_keys(structure), ["BPE", "ByteLevel", "<|endoftext|>", "#version: 0.2\n", "\u0120"])
     json_dict(DICTS / "hf_gpt2.dict", list(json_keys(config)) + ["weight_map", "dtype", "shape", "data_offsets"],
-              ["F32", "BF16", "F16", "gelu_new", "transformer.", "lm_head.weight", "h.0.attn.c_attn.weight", shard])
+              ["F32", "BF16", "F16", "gelu_new", "transformer.", "lm_head.weight", "h.0.attn.c_attn.weight", shard,
+               "llama", "rope_parameters", "rope_scaling", "rope_type", "llama3", "linear", "num_key_value_heads",
+               "head_dim", "model.layers.0.self_attn.q_proj.weight", "model.embed_tokens.weight"])
 
 
 def experiment_seeds(run_config):

@@ -51,7 +51,9 @@ nn::RopeConfig rope_of(const HfConfigReader& r, std::vector<std::string>& warnin
   if (!p.is_object()) r.fail(key, cat("expected an object, got ", p.dump()));
   const HfConfigReader sub{p, cat(r.file, ": key '", key, "'")};
   const std::string type_key = p.contains("rope_type") ? "rope_type" : "type";
-  const std::string type = p.value(type_key, std::string("default"));
+  if (p.contains(type_key) && !p[type_key].is_string())
+    r.fail(cat(key, ".", type_key), cat("expected a string, got ", p[type_key].dump()));
+  const std::string type = p.contains(type_key) ? p[type_key].get<std::string>() : "default";
   if (p.contains("rope_theta")) rope.theta = sub.number("rope_theta", rope.theta);
   if (!(rope.theta > 0)) r.fail(key, cat("rope_theta ", rope.theta, " is not positive"));
   for (const auto& [k, v] : p.items()) {
@@ -66,7 +68,8 @@ nn::RopeConfig rope_of(const HfConfigReader& r, std::vector<std::string>& warnin
     r.fail(cat(key, ".", type_key), cat(json(type).dump(), " is not supported: expected default, linear or llama3"));
   rope.factor = sub.number("factor", 0);
   if (!(rope.factor >= 1))
-    r.fail(cat(key, ".factor"), cat("expected a number >= 1, got ", p.value("factor", json()).dump()));
+    r.fail(cat(key, ".factor"),
+           cat("expected a number >= 1, got ", p.contains("factor") ? p["factor"].dump() : "nothing"));
   if (type == "linear") {
     rope.scaling = nn::RopeScaling::linear;
     return rope;
@@ -74,7 +77,7 @@ nn::RopeConfig rope_of(const HfConfigReader& r, std::vector<std::string>& warnin
   rope.scaling = nn::RopeScaling::llama3;
   rope.low_freq_factor = sub.number("low_freq_factor", 1.0);
   rope.high_freq_factor = sub.number("high_freq_factor", 4.0);
-  const json fallback = j.value("max_position_embeddings", json(8192));
+  const json fallback = j.contains("max_position_embeddings") ? j["max_position_embeddings"] : json(8192);
   rope.original_context = sub.positive("original_max_position_embeddings", &fallback);
   if (!(rope.low_freq_factor > 0 && rope.high_freq_factor > rope.low_freq_factor))
     r.fail(key, cat("llama3 needs 0 < low_freq_factor < high_freq_factor, got ", rope.low_freq_factor, " and ",

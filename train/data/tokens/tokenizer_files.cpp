@@ -62,35 +62,44 @@ void require_unset(const json& j, const char* key, const std::string& file, cons
   check<IOError>(unset, file, ": key '", at, "' is ", v.dump(), "; GPT-2's tokenizer has none (", why, ")");
 }
 
+// A string or a flag of a tokenizer.json object, or `fallback` where it is absent or of another
+// type (what the checks then compare reads as a mismatch, named by key, never as a type error).
+std::string text_or(const json& j, const char* key, const std::string& fallback) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
+}
+bool flag_or(const json& j, const char* key, bool fallback) {
+  return j.is_object() && j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+}
+
 // The pre-tokenizer: GPT-2's ByteLevel (its own regex), or Split(regex, isolated) then ByteLevel
 // without a regex. Returns the Split's regex, or "" for GPT-2's.
 std::string read_pre_tokenizer(const json& p, const std::string& file, const std::string& at) {
   const auto byte_level = [&](const json& b, const std::string& where, bool regex) {
-    check<IOError>(b.is_object() && b.value("type", "") == "ByteLevel", file, ": key '", where,
+    check<IOError>(b.is_object() && text_or(b, "type", "") == "ByteLevel", file, ": key '", where,
                    "' is not a byte-level pre-tokenizer: got ", b.dump().substr(0, 200));
     require_unset(b, "add_prefix_space", file, where + ".add_prefix_space", "text is encoded as it is");
-    check<IOError>(b.value("use_regex", true) == regex, file, ": key '", where, ".use_regex' is ",
-                   b.value("use_regex", true), "; expected ", regex,
+    check<IOError>(flag_or(b, "use_regex", true) == regex, file, ": key '", where, ".use_regex' is ",
+                   flag_or(b, "use_regex", true), "; expected ", regex,
                    regex ? " (GPT-2's tokenizer cuts the text with its regex)"
                          : " (the Split before it cuts the text)");
   };
-  if (p.is_object() && p.value("type", "") == "ByteLevel") {
+  if (p.is_object() && text_or(p, "type", "") == "ByteLevel") {
     byte_level(p, at, true);
     return "";
   }
-  const bool sequence = p.is_object() && p.value("type", "") == "Sequence" && p.contains("pretokenizers") &&
+  const bool sequence = p.is_object() && text_or(p, "type", "") == "Sequence" && p.contains("pretokenizers") &&
                         p["pretokenizers"].is_array() && p["pretokenizers"].size() == 2;
   check<IOError>(sequence, file, ": key '", at,
                  "' is neither GPT-2's ByteLevel pre-tokenizer nor a Sequence of Split (a regex) and ByteLevel: got ",
                  p.dump().substr(0, 200));
   const json& split = p["pretokenizers"][0];
   const std::string where = at + ".pretokenizers[0]";
-  check<IOError>(split.is_object() && split.value("type", "") == "Split" && split.contains("pattern") &&
+  check<IOError>(split.is_object() && text_or(split, "type", "") == "Split" && split.contains("pattern") &&
                      split["pattern"].is_object() && split["pattern"].contains("Regex") &&
                      split["pattern"]["Regex"].is_string(),
                  file, ": key '", where, "' is not a Split on a regex: got ", split.dump().substr(0, 200));
-  check<IOError>(split.value("behavior", "") == "Isolated" && !split.value("invert", false), file, ": key '", where,
-                 "': only Split's isolated matches (behavior \"Isolated\", invert false) are read, got ",
+  check<IOError>(text_or(split, "behavior", "") == "Isolated" && !flag_or(split, "invert", false), file, ": key '",
+                 where, "': only Split's isolated matches (behavior \"Isolated\", invert false) are read, got ",
                  split.dump().substr(0, 200));
   byte_level(p["pretokenizers"][1], at + ".pretokenizers[1]", false);
   return split["pattern"]["Regex"].get<std::string>();
@@ -117,22 +126,22 @@ TokenizerFiles from_tokenizer_json(const fs::path& path) {
   t.pattern = read_pre_tokenizer(member(j, "pre_tokenizer", file, "pre_tokenizer"), file, "pre_tokenizer");
   t.pattern_source = file + ": pre_tokenizer";
   const json& model = member(j, "model", file, "model");
-  check<IOError>(model.value("type", "") == "BPE", file, ": key 'model.type' is ",
+  check<IOError>(text_or(model, "type", "") == "BPE", file, ": key 'model.type' is ",
                  model.contains("type") ? model["type"].dump() : std::string("missing"), "; expected \"BPE\"");
   require_unset(model, "dropout", file, "model.dropout", "BPE dropout samples merges");
   require_unset(model, "continuing_subword_prefix", file, "model.continuing_subword_prefix", "no word prefixes");
   require_unset(model, "end_of_word_suffix", file, "model.end_of_word_suffix", "no word suffixes");
   require_unset(model, "byte_fallback", file, "model.byte_fallback", "every byte has a token");
-  t.ignore_merges = model.value("ignore_merges", false);
+  t.ignore_merges = flag_or(model, "ignore_merges", false);
   t.vocab = member(model, "vocab", file, "model.vocab");
   t.vocab_source = file + " (model.vocab)";
   if (j.contains("added_tokens")) {
     const json& added = j["added_tokens"];
     check<IOError>(added.is_array(), file, ": key 'added_tokens' is not a list");
     for (size_t i = 0; i < added.size(); ++i) {
-      const std::string content = added[i].value("content", "");
-      const json id = added[i].value("id", json());
-      check<IOError>(!content.empty() && added[i].value("special", false) && id.is_number_integer() &&
+      const std::string content = text_or(added[i], "content", "");
+      const json id = added[i].is_object() && added[i].contains("id") ? added[i]["id"] : json();
+      check<IOError>(!content.empty() && flag_or(added[i], "special", false) && id.is_number_integer() &&
                          (!t.vocab.is_object() || !t.vocab.contains(content) || t.vocab[content] == id),
                      file, ": key 'added_tokens[", i, "]' (", data::quoted(content),
                      ") is not supported: added tokens must be special, with an id that model.vocab, when it has ",
