@@ -127,7 +127,9 @@ void attend_keys(const float* q, int64_t R, const float* k, int64_t ldk, const f
       krow[j] = k + (j0 + std::min<int64_t>(j, n - 1)) * ldk;
       vrow[j] = v + (j0 + std::min<int64_t>(j, n - 1)) * ldv;
     }
-    if (turn.cos)
+    // One query row over whole turned heads: each key is turned in registers as it is scored.
+    const bool fused = turn.cos && R == 1 && D % (2 * kLanes) == 0 && 2 * turn.half == D;
+    if (turn.cos && !fused)
       for (int j = 0; j < kLanes; ++j) {
         turn_key<D>(turn, turn.first + j0 + std::min<int64_t>(j, n - 1), krow[j], turned[j]);
         krow[j] = turned[j];
@@ -145,13 +147,31 @@ void attend_keys(const float* q, int64_t R, const float* k, int64_t ldk, const f
       vf qr[V];
       for (int c = 0; c < V; ++c) fixed_width::load(qr[c], q + r * D + c * kLanes);
       vf dots[kLanes];
-      for (int j = 0; j < kLanes; ++j) {
-        vf w, sum = {};
-        for (int c = 0; c < V; ++c) {
-          fixed_width::load(w, krow[j] + c * kLanes);
-          sum += qr[c] * w;
+      if (fused) {
+        for (int j = 0; j < kLanes; ++j) {
+          const int64_t at = turn.first + j0 + std::min<int64_t>(j, n - 1);
+          const float* c = turn.cos + at * turn.half;
+          const float* s = turn.sin + at * turn.half;
+          vf sum = {};
+          for (int i = 0; i < V / 2; ++i) {
+            vf a, b, co, si;
+            fixed_width::load(a, krow[j] + i * kLanes);
+            fixed_width::load(b, krow[j] + D / 2 + i * kLanes);
+            fixed_width::load(co, c + i * kLanes);
+            fixed_width::load(si, s + i * kLanes);
+            sum += qr[i] * (a * co - b * si) + qr[V / 2 + i] * (b * co + a * si);
+          }
+          dots[j] = sum;
         }
-        dots[j] = sum;
+      } else {
+        for (int j = 0; j < kLanes; ++j) {
+          vf w, sum = {};
+          for (int c = 0; c < V; ++c) {
+            fixed_width::load(w, krow[j] + c * kLanes);
+            sum += qr[c] * w;
+          }
+          dots[j] = sum;
+        }
       }
       vf sc;
       sum_each(dots, sc);

@@ -88,6 +88,11 @@ OpCase case_cache_attention() {
                 {real({2, 2, 1, 8}), int8s({2, 2, 7, 8}), int8s({2, 2, 7, 8}), index({}, 7), scales({2, 2, 7, 1}),
                  scales({2, 2, 7, 1}), constant(real({7, 4})), constant(real({7, 4}))},
                 scaled(true, 8)},
+               // One query row per KV head: the CPU decode turns each key in registers as it scores it.
+               {"rotary keys, MHA, one query, 40 cached positions, D 64",
+                {real({1, 2, 1, 64}), real({1, 2, 40, 64}), real({1, 2, 40, 64}), index({}, 40), absent(), absent(),
+                 constant(real({40, 32})), constant(real({40, 32}))},
+                scaled(true, 64)},
                kernel_path({"rotary keys, split-KV sizes: GQA 2, one query, 180 cached positions, D 64",
                             {real({1, 4, 1, 64}), real({1, 2, 180, 64}), real({1, 2, 180, 64}), index({}, 180),
                              absent(), absent(), constant(real({180, 32})), constant(real({180, 32}))},
