@@ -37,7 +37,8 @@ const std::set<std::string, std::less<>> kRopeKeys{"rope_type",
                                                    "factor",
                                                    "low_freq_factor",
                                                    "high_freq_factor",
-                                                   "original_max_position_embeddings"};
+                                                   "original_max_position_embeddings",
+                                                   "partial_rotary_factor"};
 
 // The rotary settings from whichever layout the file has.
 nn::RopeConfig rope_of(const HfConfigReader& r, std::vector<std::string>& warnings, bool strict) {
@@ -63,6 +64,10 @@ nn::RopeConfig rope_of(const HfConfigReader& r, std::vector<std::string>& warnin
                            ") is unknown to qkvlab's Llama import; assumed not to change the logits (--strict makes "
                            "it an error)"));
   }
+  // LlamaForCausalLM turns whole heads: a partial rotation has no Llama form to match.
+  if (p.contains("partial_rotary_factor") && sub.number("partial_rotary_factor", 1.0) != 1.0)
+    r.fail(cat(key, ".partial_rotary_factor"),
+           cat(p["partial_rotary_factor"].dump(), " is not supported: a Llama turns whole heads (1.0)"));
   if (type == "default") return rope;
   if (type != "linear" && type != "llama3")
     r.fail(cat(key, ".", type_key), cat(json(type).dump(), " is not supported: expected default, linear or llama3"));

@@ -165,6 +165,8 @@ TEST_CASE("hf llama: a config the import cannot follow is an error naming the fi
   test::check_contains(edit([](json& j) { j["rope_parameters"]["rope_type"] = "yarn"; }),
                        {"config.json", "rope_parameters.rope_type", "yarn", "llama3"});
   test::check_contains(edit([](json& j) { j["hidden_act"] = "gelu"; }), {"config.json", "'hidden_act'", "silu"});
+  test::check_contains(edit([](json& j) { j["rope_parameters"]["partial_rotary_factor"] = 0.5; }),
+                       {"config.json", "rope_parameters.partial_rotary_factor", "whole heads"});
   test::check_contains(edit([](json& j) { j["num_key_value_heads"] = 3; }),
                        {"config.json", "'num_key_value_heads'", "does not divide"});
   test::check_contains(edit([](json& j) { j["model_type"] = "mistral"; }), {"config.json", "'model_type'", "mistral"});
