@@ -123,7 +123,8 @@ struct Checkpoint {
   nn::GPTConfig gpt;
   std::map<std::string, Tensor> state;
   std::vector<std::string> warnings;
-  json files;  // the folder's files and sizes
+  json files;   // the folder's files and sizes
+  json config;  // config.json as read, for import.json
 };
 
 Checkpoint read_checkpoint(const ImportRequest& r, const fs::path& config_file) {
@@ -134,11 +135,11 @@ Checkpoint read_checkpoint(const ImportRequest& r, const fs::path& config_file) 
   const HfTensors tensors = read_hf_tensors(r.source);
   if (type == "gpt2") {
     const HfGpt2Config hf = read_hf_gpt2_config(config_file, r.strict);
-    return {"GPT-2", hf.gpt, gpt_state_from_hf(tensors, hf), hf.warnings, files_record(config_file, tensors)};
+    return {"GPT-2", hf.gpt, gpt_state_from_hf(tensors, hf), hf.warnings, files_record(config_file, tensors), j};
   }
   if (type == "llama") {
     const HfLlamaConfig hf = read_hf_llama_config(config_file, r.strict);
-    return {"Llama", hf.gpt, llama_state_from_hf(tensors, hf), hf.warnings, files_record(config_file, tensors)};
+    return {"Llama", hf.gpt, llama_state_from_hf(tensors, hf), hf.warnings, files_record(config_file, tensors), j};
   }
   throw IOError(cat(config_file.string(), ": key 'model_type': ", j["model_type"].dump(),
                     " is not supported: expected \"gpt2\" (GPT2LMHeadModel) or \"llama\" (LlamaForCausalLM)"));
@@ -191,7 +192,7 @@ ImportedRun import_hf(const ImportRequest& r) {
   out.checkpoint = *loops::latest_checkpoint(r.out);
   const json record{{"source", fs::absolute(r.source).lexically_normal().string()},
                     {"files", ckpt.files},
-                    {"config", read_json_file(config_file, "a Hugging Face config.json", uint64_t(16) << 20)},
+                    {"config", ckpt.config},
                     {"architecture", ckpt.architecture},
                     {"variant", nn::variant_name(config.sweep().variants.front())},
                     {"checkpoint", "step 0"}};

@@ -136,7 +136,6 @@ HfLlamaConfig read_hf_llama_config(const std::filesystem::path& file, bool stric
   g.norm_eps = r.number("rms_norm_eps", 1e-6);
   if (!(g.norm_eps >= 0)) r.fail("rms_norm_eps", cat(g.norm_eps, " is negative"));
   a.bias = r.flag("attention_bias", false);
-  g.attention.bias = a.bias;
   g.mlp_bias = r.flag("mlp_bias", false);
   g.tied_head = r.flag("tie_word_embeddings", false);
   for (auto [key, out] : {std::pair{"bos_token_id", &c.bos_token_id}, std::pair{"eos_token_id", &c.eos_token_id}})
